@@ -1,0 +1,208 @@
+"""Settings: declared once, validated at start-up; the only reader of os.environ.
+
+Precedence: command-line flag > LOOPWATCH_* environment variable > TOML file > default.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from gateway.errors import ConfigError
+
+DEFAULT_JSON_KEYS = (
+    "password",
+    "passwd",
+    "secret",
+    "token",
+    "access_token",
+    "refresh_token",
+    "api_key",
+    "apikey",
+    "authorization",
+    "client_secret",
+    "private_key",
+    "cookie",
+)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class RedactionPattern(_Frozen):
+    name: str = Field(pattern=r"^[a-z0-9_]{1,40}$")
+    regex: str
+
+    @field_validator("regex")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a valid regular expression: {exc}") from exc
+        return value
+
+
+class RedactionSettings(_Frozen):
+    enabled: bool = True
+    patterns: tuple[RedactionPattern, ...] = ()
+    json_keys: tuple[str, ...] = DEFAULT_JSON_KEYS
+    max_text_chars: int = Field(default=16_384, ge=64)
+
+
+class Route(_Frozen):
+    """Where requests of one protocol (optionally only some models) are sent."""
+
+    protocol: Literal["chat", "responses", "messages", "passthrough"]
+    upstream: str
+    model: str | None = None  # fnmatch pattern, e.g. "claude-*"
+    api_key: str | None = None  # held by the gateway; replaces the client's key
+
+    @field_validator("upstream")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        return _check_url(value)
+
+
+class KeyBudget(_Frozen):
+    """Budget defaults for requests made with one API key, matched by fingerprint."""
+
+    key_fingerprint: str = Field(pattern=r"^[0-9a-f]{16,64}$")
+    max_steps: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    pairing: Literal["enforce", "observe"] | None = None
+
+
+class Settings(_Frozen):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8787, ge=0, le=65535)
+    upstream_url: str = "https://api.openai.com/v1"
+    anthropic_upstream_url: str = "https://api.anthropic.com"
+    database_url: str = "sqlite:///./loopwatch.db"
+    config: str | None = None
+    connect_timeout: float = Field(default=10.0, gt=0)
+    read_timeout: float = Field(default=600.0, gt=0)
+    max_body_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
+    max_steps: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    pairing: Literal["enforce", "observe"] = "enforce"
+    admin_token: str | None = None
+    store_reasoning_summary: bool = True
+    recorder_queue_size: int = Field(default=10_000, ge=1)
+    recorder_batch_size: int = Field(default=200, ge=1)
+    recorder_flush_seconds: float = Field(default=0.05, gt=0)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    redaction: RedactionSettings = RedactionSettings()
+    routes: tuple[Route, ...] = ()
+    keys: tuple[KeyBudget, ...] = ()
+
+    @field_validator("upstream_url", "anthropic_upstream_url")
+    @classmethod
+    def _upstream(cls, value: str) -> str:
+        return _check_url(value)
+
+    @field_validator("database_url")
+    @classmethod
+    def _database(cls, value: str) -> str:
+        if not re.match(r"^(sqlite|postgresql)(\+\w+)?://", value):
+            raise ValueError("must start with sqlite:// or postgresql://")
+        return value
+
+    @field_validator("admin_token")
+    @classmethod
+    def _token(cls, value: str | None) -> str | None:
+        if value is not None and len(value) < 16:
+            raise ValueError("must be at least 16 characters")
+        return value
+
+    def is_loopback(self) -> bool:
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+
+def _check_url(value: str) -> str:
+    if not re.match(r"^https?://[^/\s]+", value):
+        raise ValueError("must be an http:// or https:// URL")
+    return value.rstrip("/")
+
+
+# Scalar settings that have an environment twin: LOOPWATCH_<NAME upper>.
+ENV_SETTINGS = (
+    "host",
+    "port",
+    "upstream_url",
+    "anthropic_upstream_url",
+    "database_url",
+    "config",
+    "connect_timeout",
+    "read_timeout",
+    "max_body_bytes",
+    "max_steps",
+    "max_tokens",
+    "pairing",
+    "admin_token",
+    "store_reasoning_summary",
+    "recorder_queue_size",
+    "recorder_batch_size",
+    "recorder_flush_seconds",
+    "log_level",
+)
+
+
+def env_name(setting: str) -> str:
+    return "LOOPWATCH_" + setting.upper()
+
+
+def load_settings(
+    overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+) -> Settings:
+    """Merge file, environment and flags; raise ConfigError naming the first bad setting."""
+    environ = os.environ if environ is None else environ
+    from_env = {
+        name: environ[env_name(name)]
+        for name in ENV_SETTINGS
+        if environ.get(env_name(name), "") != ""
+    }
+    flags = {k: v for k, v in (overrides or {}).items() if v is not None}
+    config_path = flags.get("config") or from_env.get("config")
+    merged: dict[str, Any] = _read_toml(config_path) if config_path else {}
+    merged.update(from_env)
+    merged.update(flags)
+    try:
+        return Settings.model_validate(merged)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc)) from None
+
+
+def _read_toml(path: str) -> dict[str, Any]:
+    try:
+        with Path(path).open("rb") as handle:
+            data = tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError(f"config: file not found: {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config: {path} is not valid TOML: {exc}") from None
+    data["config"] = path
+    return data
+
+
+def _describe(exc: ValidationError) -> str:
+    lines = []
+    for error in exc.errors():
+        location = ".".join(str(part) for part in error["loc"])
+        twin = f" ({env_name(location)})" if location in ENV_SETTINGS else ""
+        message = "unknown setting" if error["type"] == "extra_forbidden" else error["msg"]
+        lines.append(f"invalid setting {location}{twin}: {message}")
+    return "; ".join(lines)

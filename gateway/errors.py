@@ -1,0 +1,86 @@
+"""One error tree: each error knows its HTTP status, type and code.
+
+Adapters render these in the client's protocol (`ProtocolAdapter.error_body`).
+"""
+
+from __future__ import annotations
+
+
+class GatewayError(Exception):
+    status = 500
+    type = "server_error"
+    code = "gateway_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        headers: dict[str, str] | None = None,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.headers = headers or {}
+        if code is not None:
+            self.code = code
+
+
+class BadRequest(GatewayError):
+    status = 400
+    type = "invalid_request_error"
+    code = "invalid_request"
+
+
+class RequestTooLarge(GatewayError):
+    status = 413
+    type = "invalid_request_error"
+    code = "request_too_large"
+
+
+class PairingViolation(BadRequest):
+    """The request's tool history breaks a pairing rule; `code` names the rule."""
+
+    def __init__(self, message: str, *, rule: str, call_id: str | None) -> None:
+        super().__init__(message, param="messages", code=rule)
+        self.rule = rule
+        self.call_id = call_id
+
+
+class BudgetExceeded(GatewayError):
+    status = 429
+    type = "budget_exceeded"
+
+    def __init__(self, message: str, *, code: str, headers: dict[str, str] | None = None) -> None:
+        merged = {"x-should-retry": "false", **(headers or {})}
+        super().__init__(message, headers=merged, code=code)
+
+
+class Unauthorized(GatewayError):
+    status = 401
+    type = "authentication_error"
+    code = "invalid_admin_token"
+
+
+class NotFound(GatewayError):
+    status = 404
+    type = "not_found_error"
+    code = "not_found"
+
+
+class UpstreamError(GatewayError):
+    """The provider could not be reached or broke the connection."""
+
+    status = 502
+    type = "upstream_error"
+    code = "upstream_unreachable"
+
+
+class UpstreamTimeout(UpstreamError):
+    status = 504
+    code = "upstream_timeout"
+
+
+class ConfigError(Exception):
+    """A setting is invalid; the message names it. Stops start-up."""

@@ -1,0 +1,119 @@
+"""Provider-neutral vocabulary: typed items, token usage, stop reasons, violations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+
+class ItemKind(StrEnum):
+    INSTRUCTION = "instruction"
+    USER = "user"
+    ASSISTANT_TEXT = "assistant_text"
+    TOOL_CALL = "tool_call"
+    TOOL_RESULT = "tool_result"
+    REASONING = "reasoning"
+    REFUSAL = "refusal"
+    OTHER = "other"
+
+
+# Kinds a model produces; a run of them closes an assistant turn.
+ASSISTANT_KINDS = frozenset(
+    {ItemKind.ASSISTANT_TEXT, ItemKind.TOOL_CALL, ItemKind.REASONING, ItemKind.REFUSAL}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One typed piece of a step's input or output.
+
+    `text` never holds reasoning text: a REASONING item keeps only that reasoning happened,
+    its token count (attrs["tokens"]) and at most a provider summary in `text`.
+    `attrs` is a small JSON object: e.g. {"internal_call_id": True} when the provider sent
+    no call id, {"incomplete": True} for a tool call cut off mid-stream, {"text_length": n}
+    after truncation.
+    """
+
+    kind: ItemKind
+    role: str | None = None
+    text: str | None = None
+    call_id: str | None = None
+    tool_name: str | None = None
+    arguments: str | None = None
+    is_error: bool | None = None
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    def with_changes(self, **changes: Any) -> Item:
+        return replace(self, **changes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind.value,
+            "role": self.role,
+            "text": self.text,
+            "call_id": self.call_id,
+            "tool_name": self.tool_name,
+            "arguments": self.arguments,
+            "is_error": self.is_error,
+            "attrs": self.attrs,
+        }
+
+
+@dataclass(slots=True)
+class Usage:
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+    cached_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cache_creation_tokens: int | None = None
+
+    def merge(self, other: Usage) -> None:
+        """Take every field `other` knows; later reports win (streams repeat usage)."""
+        for name in self.__slots__:  # type: ignore[attr-defined]
+            value = getattr(other, name)
+            if value is not None:
+                setattr(self, name, value)
+
+    def total(self) -> int:
+        if self.total_tokens is not None:
+            return self.total_tokens
+        return (self.prompt_tokens or 0) + (self.completion_tokens or 0)
+
+    def to_json(self) -> dict[str, int | None]:
+        return {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
+
+
+class StopReason(StrEnum):
+    COMPLETED = "completed"
+    TOOL_CALLS = "tool_calls"
+    LENGTH = "length"
+    CONTENT_FILTER = "content_filter"
+    REFUSAL = "refusal"
+    INTERRUPTED = "interrupted"  # stream ended without its protocol's completion
+    CANCELLED = "cancelled"  # the client went away
+    ERROR = "error"  # provider error status or error event
+    UNKNOWN = "unknown"
+
+
+class ViolationKind(StrEnum):
+    ORPHAN_TOOL_RESULT = "orphan_tool_result"
+    MISSING_TOOL_RESULT = "missing_tool_result"
+    DUPLICATE_CALL_ID = "duplicate_call_id"
+    TRUNCATED_TOOL_CALL = "truncated_tool_call"
+    INVALID_TOOL_ARGUMENTS = "invalid_tool_arguments"
+    STOP_REASON_MISMATCH = "stop_reason_mismatch"
+    STREAM_INTERRUPTED = "stream_interrupted"
+    STEP_BUDGET_EXCEEDED = "step_budget_exceeded"
+    TOKEN_BUDGET_EXCEEDED = "token_budget_exceeded"
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """A rule broken by a step; ids and time are added when it is recorded."""
+
+    kind: ViolationKind
+    detail: str
+    call_id: str | None = None
+    enforced: bool = False

@@ -1,0 +1,1 @@
+"""Wire protocol adapters, one module per protocol."""

@@ -1,0 +1,88 @@
+"""The interface every wire-protocol adapter implements, and what it returns.
+
+Only adapters know wire field names. The proxy calls them in this order:
+parse_request → prepare_body → (stream: new_event_decoder().decode per SSE event |
+body: decode_body) → the assembler; error_body renders our errors for the client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from gateway.errors import GatewayError
+from gateway.items import Item
+from gateway.stream.deltas import Delta
+from gateway.stream.sse import SSEEvent
+
+
+@dataclass(slots=True)
+class ParsedRequest:
+    """What the gateway needs to know of a request, in neutral terms."""
+
+    model: str | None
+    stream: bool
+    items: list[Item]  # the whole history the client sent, in order
+    previous_response_id: str | None = None
+    max_output_tokens: int | None = None  # the request's own completion limit, if any
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class PreparedBody:
+    """The body to send upstream, and what was rewritten in it."""
+
+    body: dict[str, Any]
+    hide_usage_event: bool = False  # usage was requested by us, not the client: hide it
+    clamped_max_tokens: int | None = None
+
+
+class EventDecoder(Protocol):
+    """Per-stream decoder state (one per response)."""
+
+    def decode(self, event: SSEEvent) -> list[Delta]: ...
+
+
+class ProtocolAdapter(Protocol):
+    name: str  # "chat", "responses", "messages"
+
+    def parse_request(self, body: Any) -> ParsedRequest:
+        """Typed items from a request body; raises BadRequest naming the bad field."""
+        ...
+
+    def prepare_body(
+        self, body: dict[str, Any], parsed: ParsedRequest, *, max_tokens: int | None
+    ) -> PreparedBody:
+        """The upstream body: usage for streams, completion limit clamped to `max_tokens`."""
+        ...
+
+    def new_event_decoder(self) -> EventDecoder: ...
+
+    def is_injected_usage_event(self, event: SSEEvent) -> bool:
+        """True for the usage-only event that exists only because prepare_body asked for it."""
+        ...
+
+    def decode_body(self, body: Any) -> list[Delta]:
+        """A whole non-streamed response body as deltas, ending with EndDelta."""
+        ...
+
+    def decode_error(self, body: Any) -> dict[str, Any] | None:
+        """The provider's error object from an error body, as {"message","type","code"}."""
+        ...
+
+    def error_body(self, error: GatewayError) -> dict[str, Any]:
+        """Our error in this protocol's error format."""
+        ...
+
+
+# Response headers that carry the provider's request id, most specific first.
+REQUEST_ID_HEADERS = ("x-request-id", "request-id", "apim-request-id", "x-ms-request-id", "cf-ray")
+
+
+def provider_request_id(headers: Mapping[str, str]) -> str | None:
+    for name in REQUEST_ID_HEADERS:
+        value = headers.get(name)
+        if value:
+            return value
+    return None

@@ -1,0 +1,51 @@
+"""Step: the record of one model request, as it leaves the hot path for the recorder."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from gateway.items import Item, StopReason, Usage, Violation
+
+
+@dataclass(slots=True)
+class StepRecord:
+    id: str
+    trace_id: str
+    protocol: str  # chat | responses | messages | passthrough
+    method: str
+    path: str
+    started_at: datetime
+    model: str | None = None
+    stream: bool = False
+    http_status: int | None = None
+    stop_reason: StopReason = StopReason.UNKNOWN
+    raw_stop_reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    provider_request_id: str | None = None
+    response_id: str | None = None
+    latency_ms: float | None = None
+    ttft_ms: float | None = None
+    input_items: list[Item] = field(default_factory=list)  # only those new in this trace
+    output_items: list[Item] = field(default_factory=list)
+    error: dict[str, Any] | None = None
+    violations: list[Violation] = field(default_factory=list)
+    # HMAC over the full input plus output: the key a later request's history continues.
+    continuation_key: str | None = None
+    new_trace: bool = False
+    budget_max_steps: int | None = None
+    budget_max_tokens: int | None = None
+
+
+@dataclass(slots=True)
+class RefusalRecord:
+    """A request refused before the provider (pairing or budget): violations, not a step."""
+
+    trace_id: str
+    created_at: datetime
+    violations: list[Violation]
+    new_trace: bool = False
+    budget_exceeded: bool = False
+    budget_max_steps: int | None = None
+    budget_max_tokens: int | None = None

@@ -1,0 +1,1 @@
+"""The trace store: tables, engine, batched writer, read queries."""

@@ -1,0 +1,1 @@
+"""Sans-IO stream handling: SSE decoding, neutral deltas, assembly."""
