@@ -1,0 +1,149 @@
+"""Wiring: builds the dependencies once and mounts the proxy, read API and health routes."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+from functools import partial
+
+from aiohttp import web
+from sqlalchemy.engine import Engine
+
+from gateway import proxy
+from gateway.config import Settings
+from gateway.deps import Deps
+from gateway.errors import GatewayError, NotFound, Unauthorized
+from gateway.protocols.registry import ADAPTERS, PATHS
+from gateway.recorder import Recorder
+from gateway.redaction import Redactor
+from gateway.step import RefusalRecord, StepRecord
+from gateway.store.engine import create_schema, install_secret, make_engine
+from gateway.store.writer import StoreWriter
+from gateway.threading import ContinuationKeys, RecentSteps
+from gateway.ui import api
+from gateway.upstream import Upstream
+
+log = logging.getLogger(__name__)
+
+DEPS = web.AppKey("deps", Deps)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def create_app(
+    settings: Settings,
+    *,
+    engine: Engine | None = None,
+    clock: Callable[[], datetime] | None = None,
+) -> web.Application:
+    app = web.Application(
+        client_max_size=settings.max_body_bytes + 1,
+        middlewares=[_errors, _admin_auth],
+        handler_args={"handler_cancellation": True},
+    )
+    app.cleanup_ctx.append(partial(_lifecycle, settings=settings, engine=engine, clock=clock))
+    for path, protocol in PATHS.items():
+        app.router.add_post(path, _bind(proxy.handle_model, ADAPTERS[protocol]))
+    app.router.add_route("*", "/v1/{tail:.*}", _bind(proxy.handle_passthrough, ADAPTERS["chat"]))
+    app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/api/traces", _with_deps(api.list_traces))
+    app.router.add_get("/api/traces/{trace_id}", _with_deps(api.get_trace))
+    app.router.add_get("/api/violations", _with_deps(api.list_violations))
+    return app
+
+
+async def _lifecycle(
+    app: web.Application,
+    *,
+    settings: Settings,
+    engine: Engine | None,
+    clock: Callable[[], datetime] | None,
+) -> AsyncIterator[None]:
+    engine = engine or make_engine(settings.database_url)
+    create_schema(engine)
+    redactor = Redactor(settings.redaction)
+    recorder = Recorder(
+        StoreWriter(engine),
+        transform=partial(_redact, redactor),
+        queue_size=settings.recorder_queue_size,
+        batch_size=settings.recorder_batch_size,
+        flush_seconds=settings.recorder_flush_seconds,
+    )
+    upstream = Upstream(settings)
+    await upstream.start()
+    recorder.start()
+    app[DEPS] = Deps(
+        settings=settings,
+        upstream=upstream,
+        recorder=recorder,
+        engine=engine,
+        keys=ContinuationKeys(install_secret(engine)),
+        recent=RecentSteps(),
+        adapters=ADAPTERS,
+        clock=clock or (lambda: datetime.now(UTC)),
+    )
+    try:
+        yield
+    finally:
+        await upstream.close()
+        await recorder.close()
+        engine.dispose()
+
+
+def _redact(redactor: Redactor, record: StepRecord | RefusalRecord) -> StepRecord | RefusalRecord:
+    if isinstance(record, StepRecord):
+        return redactor.redact_step(record)
+    violations = [replace(v, detail=redactor.redact_text(v.detail)) for v in record.violations]
+    return replace(record, violations=violations)
+
+
+def _bind(handler, adapter) -> Handler:  # type: ignore[no-untyped-def]
+    async def bound(request: web.Request) -> web.StreamResponse:
+        return await handler(request, request.app[DEPS], adapter)  # type: ignore[no-any-return]
+
+    return bound
+
+
+def _with_deps(handler) -> Handler:  # type: ignore[no-untyped-def]
+    async def bound(request: web.Request) -> web.StreamResponse:
+        return await handler(request, request.app[DEPS])  # type: ignore[no-any-return]
+
+    return bound
+
+
+async def _healthz(request: web.Request) -> web.Response:
+    deps = request.app[DEPS]
+    return web.json_response({"status": "ok", "recorder_queue_depth": deps.recorder.queue_depth})
+
+
+def _adapter_for(path: str):  # type: ignore[no-untyped-def]
+    return ADAPTERS["messages"] if path.startswith("/v1/messages") else ADAPTERS["chat"]
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except GatewayError as exc:
+        return proxy.error_response(_adapter_for(request.path), exc)
+    except web.HTTPException as exc:
+        if exc.status == 404 and not request.path.startswith("/v1/"):
+            return proxy.error_response(ADAPTERS["chat"], NotFound(f"no route {request.path}"))
+        raise
+
+
+def _needs_admin(path: str) -> bool:
+    return not (path.startswith("/v1/") or path in ("/metrics", "/healthz"))
+
+
+@web.middleware
+async def _admin_auth(request: web.Request, handler: Handler) -> web.StreamResponse:
+    token = request.app[DEPS].settings.admin_token
+    if token is None or not _needs_admin(request.path):
+        return await handler(request)
+    offered = request.headers.get("Authorization", "")
+    if offered.startswith("Bearer ") and hmac.compare_digest(offered[7:].encode(), token.encode()):
+        return await handler(request)
+    raise Unauthorized("This Loopwatch requires its admin token (Authorization: Bearer ...).")

@@ -1,0 +1,80 @@
+"""Command line: `loopwatch serve` runs the gateway, `loopwatch demo` shows it with no API key."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from aiohttp import web
+
+from gateway.config import Settings, load_settings
+from gateway.errors import ConfigError
+
+log = logging.getLogger("loopwatch")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="loopwatch", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the gateway")
+    serve.add_argument("--host", help="address to bind (LOOPWATCH_HOST, default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (LOOPWATCH_PORT, default 8787)")
+    serve.add_argument(
+        "--upstream", dest="upstream_url", help="provider base URL (LOOPWATCH_UPSTREAM_URL)"
+    )
+    serve.add_argument(
+        "--database-url", help="sqlite:///... or postgresql://... (LOOPWATCH_DATABASE_URL)"
+    )
+    serve.add_argument(
+        "--config", help="TOML file with routes, budgets, redaction (LOOPWATCH_CONFIG)"
+    )
+    demo = commands.add_parser("demo", help="the gateway with a scripted provider and sample runs")
+    demo.add_argument("--host", default="127.0.0.1")
+    demo.add_argument("--port", type=int, default=8787)
+    demo.add_argument("--database-url", default="sqlite:///./loopwatch-demo.db")
+    return parser
+
+
+def check_exposure(settings: Settings) -> None:
+    if not settings.is_loopback() and settings.admin_token is None:
+        raise ConfigError(
+            f"invalid setting host (LOOPWATCH_HOST): binding to {settings.host} exposes the "
+            "trace viewer and read API beyond this machine; set LOOPWATCH_ADMIN_TOKEN first"
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    flags = {k: v for k, v in vars(args).items() if k != "command"}
+    try:
+        settings = load_settings(flags)
+        check_exposure(settings)
+    except ConfigError as exc:
+        print(f"loopwatch: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    if args.command == "demo":
+        from gateway.demo import run_demo
+
+        return run_demo(settings)
+    from gateway.app import create_app
+
+    log.info(
+        "loopwatch listening on http://%s:%s (upstream %s)",
+        settings.host,
+        settings.port,
+        settings.upstream_url,
+    )
+    web.run_app(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        print=None,
+        access_log=None,
+        handler_cancellation=True,
+    )
+    return 0

@@ -1,0 +1,27 @@
+"""The frozen dependencies object every handler reads, built once by `create_app`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy.engine import Engine
+
+from gateway.config import Settings
+from gateway.protocols.base import ProtocolAdapter
+from gateway.recorder import Recorder
+from gateway.threading import ContinuationKeys, RecentSteps
+from gateway.upstream import Upstream
+
+
+@dataclass(frozen=True, slots=True)
+class Deps:
+    settings: Settings
+    upstream: Upstream
+    recorder: Recorder
+    engine: Engine
+    keys: ContinuationKeys
+    recent: RecentSteps
+    adapters: Mapping[str, ProtocolAdapter]
+    clock: Callable[[], datetime]

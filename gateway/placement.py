@@ -1,0 +1,91 @@
+"""Places a request in a trace: explicit header, previous_response_id, or automatic threading.
+
+Recent steps are found in memory; other replicas' steps in the store, with a short timeout
+so a slow database never holds a request back (the request then starts a new trace).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+from gateway import ids
+from gateway.deps import Deps
+from gateway.errors import BadRequest
+from gateway.items import Item
+from gateway.protocols.base import ParsedRequest
+from gateway.store import queries
+from gateway.threading import Boundary, StepRef
+
+log = logging.getLogger(__name__)
+
+STORE_LOOKUP_SECONDS = 0.25
+
+
+@dataclass(slots=True)
+class Placement:
+    trace_id: str
+    new_items: list[Item]
+    previous: StepRef | None  # the step this request continues, if known
+    input_state: bytes  # the continuation chain over the whole input
+    explicit: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+async def place(deps: Deps, header: str | None, parsed: ParsedRequest) -> Placement:
+    if header is not None and not ids.TRACE_ID_RE.match(header):
+        raise BadRequest(
+            "X-Loopwatch-Trace-Id must be 1-128 characters of A-Z a-z 0-9 . _ : -",
+            param="X-Loopwatch-Trace-Id",
+        )
+    boundaries, state = deps.keys.boundaries(parsed.items)
+    if parsed.previous_response_id and header is None:
+        ref = await _by_response(deps, parsed.previous_response_id)
+        if ref is not None:
+            return Placement(ref.trace_id, parsed.items, ref, state)
+    match = await _longest(deps, boundaries) if boundaries else None
+    if header is not None:
+        if match is not None and match[1].trace_id == header:
+            return Placement(header, parsed.items[match[0].position :], match[1], state, True)
+        return Placement(header, parsed.items, None, state, explicit=True)
+    if match is not None:
+        boundary, ref = match
+        return Placement(ref.trace_id, parsed.items[boundary.position :], ref, state)
+    return Placement(ids.new_trace_id(), parsed.items, None, state)
+
+
+async def _longest(deps: Deps, boundaries: list[Boundary]) -> tuple[Boundary, StepRef] | None:
+    found = deps.recent.longest(boundaries)
+    if found is not None:
+        return found
+    keys = [b.key for b in boundaries]
+    row = await _lookup(queries.find_continuation, deps, keys)
+    if row is None:
+        return None
+    trace_id, step_id, key = row
+    boundary = next(b for b in boundaries if b.key == key)
+    outputs = await _lookup(queries.step_output_items, deps, step_id) or []
+    return boundary, StepRef(trace_id, step_id, tuple(outputs))
+
+
+async def _by_response(deps: Deps, response_id: str) -> StepRef | None:
+    ref = deps.recent.by_response(response_id)
+    if ref is not None:
+        return ref
+    row = await _lookup(queries.find_by_response_id, deps, response_id)
+    if row is None:
+        return None
+    trace_id, step_id = row
+    outputs = await _lookup(queries.step_output_items, deps, step_id) or []
+    return StepRef(trace_id, step_id, tuple(outputs))
+
+
+async def _lookup(function, deps: Deps, argument):  # type: ignore[no-untyped-def]
+    try:
+        return await asyncio.wait_for(
+            asyncio.to_thread(function, deps.engine, argument), STORE_LOOKUP_SECONDS
+        )
+    except Exception as exc:  # a slow or dead store must not fail the request
+        log.warning("trace lookup in the store failed: %r", exc)
+        return None

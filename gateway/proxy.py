@@ -1,0 +1,234 @@
+"""The hot path: the only module that knows the order of a proxied request's steps.
+
+parse → place in a trace → pairing check → budget check → upstream → relay + tap →
+assembled output → step record → recorder (redaction and storage happen off this path).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import Any
+
+from aiohttp import web
+
+from gateway import ids, pairing
+from gateway.deps import Deps
+from gateway.errors import BadRequest, GatewayError, RequestTooLarge
+from gateway.items import StopReason, Violation
+from gateway.placement import Placement, place
+from gateway.protocols.base import ParsedRequest, ProtocolAdapter, provider_request_id
+from gateway.relay import handler_cancelled, relay
+from gateway.routing import resolve
+from gateway.step import RefusalRecord, StepRecord
+from gateway.tap import ResponseTap
+from gateway.threading import StepRef
+from gateway.upstream import forward_headers
+
+log = logging.getLogger(__name__)
+
+TRACE_HEADER = "X-Loopwatch-Trace-Id"
+STEP_HEADER = "X-Loopwatch-Step-Id"
+
+
+def error_response(
+    adapter: ProtocolAdapter, error: GatewayError, headers: dict[str, str] | None = None
+) -> web.Response:
+    return web.json_response(
+        adapter.error_body(error), status=error.status, headers={**error.headers, **(headers or {})}
+    )
+
+
+async def handle_model(
+    request: web.Request, deps: Deps, adapter: ProtocolAdapter
+) -> web.StreamResponse:
+    started = time.perf_counter()
+    try:
+        raw, body = await _read_json(request, deps.settings.max_body_bytes)
+        parsed = adapter.parse_request(body)
+        placement = await place(deps, request.headers.get(TRACE_HEADER), parsed)
+    except GatewayError as exc:
+        return error_response(adapter, exc)
+    own = {TRACE_HEADER: placement.trace_id}
+    violations = _history_violations(deps, adapter, parsed, placement)
+    refusal = _pairing_refusal(deps, adapter, violations)
+    if refusal is not None:
+        _record_refusal(deps, placement, violations)
+        return error_response(adapter, refusal, own)
+    prepared = adapter.prepare_body(body, parsed, max_tokens=None)
+    payload = raw if prepared.body is body else _dumps(prepared.body)
+    step = StepRecord(
+        id=ids.new_step_id(),
+        trace_id=placement.trace_id,
+        protocol=adapter.name,
+        method=request.method,
+        path=request.path,
+        started_at=deps.clock(),
+        model=parsed.model,
+        stream=parsed.stream,
+        input_items=placement.new_items,
+        violations=violations,
+    )
+    own[STEP_HEADER] = step.id
+    target = resolve(deps.settings, adapter.name, parsed.model, request.path, request.query_string)
+    headers = forward_headers(request.headers, api_key=target.api_key, protocol=adapter.name)
+    if prepared.hide_usage_event:
+        headers["Accept-Encoding"] = "identity"  # events must be readable to hide one
+    try:
+        upstream = await deps.upstream.send(request.method, target.url, headers, payload)
+    except GatewayError as exc:
+        _finish_failed(deps, step, started, exc)
+        return error_response(adapter, exc, own)
+    step.provider_request_id = provider_request_id(upstream.headers)
+    tap = ResponseTap(
+        adapter,
+        status=upstream.status,
+        is_sse=upstream.content_type == "text/event-stream",
+        content_encoding=upstream.headers.get("Content-Encoding"),
+        hide_usage_event=prepared.hide_usage_event,
+    )
+    response, outcome = await relay(
+        request, upstream, tap, own_headers=own, body_rewritten=prepared.hide_usage_event
+    )
+    step.http_status = upstream.status
+    step.ttft_ms = _ms(started, outcome.first_chunk_at)
+    _complete(deps, step, placement, tap, outcome.cancelled, started)
+    if outcome.cancelled and handler_cancelled():
+        raise asyncio.CancelledError
+    return response
+
+
+async def handle_passthrough(
+    request: web.Request, deps: Deps, adapter: ProtocolAdapter
+) -> web.StreamResponse:
+    """Any other /v1/* path: forwarded unchanged, streamed both ways, recorded as a plain step."""
+    started = time.perf_counter()
+    header = request.headers.get(TRACE_HEADER)
+    if header is not None and not ids.TRACE_ID_RE.match(header):
+        return error_response(
+            adapter, BadRequest("invalid X-Loopwatch-Trace-Id", param=TRACE_HEADER)
+        )
+    step = StepRecord(
+        id=ids.new_step_id(),
+        trace_id=header or ids.new_trace_id(),
+        protocol="passthrough",
+        method=request.method,
+        path=request.path,
+        started_at=deps.clock(),
+    )
+    own = {TRACE_HEADER: step.trace_id, STEP_HEADER: step.id}
+    target = resolve(deps.settings, "passthrough", None, request.path, request.query_string)
+    headers = forward_headers(request.headers, api_key=target.api_key, protocol="passthrough")
+    body = request.content.iter_any() if request.body_exists else None
+    try:
+        upstream = await deps.upstream.send(request.method, target.url, headers, body)
+    except GatewayError as exc:
+        _finish_failed(deps, step, started, exc)
+        return error_response(adapter, exc, own)
+    step.provider_request_id = provider_request_id(upstream.headers)
+    response, outcome = await relay(request, upstream, None, own_headers=own, body_rewritten=False)
+    step.http_status = upstream.status
+    step.ttft_ms = _ms(started, outcome.first_chunk_at)
+    step.latency_ms = _ms(started, time.perf_counter())
+    step.stop_reason = _passthrough_stop(upstream.status, outcome.cancelled, outcome.provider_broke)
+    deps.recorder.submit(step)
+    if outcome.cancelled and handler_cancelled():
+        raise asyncio.CancelledError
+    return response
+
+
+async def _read_json(request: web.Request, limit: int) -> tuple[bytes, Any]:
+    if request.content_length is not None and request.content_length > limit:
+        raise RequestTooLarge(f"Request body is larger than {limit} bytes.")
+    raw = await request.content.read(limit + 1)
+    if len(raw) > limit:
+        raise RequestTooLarge(f"Request body is larger than {limit} bytes.")
+    try:
+        return raw, json.loads(raw)
+    except ValueError as exc:
+        raise BadRequest(f"Request body is not valid JSON: {exc}") from None
+
+
+def _history_violations(
+    deps: Deps, adapter: ProtocolAdapter, parsed: ParsedRequest, placement: Placement
+) -> list[Violation]:
+    found = pairing.check_history(parsed.items, protocol=adapter.name)
+    if placement.previous is not None:
+        found += pairing.check_continuation(
+            list(placement.previous.output_items), placement.new_items
+        )
+    return found
+
+
+def _pairing_refusal(
+    deps: Deps, adapter: ProtocolAdapter, violations: list[Violation]
+) -> GatewayError | None:
+    if deps.settings.pairing != "enforce":
+        return None
+    first = pairing.first_enforceable(violations)
+    if first is None:
+        return None
+    violations[violations.index(first)] = Violation(
+        first.kind, first.detail, first.call_id, enforced=True
+    )
+    return pairing.to_error(first, protocol=adapter.name)
+
+
+def _record_refusal(deps: Deps, placement: Placement, violations: list[Violation]) -> None:
+    deps.recorder.submit(
+        RefusalRecord(trace_id=placement.trace_id, created_at=deps.clock(), violations=violations)
+    )
+
+
+def _finish_failed(deps: Deps, step: StepRecord, started: float, exc: GatewayError) -> None:
+    step.stop_reason = StopReason.ERROR
+    step.http_status = exc.status
+    step.error = {"message": exc.message, "type": exc.type, "code": exc.code}
+    step.latency_ms = _ms(started, time.perf_counter())
+    deps.recorder.submit(step)
+
+
+def _complete(
+    deps: Deps,
+    step: StepRecord,
+    placement: Placement,
+    tap: ResponseTap,
+    cancelled: bool,
+    started: float,
+) -> None:
+    assembled = tap.result(cancelled=cancelled)
+    step.latency_ms = _ms(started, time.perf_counter())
+    step.output_items = assembled.output_items
+    step.stop_reason = assembled.stop_reason
+    step.raw_stop_reason = assembled.raw_stop_reason
+    step.usage = assembled.usage
+    step.response_id = assembled.response_id
+    step.model = assembled.model or step.model
+    step.error = assembled.error
+    step.violations = step.violations + assembled.violations
+    if assembled.stop_reason not in (StopReason.ERROR, StopReason.CANCELLED):
+        step.continuation_key = deps.keys.step_key(placement.input_state, step.output_items)
+        deps.recent.remember(
+            step.continuation_key,
+            step.response_id,
+            StepRef(step.trace_id, step.id, tuple(step.output_items)),
+        )
+    deps.recorder.submit(step)
+
+
+def _passthrough_stop(status: int, cancelled: bool, broke: str | None) -> StopReason:
+    if cancelled:
+        return StopReason.CANCELLED
+    if broke is not None:
+        return StopReason.INTERRUPTED
+    return StopReason.ERROR if status >= 400 else StopReason.COMPLETED
+
+
+def _ms(started: float, at: float | None) -> float | None:
+    return None if at is None else round((at - started) * 1000, 3)
+
+
+def _dumps(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()

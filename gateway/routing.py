@@ -1,0 +1,40 @@
+"""Where a request goes: the configured upstream for its protocol and model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from urllib.parse import urlsplit
+
+from gateway.config import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    url: str
+    api_key: str | None  # the route's own provider key, replacing the client's
+    protocol: str
+
+
+def resolve(settings: Settings, protocol: str, model: str | None, path: str, query: str) -> Target:
+    """`path` is the client's path (starting /v1/); the base URL decides how it is joined.
+
+    A base ending in /v1 (OpenAI style, like OPENAI_BASE_URL) takes the path after /v1;
+    any other base (Anthropic style, like ANTHROPIC_BASE_URL) takes the whole path.
+    """
+    base, api_key = _base_for(settings, protocol, model)
+    if urlsplit(base).path.endswith("/v1") and path.startswith("/v1/"):
+        path = path[3:]
+    url = base + path + (f"?{query}" if query else "")
+    return Target(url=url, api_key=api_key, protocol=protocol)
+
+
+def _base_for(settings: Settings, protocol: str, model: str | None) -> tuple[str, str | None]:
+    for route in settings.routes:
+        if route.protocol != protocol:
+            continue
+        if route.model is None or (model is not None and fnmatchcase(model, route.model)):
+            return route.upstream, route.api_key
+    if protocol == "messages":
+        return settings.anthropic_upstream_url, None
+    return settings.upstream_url, None

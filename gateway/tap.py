@@ -1,0 +1,168 @@
+"""The response tap: reads a copy of what the provider sends, beside the bytes to the client.
+
+It never raises into the proxy: a failure stops observing, never forwarding (STYLE rule 12).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import zlib
+from typing import Any
+
+from gateway.items import StopReason
+from gateway.protocols.base import ProtocolAdapter
+from gateway.stream.assembler import Assembled, Assembler
+from gateway.stream.sse import SSEDecoder, SSEEvent
+
+log = logging.getLogger(__name__)
+
+# A non-streamed body larger than this is forwarded but not parsed.
+MAX_PARSED_BODY = 64 * 1024 * 1024
+
+
+class ResponseTap:
+    def __init__(
+        self,
+        adapter: ProtocolAdapter,
+        *,
+        status: int,
+        is_sse: bool,
+        content_encoding: str | None,
+        hide_usage_event: bool = False,
+    ) -> None:
+        self._adapter = adapter
+        self._status = status
+        self._is_sse = is_sse
+        self._hide = hide_usage_event and is_sse
+        self._assembler = Assembler()
+        self._sse = SSEDecoder() if is_sse else None
+        self._events = adapter.new_event_decoder() if is_sse else None
+        self._body = bytearray()
+        self._broken: str | None = None
+        self._inflate = _decompressor(content_encoding)
+        if content_encoding not in (None, "", "identity") and self._inflate is None:
+            self._broken = f"content-encoding {content_encoding} is not parsed"
+
+    @property
+    def broken(self) -> str | None:
+        return self._broken
+
+    @property
+    def holds_back(self) -> bool:
+        """True while bytes are released per event (one event is hidden from the client)."""
+        return self._hide and self._broken is None
+
+    def feed(self, chunk: bytes) -> bytes:
+        """Observe `chunk`; return the bytes the client should get for it.
+
+        Without hiding that is `chunk` itself. With hiding (we asked for usage the client did
+        not), bytes are released per complete event, minus the usage-only event.
+        """
+        if self._broken is not None:
+            return chunk
+        held = self._sse.pending_raw if (self._hide and self._sse is not None) else b""
+        try:
+            data = self._inflate.decompress(chunk) if self._inflate else chunk
+            if self._sse is None:
+                self._keep_body(data)
+                return chunk
+            events = self._sse.decode(data)
+            out = self._visible(events) if self._hide else chunk
+        except Exception as exc:  # an observer bug must not break forwarding
+            self._give_up(exc)
+            return held + chunk if self._hide else chunk
+        try:
+            self._observe(events)
+        except Exception as exc:
+            self._give_up(exc)
+            if self._hide:  # from now on bytes pass as they come: release what is held
+                out += self._sse.pending_raw
+        return out
+
+    def finish(self) -> bytes:
+        """End of the provider's body; return any bytes still held back for the client."""
+        if self._broken is not None or self._sse is None:
+            return b""
+        try:
+            events = self._sse.flush()
+            self._observe(events)
+            held = self._visible(events) if self._hide else b""
+            return held + (self._sse.pending_raw if self._hide else b"")
+        except Exception as exc:
+            self._give_up(exc)
+            return b""
+
+    def result(self, *, cancelled: bool = False) -> Assembled:
+        if self._sse is None and self._broken is None and self._status < 400:
+            self._decode_body()
+        if self._status >= 400:
+            return self._error_result()
+        assembled = self._assembler.result(cancelled=cancelled)
+        if self._broken is not None and assembled.stop_reason is StopReason.INTERRUPTED:
+            assembled.stop_reason = StopReason.UNKNOWN
+            assembled.violations = []
+        return assembled
+
+    def _observe(self, events: list[SSEEvent]) -> None:
+        assert self._events is not None
+        for event in events:
+            for delta in self._events.decode(event):
+                self._assembler.feed(delta)
+
+    def _visible(self, events: list[SSEEvent]) -> bytes:
+        return b"".join(e.raw for e in events if not self._adapter.is_injected_usage_event(e))
+
+    def _keep_body(self, data: bytes) -> None:
+        if len(self._body) + len(data) > MAX_PARSED_BODY:
+            self._broken = "body too large to parse"
+            self._body.clear()
+            return
+        self._body += data
+
+    def _parsed_body(self) -> Any:
+        try:
+            return json.loads(self._body) if self._body else None
+        except ValueError:
+            return None
+
+    def _decode_body(self) -> None:
+        body = self._parsed_body()
+        if body is None:
+            self._broken = "response body is not JSON"
+            return
+        try:
+            for delta in self._adapter.decode_body(body):
+                self._assembler.feed(delta)
+        except Exception as exc:
+            self._give_up(exc)
+
+    def _error_result(self) -> Assembled:
+        error: dict[str, Any] | None = None
+        body = self._parsed_body() if self._sse is None else None
+        if body is not None:
+            try:
+                error = self._adapter.decode_error(body)
+            except Exception as exc:
+                self._give_up(exc)
+        if error is None:
+            text = bytes(self._body[:500]).decode("utf-8", "replace")
+            error = {"message": text or f"HTTP {self._status}", "type": None, "code": None}
+        return Assembled(
+            output_items=[],
+            stop_reason=StopReason.ERROR,
+            raw_stop_reason=None,
+            usage=self._assembler.result().usage,
+            error=error,
+            complete=True,
+        )
+
+    def _give_up(self, exc: Exception) -> None:
+        log.warning("response tap stopped observing: %r", exc)
+        self._broken = f"observer error: {exc!r}"[:200]
+
+
+def _decompressor(encoding: str | None) -> Any:
+    if encoding in ("gzip", "x-gzip", "deflate"):
+        return zlib.decompressobj(wbits=47)  # 47: accept a gzip or zlib header
+    return None

@@ -1,0 +1,1 @@
+"""The read side: JSON read API and server-rendered pages."""

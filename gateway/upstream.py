@@ -1,0 +1,104 @@
+"""The single pooled aiohttp client session to providers; transport errors → our error tree."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, Mapping
+
+import aiohttp
+
+from gateway.config import Settings
+from gateway.errors import UpstreamError, UpstreamTimeout
+
+# Headers that describe one connection, not the message (RFC 9110 §7.6.1), plus the ones
+# aiohttp recomputes for the body it sends.
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+    }
+)
+
+
+class Upstream:
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._session: aiohttp.ClientSession | None = None
+
+    async def start(self) -> None:
+        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=True)
+        timeout = aiohttp.ClientTimeout(
+            total=None,
+            connect=self._settings.connect_timeout,
+            sock_read=self._settings.read_timeout,
+        )
+        # auto_decompress off: the client gets the provider's bytes as sent.
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=timeout,
+            auto_decompress=False,
+            skip_auto_headers=("User-Agent", "Accept-Encoding", "Accept", "Content-Type"),
+        )
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def send(
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        body: bytes | AsyncIterable[bytes] | None,
+    ) -> aiohttp.ClientResponse:
+        """Send a request; the caller reads and releases the response."""
+        assert self._session is not None, "Upstream.start() was not awaited"
+        try:
+            return await self._session.request(
+                method, url, headers=headers, data=body, allow_redirects=False
+            )
+        except TimeoutError as exc:
+            raise UpstreamTimeout(f"The provider did not answer in time ({url}).") from exc
+        except aiohttp.ClientError as exc:
+            raise UpstreamError(f"The provider could not be reached: {exc}") from exc
+
+
+def forward_headers(
+    incoming: Mapping[str, str], *, api_key: str | None, protocol: str
+) -> dict[str, str]:
+    """Client headers minus hop-by-hop and our own; the route's key replaces the client's."""
+    out: dict[str, str] = {}
+    for name, value in incoming.items():
+        lower = name.lower()
+        if lower in HOP_BY_HOP or lower.startswith("x-loopwatch-"):
+            continue
+        out[name] = value
+    if api_key is not None:
+        for name in [n for n in out if n.lower() in ("authorization", "x-api-key", "api-key")]:
+            del out[name]
+        if protocol == "messages":
+            out["x-api-key"] = api_key
+        else:
+            out["Authorization"] = f"Bearer {api_key}"
+    return out
+
+
+def response_headers(incoming: Mapping[str, str], *, body_rewritten: bool) -> list[tuple[str, str]]:
+    """Provider response headers for the client; Content-Length only when bytes are unchanged."""
+    out = []
+    for name, value in incoming.items():
+        lower = name.lower()
+        if lower in HOP_BY_HOP and not (lower == "content-length" and not body_rewritten):
+            continue
+        out.append((name, value))
+    return out

@@ -1,0 +1,1 @@
+"""In-process fakes of external systems, speaking their real wire protocols."""

@@ -1,0 +1,108 @@
+"""A fake model provider: a real aiohttp server replaying scripted replies over real HTTP/SSE.
+
+Tests queue replies; each request takes the next one. Every request is kept (headers and body)
+so a test can assert what reached the provider — and what did not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: Any = None  # JSON body of a non-streamed reply
+    events: list[bytes] | None = None  # raw SSE bytes, sent one element per write
+    headers: dict[str, str] = field(default_factory=dict)
+    pause: float = 0.0  # seconds between events
+    gate: asyncio.Event | None = None  # wait for it after the first event
+    die_after: int | None = None  # drop the connection after this many events
+    content_type: str = "text/event-stream"
+
+
+@dataclass
+class Received:
+    method: str
+    path: str
+    query: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+class FakeProvider:
+    def __init__(self) -> None:
+        self.replies: deque[Reply | Callable[[Received], Reply]] = deque()
+        self.received: list[Received] = []
+        self.sent_all = asyncio.Event()  # the last event of a streamed reply was written
+        self.disconnected = asyncio.Event()  # a client went away mid-stream
+        self.app = web.Application()
+        self.app.router.add_route("*", "/{tail:.*}", self._handle)
+
+    def queue(self, *replies: Reply | Callable[[Received], Reply]) -> None:
+        self.replies.extend(replies)
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        received = Received(
+            request.method,
+            request.path,
+            request.query_string,
+            dict(request.headers),
+            await request.read(),
+        )
+        self.received.append(received)
+        if not self.replies:
+            return web.json_response({"error": {"message": "no reply queued"}}, status=599)
+        reply = self.replies.popleft()
+        if callable(reply):
+            reply = reply(received)
+        if reply.events is None:
+            headers = {"x-request-id": "req_fake", **reply.headers}
+            return web.json_response(reply.body, status=reply.status, headers=headers)
+        return await self._stream(request, reply)
+
+    async def _stream(self, request: web.Request, reply: Reply) -> web.StreamResponse:
+        response = web.StreamResponse(status=reply.status)
+        response.content_type = reply.content_type
+        response.headers.update({"x-request-id": "req_fake_stream", **reply.headers})
+        await response.prepare(request)
+        try:
+            for number, event in enumerate(reply.events or []):
+                if reply.die_after is not None and number == reply.die_after:
+                    assert request.transport is not None
+                    request.transport.close()
+                    return response
+                await response.write(event)
+                if number == 0 and reply.gate is not None:
+                    await reply.gate.wait()
+                if reply.pause:
+                    await asyncio.sleep(reply.pause)
+            self.sent_all.set()
+            await response.write_eof()
+        except (ConnectionResetError, asyncio.CancelledError):
+            self.disconnected.set()
+            raise
+        return response
+
+
+def sse(*payloads: Any, done: bool = True) -> list[bytes]:
+    """SSE `data:` events for JSON payloads, then `[DONE]` (Chat Completions framing)."""
+    events = [f"data: {json.dumps(p)}\n\n".encode() for p in payloads]
+    if done:
+        events.append(b"data: [DONE]\n\n")
+    return events
+
+
+def named_sse(*payloads: dict[str, Any]) -> list[bytes]:
+    """SSE events named by each payload's `type` (Responses and Anthropic framing)."""
+    return [f"event: {p['type']}\ndata: {json.dumps(p)}\n\n".encode() for p in payloads]

@@ -1,0 +1,93 @@
+"""Fixtures that run the real gateway in-process against the fake provider, over real HTTP."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from gateway.app import DEPS, create_app
+from gateway.config import Settings
+from gateway.deps import Deps
+from tests.fakes.provider import FakeProvider
+
+
+@dataclass
+class Gateway:
+    url: str  # base URL, no trailing slash
+    app: web.Application
+    provider: FakeProvider
+
+    @property
+    def deps(self) -> Deps:
+        return self.app[DEPS]
+
+    @property
+    def openai_base(self) -> str:
+        return f"{self.url}/v1"
+
+    async def flush(self) -> None:
+        await self.deps.recorder.flush(timeout=10)
+
+    async def get(self, path: str, **kwargs: Any) -> Any:
+        await self.flush()
+        async with aiohttp.ClientSession() as session, session.get(self.url + path, **kwargs) as r:
+            assert r.status == 200, await r.text()
+            return await r.json()
+
+    async def trace(self, trace_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self.get(f"/api/traces/{trace_id}")
+        return result
+
+    async def traces(self, **params: str) -> list[dict[str, Any]]:
+        result = await self.get("/api/traces", params=params)
+        return list(result["traces"])
+
+
+@pytest.fixture
+async def provider(aiohttp_server: Any) -> FakeProvider:
+    fake = FakeProvider()
+    server = await aiohttp_server(fake.app)
+    fake.url = str(server.make_url("/v1"))  # type: ignore[attr-defined]
+    return fake
+
+
+@pytest.fixture
+def database_url(tmp_path: Any) -> str:
+    return f"sqlite:///{tmp_path}/loopwatch.db"
+
+
+GatewayFactory = Callable[..., Awaitable[Gateway]]
+
+
+@pytest.fixture
+async def make_gateway(provider: FakeProvider, database_url: str) -> AsyncIterator[GatewayFactory]:
+    servers: list[TestServer] = []
+
+    async def make(**overrides: Any) -> Gateway:
+        values: dict[str, Any] = {
+            "upstream_url": provider.url,  # type: ignore[attr-defined]
+            "anthropic_upstream_url": provider.url.removesuffix("/v1"),  # type: ignore[attr-defined]
+            "database_url": database_url,
+            "recorder_flush_seconds": 0.01,
+            **overrides,
+        }
+        app = create_app(Settings(**values))
+        server = TestServer(app, handler_cancellation=True)
+        await server.start_server()
+        servers.append(server)
+        return Gateway(str(server.make_url("")).rstrip("/"), app, provider)
+
+    yield make
+    for server in servers:
+        await server.close()
+
+
+@pytest.fixture
+async def gateway(make_gateway: GatewayFactory) -> Gateway:
+    return await make_gateway()
