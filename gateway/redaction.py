@@ -1,0 +1,326 @@
+"""Redaction of everything the gateway stores: secrets and personal data become markers.
+
+Rules are compiled once per Redactor; what is forwarded to the client is never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import Any
+
+from gateway.config import RedactionSettings
+from gateway.items import Item, ItemKind
+from gateway.step import StepRecord
+
+Replacement = str | Callable[[re.Match[str]], str]
+
+# Pre-cutting a huge text before redaction keeps a 1 MB tool result from holding the GIL
+# for long; cutting at a line break is safe because no built-in rule spans lines.
+_PRECUT_FACTOR = 4
+
+
+@dataclass(frozen=True, slots=True)
+class TextRule:
+    """One text rule; `hints` are literals of which one must occur for a match to exist."""
+
+    kind: str
+    pattern: re.Pattern[str]
+    replacement: Replacement
+    hints: tuple[str, ...] = ()
+
+    def apply(self, text: str) -> str:
+        # A plain substring test is far cheaper than a regex scan that finds nothing.
+        if self.hints and not any(hint in text for hint in self.hints):
+            return text
+        return self.pattern.sub(self.replacement, text)
+
+
+# An e-mail address is found from its "@": scanning for local parts at every word would
+# cost a regex attempt per character.
+_EMAIL_DOMAIN = re.compile(
+    r"@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*\.[A-Za-z]{2,24}(?![\w-])"
+)
+_EMAIL_LOCAL = re.compile(r"(?<![\w.%+-])[\w.%+-]{1,64}\Z")
+
+
+@dataclass(frozen=True, slots=True)
+class EmailRule(TextRule):
+    """`pattern` is the whole address; `apply` finds the domain, then its local part."""
+
+    def apply(self, text: str) -> str:
+        if "@" not in text:
+            return text
+        pieces: list[str] = []
+        done = 0
+        for domain in _EMAIL_DOMAIN.finditer(text):
+            at = domain.start()
+            local = _EMAIL_LOCAL.search(text, max(done, at - 64), at)
+            if local is None:
+                continue
+            pieces += (text[done : local.start()], marker(self.kind))
+            done = domain.end()
+        return "".join(pieces) + text[done:] if pieces else text
+
+
+def marker(kind: str) -> str:
+    return f"[REDACTED:{kind}]"
+
+
+def _luhn_ok(digits: str) -> bool:
+    total = 0
+    for index, char in enumerate(reversed(digits)):
+        value = ord(char) - 48
+        if index % 2:
+            value = value * 2 - 9 if value > 4 else value * 2
+        total += value
+    return total % 10 == 0
+
+
+def _card(match: re.Match[str]) -> str:
+    digits = "".join(char for char in match.group() if char.isdigit())
+    return marker("card") if 13 <= len(digits) <= 19 and _luhn_ok(digits) else match.group()
+
+
+def _phone(match: re.Match[str]) -> str:
+    text = match.group()
+    digits = sum(char.isdigit() for char in text)
+    # E.164 allows at most 15 digits; national forms need 9 so that d-m-yyyy dates stay.
+    low = 8 if text[0] == "+" else 9
+    return marker("phone") if low <= digits <= 15 else text
+
+
+# Each pattern opens with a literal or a small character set, and lookbehinds come after
+# it ("sk-(?<!…)"): the regex engine then skips ahead in C instead of trying every position.
+_BUILTIN_RULES = (
+    # sk-ant-…, sk-proj-… and legacy sk-… are one rule; "task-sk-<key>" is still redacted
+    # because keys are often glued to a name with a hyphen, but "tasksk-…" is a word.
+    TextRule(
+        "api_key",
+        re.compile(r"sk-(?<![A-Za-z0-9]sk-)(?:ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
+        marker("api_key"),
+        ("sk-",),
+    ),
+    TextRule(
+        "aws_key",
+        re.compile(r"A(?<![A-Za-z0-9]A)(?:KIA|SIA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
+        marker("aws_key"),
+        ("AKIA", "ASIA"),
+    ),
+    TextRule(
+        "github_token",
+        re.compile(r"g(?<![A-Za-z0-9]g)(?:h[pousr]_[A-Za-z0-9]{30,}|ithub_pat_[A-Za-z0-9_]{30,})"),
+        marker("github_token"),
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    ),
+    TextRule(
+        "jwt",
+        re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"),
+        marker("jwt"),
+        ("eyJ",),
+    ),
+    # A token needs a digit or 20+ characters, so prose such as "bearer of" stays.
+    TextRule(
+        "bearer",
+        re.compile(
+            r"(?:[Bb]earer|BEARER)(?<![A-Za-z0-9]......)[ \t]+"
+            r"(?:(?=[A-Za-z._~+/-]*[0-9])[A-Za-z0-9._~+/-]{8,}|[A-Za-z0-9._~+/-]{20,})=*"
+        ),
+        "Bearer " + marker("bearer"),
+        ("earer", "EARER"),
+    ),
+    EmailRule(
+        "email",
+        re.compile(r"(?<![\w.%+-])[\w.%+-]{1,64}" + _EMAIL_DOMAIN.pattern),
+        marker("email"),
+        ("@",),
+    ),
+    # Card numbers start with 2-6 (the issuer ranges in use), so millisecond timestamps
+    # and snowflake ids, which start with 1, are never candidates; Luhn does the rest.
+    TextRule(
+        "card",
+        re.compile(r"[2-6](?<![\w+.,-][2-6])\d{3}(?:[ -]?\d){9,15}(?![\w-]|[.,]\d)"),
+        _card,
+    ),
+    # Only "+" forms, US forms with one consistent separator (area code and exchange start
+    # 2-9, as the numbering plan requires) and trunk-prefixed national forms (0…) are
+    # phones: bare digit runs (years, ids, counts, timestamps) never are.
+    TextRule(
+        "phone",
+        re.compile(
+            r"\+(?<![\w+.:/-]\+)[1-9]\d{0,3}(?:[ .-]?\(\d{1,4}\))?(?:[ .-]?\d{1,5}){1,5}"
+            r"(?![\w:-]|[.,]\d)"
+        ),
+        _phone,
+        ("+",),
+    ),
+    TextRule(
+        "phone",
+        re.compile(
+            r"[(\d](?<![\w+.:/-][(\d])(?:(?<=\()\d{3}\)[ ]?\d{3}[-. ]\d{4}"
+            r"|(?<=\d)(?:[ .-]?\(\d{3}\)[ ]?\d{3}[-. ]\d{4}"
+            r"|(?<=1)[ .-][2-9]\d{2}(?P<sep1>[-. ])[2-9]\d{2}(?P=sep1)\d{4}"
+            r"|(?<=[2-9])\d{2}(?P<sep>[-. ])[2-9]\d{2}(?P=sep)\d{4}"
+            r"|(?<=0)\d{1,4}(?P<tsep>[ -])\d{2,8}(?:(?P=tsep)\d{2,4}){0,3}))"
+            r"(?![\w:-]|[.,]\d)"
+        ),
+        _phone,
+    ),
+)
+
+# A "key": value pair in JSON text that does not parse (a tool call cut off mid-stream);
+# the value may be an unterminated string.
+_JSON_PAIR = re.compile(
+    r'"(?P<key>[^"\\]{1,64})"\s*:\s*(?P<value>"(?:[^"\\]|\\.)*"?|[^\s,}\]]+)', re.DOTALL
+)
+_JSON_START = re.compile(r"\s*[\[{]")
+_NON_ALNUM = re.compile(r"[^a-z0-9]")
+
+
+@lru_cache(maxsize=4096)
+def normalize_key(key: str) -> str:
+    """`X-Api-Key`, `api-key`, `apiKey` and `API_KEY` all become `apikey`."""
+    lowered = key.lower()
+    if lowered.startswith(("x-", "x_")):
+        lowered = lowered[2:]
+    return _NON_ALNUM.sub("", lowered)
+
+
+class Redactor:
+    """Redacts texts, JSON texts, items and steps with rules compiled once from settings."""
+
+    def __init__(self, settings: RedactionSettings) -> None:
+        self.enabled = settings.enabled
+        self.max_text_chars = settings.max_text_chars
+        # Configured patterns run first: they are the operator's more specific knowledge.
+        custom = tuple(
+            TextRule(p.name, re.compile(p.regex), self._custom_replacement(p.name))
+            for p in settings.patterns
+        )
+        self.rules: tuple[TextRule, ...] = custom + _BUILTIN_RULES
+        self._json_keys: dict[str, str] = {}
+        for name in settings.json_keys:
+            self._json_keys.setdefault(normalize_key(name), name)
+
+    @staticmethod
+    def _custom_replacement(kind: str) -> Callable[[re.Match[str]], str]:
+        text = marker(kind)
+        # A pattern that can match the empty string must not sprinkle markers everywhere.
+        return lambda match: text if match.group() else ""
+
+    # Texts and JSON
+
+    def redact_text(self, text: str) -> str:
+        if not self.enabled:
+            return text
+        for rule in self.rules:
+            text = rule.apply(text)
+        return text
+
+    def redact_json_text(self, text: str) -> str:
+        """Redact JSON by key and every string value in it; text rules if it does not parse."""
+        if not self.enabled:
+            return text
+        if _JSON_START.match(text):
+            try:
+                value = json.loads(text)
+            except ValueError:
+                pass
+            else:
+                redacted = self.redact_value(value)
+                return json.dumps(redacted, ensure_ascii=False, separators=(",", ":"))
+            text = _JSON_PAIR.sub(self._pair, text)
+        return self.redact_text(text)
+
+    def _pair(self, match: re.Match[str]) -> str:
+        name = self._json_keys.get(normalize_key(match.group("key")))
+        if name is None or match.group("value") == "null":
+            return match.group()
+        start = match.start("value") - match.start()
+        return match.group()[:start] + json.dumps(marker(name))
+
+    def redact_value(self, value: Any) -> Any:
+        """Redact a parsed JSON value: values under secret keys, then all strings and keys."""
+        if isinstance(value, str):
+            return self.redact_text(value)
+        if isinstance(value, dict):
+            return {self.redact_text(k): self._entry(k, v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.redact_value(v) for v in value]
+        return value
+
+    def _entry(self, key: str, value: Any) -> Any:
+        name = self._json_keys.get(normalize_key(key))
+        # A null hides nothing and still tells the reader the field was sent empty.
+        if name is not None and value is not None:
+            return marker(name)
+        return self.redact_value(value)
+
+    def _strings(self, value: Any) -> Any:
+        """Run text rules over every string inside a small JSON object (item attrs)."""
+        if isinstance(value, str):
+            return self.redact_text(value)
+        if isinstance(value, dict):
+            return {k: self._strings(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._strings(v) for v in value]
+        return value
+
+    # Truncation
+
+    def _bounded(self, text: str, as_json: bool) -> tuple[str, int | None]:
+        """Redact then cut to max_text_chars; the original length when it was cut."""
+        limit = self.max_text_chars
+        redact = self.redact_json_text if as_json else self.redact_text
+        source = text
+        if not as_json and len(text) > limit * _PRECUT_FACTOR:
+            newline = text.find("\n", limit * _PRECUT_FACTOR)
+            if newline > 0:
+                source = text[:newline]
+        redacted = redact(source)
+        if source is not text and len(redacted) <= limit:
+            # Redaction shrank the pre-cut text below the limit: the rest is needed after all.
+            redacted = redact(text)
+        if len(redacted) <= limit:
+            return redacted, None
+        return redacted[:limit], len(text)
+
+    # Items and steps
+
+    def redact_item(self, item: Item) -> Item:
+        attrs = self._strings(item.attrs) if self.enabled else dict(item.attrs)
+        changes: dict[str, Any] = {"attrs": attrs}
+        if item.text is not None:
+            as_json = item.kind is ItemKind.TOOL_RESULT
+            changes["text"], length = self._bounded(item.text, as_json)
+            if length is not None:
+                attrs["text_length"] = length
+                attrs["truncated"] = True
+        if item.arguments is not None:
+            changes["arguments"], length = self._bounded(item.arguments, as_json=True)
+            if length is not None:
+                attrs["arguments_length"] = length
+                attrs["truncated"] = True
+        return item.with_changes(**changes)
+
+    def _error(self, error: dict[str, Any]) -> dict[str, Any]:
+        return dict(self.redact_value(error)) if self.enabled else error
+
+    def redact_items(self, items: Iterable[Item]) -> list[Item]:
+        return [self.redact_item(item) for item in items]
+
+    def redact_step(self, step: StepRecord) -> StepRecord:
+        """A redacted copy of the step; the original is left as the hot path built it."""
+        violations = [replace(v, detail=self.redact_text(v.detail)) for v in step.violations]
+        return replace(
+            step,
+            path=self.redact_text(step.path),
+            input_items=self.redact_items(step.input_items),
+            output_items=self.redact_items(step.output_items),
+            error=step.error if step.error is None else self._error(step.error),
+            violations=violations,
+        )
