@@ -71,7 +71,7 @@ class Usage:
 
     def merge(self, other: Usage) -> None:
         """Take every field `other` knows; later reports win (streams repeat usage)."""
-        for name in self.__slots__:  # type: ignore[attr-defined]
+        for name in self.__slots__:
             value = getattr(other, name)
             if value is not None:
                 setattr(self, name, value)
@@ -82,7 +82,7 @@ class Usage:
         return (self.prompt_tokens or 0) + (self.completion_tokens or 0)
 
     def to_json(self) -> dict[str, int | None]:
-        return {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
+        return {name: getattr(self, name) for name in self.__slots__}
 
 
 class StopReason(StrEnum):

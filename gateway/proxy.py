@@ -154,6 +154,10 @@ async def _read_json(request: web.Request, limit: int) -> tuple[bytes, Any]:
 def _history_violations(
     deps: Deps, adapter: ProtocolAdapter, parsed: ParsedRequest, placement: Placement
 ) -> list[Violation]:
+    if parsed.previous_response_id and placement.previous is not None:
+        # The provider holds the earlier turns: the calls to answer are the recorded ones.
+        history = [*placement.previous.output_items, *parsed.items]
+        return pairing.check_history(history, protocol=adapter.name)
     found = pairing.check_history(parsed.items, protocol=adapter.name)
     if placement.previous is not None:
         found += pairing.check_continuation(

@@ -1,0 +1,243 @@
+"""The unhappy paths of proxying: slow, broken and failing providers, clients that leave."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import aiohttp
+from multidict import CIMultiDict
+import openai
+import pytest
+
+from tests.fakes.chat import completion, stream_chunks, streamed, usage
+from tests.fakes.provider import Reply
+from tests.harness import Gateway, database_url, gateway, make_gateway, provider  # noqa: F401
+
+HELLO = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+
+
+async def post(
+    gw: Gateway, body: bytes | dict, **headers: str
+) -> tuple[int, CIMultiDict[str], bytes]:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(
+            gw.openai_base + "/chat/completions",
+            data=data,
+            headers={"Content-Type": "application/json", **headers},
+        ) as r,
+    ):
+        return r.status, CIMultiDict(r.headers), await r.read()
+
+
+async def test_stream_reaches_client_before_provider_finishes(gateway: Gateway) -> None:
+    gate = asyncio.Event()
+    gateway.provider.queue(Reply(events=stream_chunks("Hello world, slowly."), gate=gate))
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(
+            gateway.openai_base + "/chat/completions",
+            json={**HELLO, "stream": True, "stream_options": {"include_usage": True}},
+        ) as r,
+    ):
+        first = await asyncio.wait_for(r.content.readuntil(b"\n\n"), 5)
+        assert b"chat.completion.chunk" in first
+        assert not gateway.provider.sent_all.is_set()  # the provider still holds the rest
+        gate.set()
+        rest = await r.read()
+    assert rest.endswith(b"data: [DONE]\n\n")
+
+
+async def test_stream_bytes_are_forwarded_unchanged(gateway: Gateway) -> None:
+    events = stream_chunks("Exact bytes, please.")
+    gateway.provider.queue(Reply(events=events))
+    body = {**HELLO, "stream": True, "stream_options": {"include_usage": True}}
+    status, headers, raw = await post(gateway, body)
+    assert status == 200
+    assert raw == b"".join(events)
+    assert headers["x-request-id"] == "req_fake_stream"
+    assert headers["X-Loopwatch-Trace-Id"].startswith("tr-")
+    assert headers["X-Loopwatch-Step-Id"].startswith("st-")
+
+
+async def test_client_disconnect_cancels_upstream_and_records_what_arrived(
+    gateway: Gateway,
+) -> None:
+    gate = asyncio.Event()
+    gateway.provider.queue(Reply(events=stream_chunks("partial answer then more"), gate=gate))
+    async with aiohttp.ClientSession() as s:
+        r = await s.post(gateway.openai_base + "/chat/completions", json={**HELLO, "stream": True})
+        await r.content.readuntil(b"\n\n")
+        r.close()  # the client goes away mid-stream
+    # The gateway drops the provider's connection at once, while the provider still holds.
+    await asyncio.wait_for(gateway.provider.disconnected.wait(), 5)
+    gate.set()
+    for _ in range(50):
+        traces = await gateway.traces()
+        if traces:
+            break
+        await asyncio.sleep(0.05)
+    step = (await gateway.trace(traces[0]["id"]))["steps"][0]
+    assert step["stop_reason"] == "cancelled"
+    assert not gateway.provider.sent_all.is_set()
+
+
+async def test_provider_dying_mid_arguments_is_interrupted(gateway: Gateway) -> None:
+    calls = [
+        {
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": "search", "arguments": '{"query": "loop bugs"}'},
+        }
+    ]
+    events = stream_chunks(tool_calls=calls)
+    gateway.provider.queue(Reply(events=events, die_after=3))
+    sdk = openai.AsyncOpenAI(base_url=gateway.openai_base, api_key="sk-x", max_retries=0)
+    async with sdk:
+        with pytest.raises(openai.APIError):
+            stream = await sdk.chat.completions.create(**HELLO, stream=True)
+            async for _ in stream:
+                pass
+    trace = await gateway.trace((await gateway.traces())[0]["id"])
+    step = trace["steps"][0]
+    assert step["stop_reason"] == "interrupted"
+    assert step["output_items"][0]["kind"] == "tool_call"
+    assert step["output_items"][0]["attrs"].get("incomplete") is True
+    assert [v["kind"] for v in trace["violations"]] == ["stream_interrupted"]
+
+
+async def test_provider_error_reaches_client_as_sent(gateway: Gateway) -> None:
+    error = {
+        "error": {
+            "message": "Rate limit reached for gpt-4o",
+            "type": "tokens",
+            "param": None,
+            "code": "rate_limit_exceeded",
+        }
+    }
+    gateway.provider.queue(Reply(status=429, body=error, headers={"retry-after": "7"}))
+    status, headers, raw = await post(gateway, HELLO)
+    assert status == 429 and json.loads(raw) == error
+    assert headers["retry-after"] == "7"
+    step = (await gateway.trace((await gateway.traces())[0]["id"]))["steps"][0]
+    assert step["stop_reason"] == "error" and step["http_status"] == 429
+    assert step["error"]["code"] == "rate_limit_exceeded"
+
+
+async def test_unreachable_provider_gives_openai_502(make_gateway) -> None:  # type: ignore[no-untyped-def]
+    gw = await make_gateway(upstream_url="http://127.0.0.1:9/v1")
+    status, _, raw = await post(gw, HELLO)
+    assert status == 502
+    error = json.loads(raw)["error"]
+    assert error["code"] == "upstream_unreachable" and error["message"]
+    step = (await gw.trace((await gw.traces())[0]["id"]))["steps"][0]
+    assert step["stop_reason"] == "error"
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        (b"{not json", 400, "invalid_request"),
+        (b"[1, 2]", 400, "invalid_request"),
+        (json.dumps({"model": "gpt-4o"}).encode(), 400, "invalid_request"),
+    ],
+)
+async def test_bad_requests_get_openai_errors(
+    gateway: Gateway, body: bytes, status: int, code: str
+) -> None:
+    got, _, raw = await post(gateway, body)
+    assert got == status
+    assert json.loads(raw)["error"]["code"] == code
+    assert gateway.provider.received == []
+
+
+async def test_huge_body_is_refused(make_gateway) -> None:  # type: ignore[no-untyped-def]
+    gw = await make_gateway(max_body_bytes=2048)
+    status, _, raw = await post(
+        gw, {**HELLO, "messages": [{"role": "user", "content": "x" * 5000}]}
+    )
+    assert status == 413
+    assert json.loads(raw)["error"]["code"] == "request_too_large"
+    assert gw.provider.received == []
+
+
+async def test_passthrough_is_forwarded_and_recorded(gateway: Gateway) -> None:
+    models = {"object": "list", "data": [{"id": "gpt-4o", "object": "model"}]}
+    gateway.provider.queue(Reply(body=models))
+    async with openai.AsyncOpenAI(base_url=gateway.openai_base, api_key="sk-x") as sdk:
+        listed = await sdk.models.list()
+    assert [m.id for m in listed.data] == ["gpt-4o"]
+    assert gateway.provider.received[0].path == "/v1/models"
+    step = (await gateway.trace((await gateway.traces())[0]["id"]))["steps"][0]
+    assert (step["protocol"], step["http_status"], step["stop_reason"]) == (
+        "passthrough",
+        200,
+        "completed",
+    )
+
+
+async def test_explicit_trace_header(gateway: Gateway) -> None:
+    gateway.provider.queue(completion("one"), completion("two"))
+    for _ in range(2):
+        status, headers, _ = await post(gateway, HELLO, **{"X-Loopwatch-Trace-Id": "run:42"})
+        assert status == 200 and headers["X-Loopwatch-Trace-Id"] == "run:42"
+    trace = await gateway.trace("run:42")
+    assert trace["step_count"] == 2
+    status, _, raw = await post(gateway, HELLO, **{"X-Loopwatch-Trace-Id": "bad id!"})
+    assert status == 400 and "X-Loopwatch-Trace-Id" in json.loads(raw)["error"]["message"]
+
+
+async def test_reasoning_text_never_reaches_the_database(
+    gateway: Gateway, database_url: str
+) -> None:
+    marker = "CHAIN-OF-THOUGHT-MARKER-8d1f"
+    gateway.provider.queue(
+        streamed("Answer.", reasoning=f"thinking {marker} hard", use=usage(5, 40, reasoning=30))
+    )
+    _, _, seen = await post(gateway, {**HELLO, "stream": True})
+    reasoning_seen = "".join(
+        json.loads(line[6:])["choices"][0]["delta"].get("reasoning_content", "")
+        for line in seen.decode().split("\n\n")
+        if line.startswith("data: {") and json.loads(line[6:])["choices"]
+    )
+    assert marker in reasoning_seen  # the client gets the reasoning untouched
+    trace = await gateway.trace((await gateway.traces())[0]["id"])
+    reasoning = [i for i in trace["steps"][0]["output_items"] if i["kind"] == "reasoning"]
+    assert reasoning and reasoning[0]["attrs"]["tokens"] == 30 and not reasoning[0]["text"]
+    path = database_url.removeprefix("sqlite:///")
+    for suffix in ("", "-wal"):
+        try:
+            with open(path + suffix, "rb") as handle:
+                assert marker.encode() not in handle.read()
+        except FileNotFoundError:
+            pass
+
+
+async def test_secrets_are_redacted_before_storage(gateway: Gateway, database_url: str) -> None:
+    gateway.provider.queue(completion("Mail me at jane.doe@example.com"))
+    body = {
+        "model": "gpt-4o",
+        "messages": [
+            {"role": "user", "content": "my key is sk-proj-abcdefghijklmnopqrstuvwxyz123456 ok"}
+        ],
+    }
+    status, _, _ = await post(gateway, body, Authorization="Bearer sk-live-secretvalue0123456789")
+    assert status == 200
+    trace = await gateway.trace((await gateway.traces())[0]["id"])
+    step = trace["steps"][0]
+    assert "[REDACTED:" in step["input_items"][0]["text"]
+    assert "[REDACTED:email]" in step["output_items"][0]["text"]
+    path = database_url.removeprefix("sqlite:///")
+    for suffix in ("", "-wal"):
+        try:
+            data = open(path + suffix, "rb").read()
+        except FileNotFoundError:
+            continue
+        for secret in (
+            b"abcdefghijklmnopqrstuvwxyz123456",
+            b"jane.doe@example.com",
+            b"secretvalue0123456789",
+        ):
+            assert secret not in data
