@@ -1,15 +1,32 @@
 """Assembly state machine: neutral deltas in, one step's output out.
 
-Placeholder interface; the implementation follows.
+The transition table below is the only place the stream's state changes; a delta that is
+illegal in the current state is recorded as an anomaly and dropped, never raised.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
-from gateway.items import Item, StopReason, Usage, Violation
-from gateway.stream.deltas import Delta
+from gateway.items import Item, ItemKind, StopReason, Usage, Violation, ViolationKind
+from gateway.output_checks import check_output
+from gateway.stream.deltas import (
+    Delta,
+    EndDelta,
+    ErrorDelta,
+    FinishDelta,
+    MetaDelta,
+    ReasoningDelta,
+    ReasoningSummaryDelta,
+    RefusalDelta,
+    TextDelta,
+    ToolCallArgs,
+    ToolCallEnd,
+    ToolCallStart,
+    UsageDelta,
+)
 
 
 @dataclass(slots=True)
@@ -23,11 +40,259 @@ class Assembled:
     error: dict[str, Any] | None = None  # {"message","type","code"} of an error event
     complete: bool = False  # the protocol's completion marker arrived
     violations: list[Violation] = field(default_factory=list)
+    anomalies: list[str] = field(default_factory=list)  # illegal deltas, for logs and tests
+
+
+class State(Enum):
+    OPEN = "open"  # deltas flowing, no choice finished yet
+    FINISHED = "finished"  # a choice reported its finish reason
+    FAILED = "failed"  # an error event arrived
+    ENDED = "ended"  # the protocol's completion marker arrived; nothing may follow
+
+
+class Event(Enum):
+    META = "meta"
+    CONTENT = "content"
+    USAGE = "usage"
+    FINISH = "finish"
+    ERROR = "error"
+    END = "end"
+
+
+_ANY_BUT_END = {Event.META, Event.CONTENT, Event.USAGE, Event.FINISH}
+
+# (state, event) → next state. A pair missing here is illegal. Content stays legal after a
+# finish because choices of an n>1 response finish one by one; usage often follows the finish.
+TRANSITIONS: dict[tuple[State, Event], State] = {
+    **{(State.OPEN, e): State.OPEN for e in _ANY_BUT_END - {Event.FINISH}},
+    (State.OPEN, Event.FINISH): State.FINISHED,
+    **{(State.FINISHED, e): State.FINISHED for e in _ANY_BUT_END},
+    **{(State.FAILED, e): State.FAILED for e in _ANY_BUT_END},
+    **{(s, Event.ERROR): State.FAILED for s in (State.OPEN, State.FINISHED, State.FAILED)},
+    **{(s, Event.END): State.ENDED for s in (State.OPEN, State.FINISHED, State.FAILED)},
+}
+
+_EVENT_OF: dict[type, Event] = {
+    MetaDelta: Event.META,
+    TextDelta: Event.CONTENT,
+    RefusalDelta: Event.CONTENT,
+    ReasoningDelta: Event.CONTENT,
+    ReasoningSummaryDelta: Event.CONTENT,
+    ToolCallStart: Event.CONTENT,
+    ToolCallArgs: Event.CONTENT,
+    ToolCallEnd: Event.CONTENT,
+    UsageDelta: Event.USAGE,
+    FinishDelta: Event.FINISH,
+    ErrorDelta: Event.ERROR,
+    EndDelta: Event.END,
+}
+
+
+@dataclass(slots=True)
+class _Call:
+    call_id: str | None = None
+    name: str | None = None
+    fragments: list[str] = field(default_factory=list)
+    ended: bool = False
+
+
+@dataclass(slots=True)
+class _Choice:
+    text: list[str] = field(default_factory=list)
+    refusal: list[str] = field(default_factory=list)
+    reasoning_chars: int | None = None  # None: no reasoning seen
+    reasoning_attrs: dict[str, Any] = field(default_factory=dict)
+    summary: list[str] = field(default_factory=list)
+    calls: dict[int, _Call] = field(default_factory=dict)
+    finish: FinishDelta | None = None
 
 
 class Assembler:
+    """Feed every delta of one response in order, then call `result()` once."""
+
+    def __init__(self) -> None:
+        self.state = State.OPEN
+        self._choices: dict[int, _Choice] = {}
+        self._usage = Usage()
+        self._response_id: str | None = None
+        self._model: str | None = None
+        self._error: dict[str, Any] | None = None
+        self._anomalies: list[str] = []
+
     def feed(self, delta: Delta) -> None:
-        raise NotImplementedError
+        event = _EVENT_OF[type(delta)]
+        following = TRANSITIONS.get((self.state, event))
+        if following is None:
+            self._anomalies.append(f"{type(delta).__name__} in state {self.state.value}")
+            return
+        self.state = following
+        self._apply(delta)
+
+    def _apply(self, delta: Delta) -> None:
+        if isinstance(delta, TextDelta):
+            self._content(delta.choice).text.append(delta.text)
+        elif isinstance(delta, ToolCallArgs):
+            self._call(delta.choice, delta.index).fragments.append(delta.fragment)
+        elif isinstance(delta, ToolCallStart):
+            self._start_call(delta)
+        elif isinstance(delta, ReasoningDelta):
+            choice = self._content(delta.choice)
+            choice.reasoning_chars = (choice.reasoning_chars or 0) + delta.chars
+            choice.reasoning_attrs.update(delta.attrs)
+        elif isinstance(delta, RefusalDelta):
+            self._content(delta.choice).refusal.append(delta.text)
+        elif isinstance(delta, ReasoningSummaryDelta):
+            choice = self._content(delta.choice)
+            choice.summary.append(delta.text)
+            choice.reasoning_chars = choice.reasoning_chars or 0
+        elif isinstance(delta, ToolCallEnd):
+            call = self._call(delta.choice, delta.index)
+            call.ended = True
+            if delta.arguments is not None:
+                call.fragments = [delta.arguments]
+        elif isinstance(delta, UsageDelta):
+            self._usage.merge(delta.usage)
+        elif isinstance(delta, FinishDelta):
+            self._choice(delta.choice).finish = delta
+        elif isinstance(delta, MetaDelta):
+            self._response_id = delta.response_id or self._response_id
+            self._model = delta.model or self._model
+        elif isinstance(delta, ErrorDelta):
+            self._error = {"message": delta.message, "type": delta.type, "code": delta.code}
+
+    def _choice(self, index: int) -> _Choice:
+        choice = self._choices.get(index)
+        if choice is None:
+            choice = self._choices[index] = _Choice()
+        return choice
+
+    def _content(self, index: int) -> _Choice:
+        choice = self._choice(index)
+        if choice.finish is not None:
+            self._anomalies.append(f"content for choice {index} after its finish")
+        return choice
+
+    def _call(self, choice_index: int, index: int) -> _Call:
+        calls = self._content(choice_index).calls
+        call = calls.get(index)
+        if call is None:
+            call = calls[index] = _Call()
+        return call
+
+    def _start_call(self, delta: ToolCallStart) -> None:
+        call = self._call(delta.choice, delta.index)
+        # The first non-empty id and name win: continuation deltas may repeat them or send "".
+        if delta.call_id:
+            if call.call_id is None:
+                call.call_id = delta.call_id
+            elif call.call_id != delta.call_id:
+                self._anomalies.append(
+                    f"tool call {delta.index} of choice {delta.choice} changed id "
+                    f"{call.call_id!r} → {delta.call_id!r}"
+                )
+        if delta.name and call.name is None:
+            call.name = delta.name
 
     def result(self, *, cancelled: bool = False) -> Assembled:
-        raise NotImplementedError
+        ended = self.state is State.ENDED
+        items: list[Item] = []
+        for index in sorted(self._choices):
+            items.extend(self._items_of(index, self._choices[index], ended))
+        self._add_reasoning_tokens(items)
+        first = self._choices[min(self._choices)].finish if self._choices else None
+        raw = first.raw_reason if first else None
+        assembled = Assembled(
+            output_items=items,
+            stop_reason=self._stop_reason(first, items, ended, cancelled),
+            raw_stop_reason=raw,
+            usage=self._usage,
+            response_id=self._response_id,
+            model=self._model,
+            error=self._error,
+            complete=ended,
+            anomalies=list(self._anomalies),
+        )
+        # An error event explains the end by itself; a cancel is the client's doing.
+        if not ended and not cancelled and self._error is None:
+            assembled.violations.append(_interrupted(items))
+        assembled.violations.extend(check_output(assembled))
+        return assembled
+
+    def _stop_reason(
+        self, finish: FinishDelta | None, items: list[Item], ended: bool, cancelled: bool
+    ) -> StopReason:
+        if self._error is not None:
+            return StopReason.ERROR
+        if not ended:
+            return StopReason.CANCELLED if cancelled else StopReason.INTERRUPTED
+        if finish is None:
+            return StopReason.UNKNOWN
+        if finish.stop_reason is StopReason.COMPLETED and _only_refusal(items):
+            return StopReason.REFUSAL
+        return finish.stop_reason
+
+    def _items_of(self, index: int, choice: _Choice, ended: bool) -> list[Item]:
+        base: dict[str, Any] = {"choice": index} if index else {}
+        items: list[Item] = []
+        if choice.reasoning_chars is not None:
+            attrs = {**base, "chars": choice.reasoning_chars, **choice.reasoning_attrs}
+            summary = "".join(choice.summary) or None
+            items.append(Item(ItemKind.REASONING, role="assistant", text=summary, attrs=attrs))
+        text = "".join(choice.text)
+        if text:
+            items.append(
+                Item(ItemKind.ASSISTANT_TEXT, role="assistant", text=text, attrs=dict(base))
+            )
+        refusal = "".join(choice.refusal)
+        if refusal:
+            items.append(Item(ItemKind.REFUSAL, role="assistant", text=refusal, attrs=dict(base)))
+        # A finished choice's calls are complete even when the stream's end marker is missing.
+        finished = ended or choice.finish is not None
+        for call_index in sorted(choice.calls):
+            items.append(_call_item(index, call_index, choice.calls[call_index], finished, base))
+        return items
+
+    def _add_reasoning_tokens(self, items: list[Item]) -> None:
+        tokens = self._usage.reasoning_tokens
+        if not tokens:
+            return
+        for position, item in enumerate(items):
+            if item.kind is ItemKind.REASONING:
+                items[position] = item.with_changes(attrs={**item.attrs, "tokens": tokens})
+                return
+        # Reasoning that streamed no text (hidden by the provider) still happened.
+        items.insert(0, Item(ItemKind.REASONING, role="assistant", attrs={"tokens": tokens}))
+
+
+def _call_item(choice: int, index: int, call: _Call, finished: bool, base: dict[str, Any]) -> Item:
+    attrs = dict(base)
+    if not call.call_id:
+        attrs["internal_id"] = f"lwcall_{choice}_{index}"
+    if not (finished or call.ended):
+        attrs["incomplete"] = True
+    return Item(
+        ItemKind.TOOL_CALL,
+        role="assistant",
+        call_id=call.call_id or None,
+        tool_name=call.name,
+        arguments="".join(call.fragments),
+        attrs=attrs,
+    )
+
+
+def _only_refusal(items: list[Item]) -> bool:
+    kinds = {item.kind for item in items} - {ItemKind.REASONING}
+    return kinds == {ItemKind.REFUSAL}
+
+
+def _interrupted(items: list[Item]) -> Violation:
+    cut = [item for item in items if item.attrs.get("incomplete")]
+    detail = "The stream ended before the provider's completion marker"
+    if cut:
+        names = ", ".join(repr(item.tool_name or "(unnamed)") for item in cut)
+        detail += f"; tool call(s) {names} were cut off mid-arguments"
+    return Violation(
+        ViolationKind.STREAM_INTERRUPTED,
+        detail + ".",
+        call_id=cut[0].call_id if cut else None,
+    )

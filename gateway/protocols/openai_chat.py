@@ -1,0 +1,239 @@
+"""OpenAI Chat Completions adapter (`POST /v1/chat/completions`) and its compatibles.
+
+Requests → typed items here; responses → deltas in `openai_chat_decode`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gateway.errors import BadRequest, GatewayError
+from gateway.items import Item, ItemKind
+from gateway.protocols import openai_chat_decode as decode
+from gateway.protocols.base import ParsedRequest, PreparedBody
+from gateway.stream.deltas import Delta
+from gateway.stream.sse import SSEEvent
+
+_LIMIT_FIELDS = ("max_completion_tokens", "max_tokens")
+
+
+class OpenAIChatAdapter:
+    name = "chat"
+
+    def parse_request(self, body: Any) -> ParsedRequest:
+        if not isinstance(body, dict):
+            raise BadRequest("The request body must be a JSON object.", param="body")
+        messages = body.get("messages")
+        if not isinstance(messages, list):
+            raise BadRequest("'messages' must be a list of message objects.", param="messages")
+        items: list[Item] = []
+        for position, message in enumerate(messages):
+            if not isinstance(message, dict):
+                raise BadRequest(
+                    f"messages[{position}] must be an object.", param=f"messages.[{position}]"
+                )
+            _message_items(message, position, items)
+        model = body.get("model")
+        return ParsedRequest(
+            model=model if isinstance(model, str) else None,
+            stream=body.get("stream") is True,
+            items=items,
+            max_output_tokens=_limit(body),
+        )
+
+    def prepare_body(
+        self, body: dict[str, Any], parsed: ParsedRequest, *, max_tokens: int | None
+    ) -> PreparedBody:
+        changes: dict[str, Any] = {}
+        hide = False
+        if parsed.stream:
+            options = body.get("stream_options")
+            if not (isinstance(options, dict) and options.get("include_usage") is True):
+                base = options if isinstance(options, dict) else {}
+                changes["stream_options"] = {**base, "include_usage": True}
+                hide = True
+        clamped = None
+        if max_tokens is not None:
+            present = [name for name in _LIMIT_FIELDS if _int(body.get(name)) is not None]
+            # Keep the client's field: many compatible servers know only `max_tokens`.
+            for name in present or ["max_completion_tokens"]:
+                current = _int(body.get(name))
+                if current is None or current > max_tokens:
+                    changes[name] = max_tokens
+                    clamped = max_tokens
+        if not changes:
+            return PreparedBody(body=body)
+        return PreparedBody(
+            body={**body, **changes}, hide_usage_event=hide, clamped_max_tokens=clamped
+        )
+
+    def new_event_decoder(self) -> decode.ChatEventDecoder:
+        return decode.ChatEventDecoder()
+
+    def is_injected_usage_event(self, event: SSEEvent) -> bool:
+        data = event.data
+        # Cheap rejections first: this runs on every event of a stream whose usage we hide,
+        # and OpenAI repeats `"usage":null` on every chunk.
+        if '"usage"' not in data or '"usage":null' in data or '"usage": null' in data:
+            return False
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            return False
+        # Never hide a chunk that also carries an error (OpenRouter sends both).
+        return (
+            isinstance(chunk, dict)
+            and not chunk.get("choices")
+            and isinstance(chunk.get("usage"), dict)
+            and chunk.get("error") is None
+        )
+
+    def decode_body(self, body: Any) -> list[Delta]:
+        return decode.decode_body(body)
+
+    def decode_error(self, body: Any) -> dict[str, Any] | None:
+        if isinstance(body, dict) and "error" in body:
+            return decode.error_fields(body["error"])
+        return decode.error_fields(body)
+
+    def error_body(self, error: GatewayError) -> dict[str, Any]:
+        return {
+            "error": {
+                "message": error.message,
+                "type": error.type,
+                "code": error.code,
+                "param": error.param,
+            }
+        }
+
+
+ADAPTER = OpenAIChatAdapter()
+
+
+def _message_items(message: dict[str, Any], position: int, items: list[Item]) -> None:
+    role = message.get("role")
+    content = message.get("content")
+    if role == "user":
+        _user_items(content, items)
+    elif role == "assistant":
+        _assistant_items(message, position, items)
+    elif role == "tool":
+        call_id = message.get("tool_call_id")
+        items.append(
+            Item(
+                ItemKind.TOOL_RESULT,
+                role="tool",
+                text=_content_text(content),
+                call_id=call_id if isinstance(call_id, str) and call_id else None,
+            )
+        )
+    elif role in ("system", "developer"):
+        items.append(Item(ItemKind.INSTRUCTION, role=role, text=_content_text(content)))
+    elif role == "function":  # legacy function results carry the name, not an id
+        name = message.get("name")
+        items.append(
+            Item(
+                ItemKind.TOOL_RESULT,
+                role="function",
+                text=_content_text(content),
+                tool_name=name if isinstance(name, str) else None,
+            )
+        )
+    else:
+        items.append(Item(ItemKind.OTHER, role=str(role), attrs={"type": "message"}))
+
+
+def _user_items(content: Any, items: list[Item]) -> None:
+    if isinstance(content, str) or content is None:
+        items.append(Item(ItemKind.USER, role="user", text=content or ""))
+        return
+    if not isinstance(content, list):
+        items.append(Item(ItemKind.USER, role="user", text=str(content)))
+        return
+    texts: list[str] = []
+    others: list[Item] = []
+    for part in content:
+        if isinstance(part, dict) and part.get("type") == "text":
+            text = part.get("text")
+            texts.append(text if isinstance(text, str) else "")
+        else:
+            # Images, audio and files are noted by type only: their data is never stored.
+            kind = part.get("type") if isinstance(part, dict) else None
+            others.append(Item(ItemKind.OTHER, role="user", attrs={"type": str(kind)}))
+    if texts or not others:
+        items.append(Item(ItemKind.USER, role="user", text="\n".join(texts)))
+    items.extend(others)
+
+
+def _assistant_items(message: dict[str, Any], position: int, items: list[Item]) -> None:
+    for key in ("reasoning_content", "reasoning"):
+        value = message.get(key)
+        if isinstance(value, str) and value:
+            items.append(Item(ItemKind.REASONING, role="assistant", attrs={"chars": len(value)}))
+            break
+    text = _content_text(message.get("content"))
+    if text:
+        items.append(Item(ItemKind.ASSISTANT_TEXT, role="assistant", text=text))
+    refusal = message.get("refusal")
+    if not isinstance(refusal, str):
+        content = message.get("content")
+        parts = content if isinstance(content, list) else []
+        refusal = "".join(
+            p["refusal"] for p in parts if isinstance(p, dict) and isinstance(p.get("refusal"), str)
+        )
+    if refusal:
+        items.append(Item(ItemKind.REFUSAL, role="assistant", text=refusal))
+    calls = message.get("tool_calls")
+    entries = calls if isinstance(calls, list) else []
+    legacy = message.get("function_call")
+    if isinstance(legacy, dict):
+        entries = [*entries, {"function": legacy}]
+    for k, entry in enumerate(entries):
+        if isinstance(entry, dict):
+            items.append(_call_item(entry, position, k))
+
+
+def _call_item(entry: dict[str, Any], position: int, k: int) -> Item:
+    function = entry.get("function")
+    function = function if isinstance(function, dict) else {}
+    call_id = entry.get("id")
+    name = function.get("name")
+    arguments = function.get("arguments")
+    if not isinstance(arguments, str) and arguments is not None:
+        arguments = json.dumps(arguments)
+    has_id = isinstance(call_id, str) and bool(call_id)
+    return Item(
+        ItemKind.TOOL_CALL,
+        role="assistant",
+        call_id=call_id if has_id else None,
+        tool_name=name if isinstance(name, str) else None,
+        arguments=arguments,
+        attrs={} if has_id else {"internal_id": f"lwcall_m{position}_{k}"},
+    )
+
+
+def _content_text(content: Any) -> str | None:
+    """A message's text: the string, or its text parts joined with newlines."""
+    if isinstance(content, str) or content is None:
+        return content
+    if isinstance(content, list):
+        texts = [
+            part["text"]
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        ]
+        return "\n".join(texts)
+    return str(content)
+
+
+def _limit(body: dict[str, Any]) -> int | None:
+    for name in _LIMIT_FIELDS:
+        value = _int(body.get(name))
+        if value is not None:
+            return value
+    return None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
