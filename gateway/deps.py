@@ -11,6 +11,7 @@ from sqlalchemy.engine import Engine
 from gateway.config import Settings
 from gateway.protocols.base import ProtocolAdapter
 from gateway.recorder import Recorder
+from gateway.sinks import Sink
 from gateway.threading import ContinuationKeys, RecentSteps
 from gateway.upstream import Upstream
 
@@ -25,3 +26,4 @@ class Deps:
     recent: RecentSteps
     adapters: Mapping[str, ProtocolAdapter]
     clock: Callable[[], datetime]
+    sinks: tuple[Sink, ...] = ()

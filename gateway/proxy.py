@@ -22,6 +22,7 @@ from gateway.placement import Placement, place
 from gateway.protocols.base import ParsedRequest, ProtocolAdapter, provider_request_id
 from gateway.relay import handler_cancelled, relay
 from gateway.routing import resolve
+from gateway.sinks import notify_refusal, notify_step
 from gateway.step import RefusalRecord, StepRecord
 from gateway.tap import ResponseTap
 from gateway.threading import StepRef
@@ -76,10 +77,11 @@ async def handle_model(
     headers = forward_headers(request.headers, api_key=target.api_key, protocol=adapter.name)
     if prepared.hide_usage_event:
         headers["Accept-Encoding"] = "identity"  # events must be readable to hide one
+    sent_at = time.perf_counter()
     try:
         upstream = await deps.upstream.send(request.method, target.url, headers, payload)
     except GatewayError as exc:
-        _finish_failed(deps, step, started, exc)
+        _finish_failed(deps, step, started, exc, sent_at - started)
         return error_response(adapter, exc, own)
     step.provider_request_id = provider_request_id(upstream.headers)
     tap = ResponseTap(
@@ -95,6 +97,7 @@ async def handle_model(
     step.http_status = upstream.status
     step.ttft_ms = _ms(started, outcome.first_chunk_at)
     _complete(deps, step, placement, tap, outcome.cancelled, started)
+    _emit(deps, step, sent_at - started + outcome.observe_seconds)
     if outcome.cancelled and handler_cancelled():
         raise asyncio.CancelledError
     return response
@@ -122,10 +125,11 @@ async def handle_passthrough(
     target = resolve(deps.settings, "passthrough", None, request.path, request.query_string)
     headers = forward_headers(request.headers, api_key=target.api_key, protocol="passthrough")
     body = request.content.iter_any() if request.body_exists else None
+    sent_at = time.perf_counter()
     try:
         upstream = await deps.upstream.send(request.method, target.url, headers, body)
     except GatewayError as exc:
-        _finish_failed(deps, step, started, exc)
+        _finish_failed(deps, step, started, exc, sent_at - started)
         return error_response(adapter, exc, own)
     step.provider_request_id = provider_request_id(upstream.headers)
     response, outcome = await relay(request, upstream, None, own_headers=own, body_rewritten=False)
@@ -133,7 +137,7 @@ async def handle_passthrough(
     step.ttft_ms = _ms(started, outcome.first_chunk_at)
     step.latency_ms = _ms(started, time.perf_counter())
     step.stop_reason = _passthrough_stop(upstream.status, outcome.cancelled, outcome.provider_broke)
-    deps.recorder.submit(step)
+    _emit(deps, step, sent_at - started)
     if outcome.cancelled and handler_cancelled():
         raise asyncio.CancelledError
     return response
@@ -181,17 +185,27 @@ def _pairing_refusal(
 
 
 def _record_refusal(deps: Deps, placement: Placement, violations: list[Violation]) -> None:
-    deps.recorder.submit(
-        RefusalRecord(trace_id=placement.trace_id, created_at=deps.clock(), violations=violations)
+    refusal = RefusalRecord(
+        trace_id=placement.trace_id, created_at=deps.clock(), violations=violations
     )
+    deps.recorder.submit(refusal)
+    notify_refusal(deps.sinks, refusal)
 
 
-def _finish_failed(deps: Deps, step: StepRecord, started: float, exc: GatewayError) -> None:
+def _emit(deps: Deps, step: StepRecord, overhead_seconds: float) -> None:
+    """A finished step leaves the hot path: to the recorder and every sink."""
+    deps.recorder.submit(step)
+    notify_step(deps.sinks, step, overhead_seconds)
+
+
+def _finish_failed(
+    deps: Deps, step: StepRecord, started: float, exc: GatewayError, overhead: float
+) -> None:
     step.stop_reason = StopReason.ERROR
     step.http_status = exc.status
     step.error = {"message": exc.message, "type": exc.type, "code": exc.code}
     step.latency_ms = _ms(started, time.perf_counter())
-    deps.recorder.submit(step)
+    _emit(deps, step, overhead)
 
 
 def _complete(
@@ -219,7 +233,6 @@ def _complete(
             step.response_id,
             StepRef(step.trace_id, step.id, tuple(step.output_items)),
         )
-    deps.recorder.submit(step)
 
 
 def _passthrough_stop(status: int, cancelled: bool, broke: str | None) -> StopReason:
