@@ -1,0 +1,303 @@
+"""OpenAI Responses API stream events and response bodies → neutral deltas.
+
+Reasoning text and `encrypted_content` never leave this module: only their size and flags do.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.items import StopReason, Usage
+from gateway.stream.deltas import (
+    Delta,
+    EndDelta,
+    ErrorDelta,
+    FinishDelta,
+    MetaDelta,
+    ReasoningDelta,
+    ReasoningSummaryDelta,
+    RefusalDelta,
+    TextDelta,
+    ToolCallArgs,
+    ToolCallEnd,
+    ToolCallStart,
+    UsageDelta,
+)
+from gateway.stream.sse import SSEEvent
+
+# Summaries arrive in parts (and in several reasoning items); a blank line keeps them apart.
+SUMMARY_SEPARATOR = "\n\n"
+
+_INCOMPLETE_REASONS = {
+    "max_output_tokens": StopReason.LENGTH,
+    "content_filter": StopReason.CONTENT_FILTER,
+}
+
+
+def as_str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def as_int(value: Any) -> int | None:
+    # bool is an int subclass; a JSON `true` is not a count.
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def as_code(value: Any) -> str | None:
+    """Error codes are strings in OpenAI's API, numbers in some compatible servers."""
+    if isinstance(value, str):
+        return value
+    return str(value) if isinstance(value, int) else None
+
+
+def arguments_text(value: Any) -> str | None:
+    """Arguments are a JSON string on the wire; compatible servers sometimes send an object."""
+    if value is None or isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def usage_of(value: Any) -> Usage | None:
+    usage = as_dict(value)
+    if not usage:
+        return None
+    return Usage(
+        prompt_tokens=as_int(usage.get("input_tokens")),
+        completion_tokens=as_int(usage.get("output_tokens")),
+        total_tokens=as_int(usage.get("total_tokens")),
+        cached_tokens=as_int(as_dict(usage.get("input_tokens_details")).get("cached_tokens")),
+        reasoning_tokens=as_int(
+            as_dict(usage.get("output_tokens_details")).get("reasoning_tokens")
+        ),
+    )
+
+
+def error_delta(error: dict[str, Any]) -> ErrorDelta:
+    return ErrorDelta(
+        message=as_str(error.get("message")) or "",
+        type=as_str(error.get("type")),
+        code=as_code(error.get("code")),
+    )
+
+
+def meta_of(response: dict[str, Any]) -> MetaDelta:
+    return MetaDelta(response_id=as_str(response.get("id")), model=as_str(response.get("model")))
+
+
+@dataclass(slots=True)
+class OutputFacts:
+    """What the output held, for the stop reason: calls, visible text, refusals."""
+
+    calls: bool = False
+    text: bool = False
+    refusal: bool = False
+
+    def add_item(self, item: dict[str, Any]) -> None:
+        kind = item.get("type")
+        if kind == "function_call":
+            self.calls = True
+        elif kind == "message":
+            for part in map(as_dict, as_list(item.get("content"))):
+                if part.get("type") == "output_text" and as_str(part.get("text")):
+                    self.text = True
+                elif part.get("type") == "refusal":
+                    self.refusal = True
+
+
+def finish_of(response: dict[str, Any], facts: OutputFacts) -> FinishDelta:
+    status = as_str(response.get("status"))
+    for item in as_list(response.get("output")):
+        facts.add_item(as_dict(item))
+    if status == "completed":
+        if facts.calls:
+            return FinishDelta(StopReason.TOOL_CALLS, status)
+        if facts.refusal and not facts.text:
+            return FinishDelta(StopReason.REFUSAL, status)
+        return FinishDelta(StopReason.COMPLETED, status)
+    if status == "incomplete":
+        reason = as_str(as_dict(response.get("incomplete_details")).get("reason"))
+        stop = _INCOMPLETE_REASONS.get(reason or "", StopReason.UNKNOWN)
+        return FinishDelta(stop, reason or status)
+    if status == "failed":
+        code = as_code(as_dict(response.get("error")).get("code"))
+        return FinishDelta(StopReason.ERROR, code or status)
+    if status == "cancelled":
+        return FinishDelta(StopReason.CANCELLED, status)
+    return FinishDelta(StopReason.UNKNOWN, status)
+
+
+class ResponsesEventDecoder:
+    """Per-response state: which output items have started, streamed content or ended."""
+
+    def __init__(self) -> None:
+        self._calls_started: set[int] = set()
+        self._calls_ended: set[int] = set()
+        self._reasoning_started: set[int] = set()
+        self._reasoning_streamed: set[int] = set()
+        self._content_streamed: set[int] = set()  # text, refusal or summary deltas arrived
+        self._summary_part: tuple[int, int] | None = None
+        self._error_reported = False
+        self._facts = OutputFacts()
+
+    def decode(self, event: SSEEvent) -> list[Delta]:
+        try:
+            data = json.loads(event.data)
+        except (ValueError, RecursionError):
+            return []  # keep-alives and non-JSON lines carry nothing to record
+        if not isinstance(data, dict):
+            return []
+        return self._dispatch(as_str(data.get("type")) or event.event or "", data)
+
+    def _dispatch(self, kind: str, data: dict[str, Any]) -> list[Delta]:
+        index = as_int(data.get("output_index")) or 0
+        delta = as_str(data.get("delta")) or ""
+        match kind:
+            case "response.created" | "response.in_progress" | "response.queued":
+                return [meta_of(as_dict(data.get("response")))]
+            case "response.output_item.added":
+                return self._item_added(index, as_dict(data.get("item")))
+            case "response.output_item.done":
+                return self.item_done(index, as_dict(data.get("item")))
+            case "response.function_call_arguments.delta":
+                return [*self._start_call(index, {}), ToolCallArgs(index, delta)] if delta else []
+            case "response.function_call_arguments.done":
+                return self._end_call(index, data.get("arguments"))
+            case "response.output_text.delta":
+                return self._text(index, delta)
+            case "response.refusal.delta":
+                return self._refusal(index, delta)
+            case "response.reasoning_text.delta":
+                self._reasoning_streamed.add(index)
+                return [ReasoningDelta(chars=len(delta))] if delta else []
+            case "response.reasoning_summary_text.delta":
+                self._content_streamed.add(index)
+                return self._summary((index, as_int(data.get("summary_index")) or 0), delta)
+            case "error":
+                self._error_reported = True
+                # Documented flat form: code and message beside the event's own `type`.
+                return [error_delta(as_dict(data.get("error")) or {**data, "type": None})]
+            case "response.completed" | "response.incomplete" | "response.failed":
+                response = as_dict(data.get("response"))
+                return [meta_of(response), *self.terminal(response)]
+        return []
+
+    def item_done(self, index: int, item: dict[str, Any]) -> list[Delta]:
+        """An output item is complete: emit whatever of it was not streamed (all, for a body)."""
+        kind = item.get("type")
+        if kind == "function_call":
+            return [*self._start_call(index, item), *self._end_call(index, item.get("arguments"))]
+        if kind == "reasoning":
+            return self._reasoning_done(index, item)
+        if kind == "message" and index not in self._content_streamed:
+            deltas: list[Delta] = []
+            for part in map(as_dict, as_list(item.get("content"))):
+                if part.get("type") == "output_text":
+                    deltas += self._text(index, as_str(part.get("text")) or "")
+                elif part.get("type") == "refusal":
+                    deltas += self._refusal(index, as_str(part.get("refusal")) or "")
+            return deltas
+        return []
+
+    def terminal(self, response: dict[str, Any]) -> list[Delta]:
+        """Usage, stop reason and the completion marker of a finished response."""
+        deltas: list[Delta] = []
+        usage = usage_of(response.get("usage"))
+        if usage is not None:
+            deltas.append(UsageDelta(usage))
+        error = as_dict(response.get("error"))
+        if error and not self._error_reported:
+            # A failure the model caused may come without a separate `error` event.
+            self._error_reported = True
+            deltas.append(error_delta(error))
+        deltas += [finish_of(response, self._facts), EndDelta()]
+        return deltas
+
+    def _item_added(self, index: int, item: dict[str, Any]) -> list[Delta]:
+        kind = item.get("type")
+        if kind == "function_call":
+            return self._start_call(index, item)
+        if kind == "reasoning":
+            return self._start_reasoning(index, item)
+        return []
+
+    def _start_call(self, index: int, item: dict[str, Any]) -> list[Delta]:
+        if index in self._calls_started:
+            return []
+        self._calls_started.add(index)
+        self._facts.calls = True
+        return [ToolCallStart(index, as_str(item.get("call_id")), as_str(item.get("name")))]
+
+    def _end_call(self, index: int, arguments: Any) -> list[Delta]:
+        if index in self._calls_ended:
+            return []
+        self._calls_ended.add(index)
+        return [ToolCallEnd(index, arguments_text(arguments))]
+
+    def _start_reasoning(self, index: int, item: dict[str, Any]) -> list[Delta]:
+        if index in self._reasoning_started:
+            return []
+        self._reasoning_started.add(index)
+        item_id = as_str(item.get("id"))
+        return [ReasoningDelta(chars=0, attrs={"item_id": item_id} if item_id else {})]
+
+    def _reasoning_done(self, index: int, item: dict[str, Any]) -> list[Delta]:
+        deltas = self._start_reasoning(index, item)
+        if index not in self._reasoning_streamed:
+            for part in map(as_dict, as_list(item.get("content"))):
+                text = as_str(part.get("text")) or ""
+                if text:
+                    deltas.append(ReasoningDelta(chars=len(text)))
+        if item.get("encrypted_content"):
+            deltas.append(ReasoningDelta(chars=0, attrs={"encrypted": True}))
+        if index not in self._content_streamed:
+            for number, part in enumerate(map(as_dict, as_list(item.get("summary")))):
+                deltas += self._summary((index, number), as_str(part.get("text")) or "")
+        return deltas
+
+    def _summary(self, part: tuple[int, int], text: str) -> list[Delta]:
+        if not text:
+            return []
+        deltas: list[Delta] = []
+        if self._summary_part is not None and self._summary_part != part:
+            deltas.append(ReasoningSummaryDelta(SUMMARY_SEPARATOR))
+        self._summary_part = part
+        deltas.append(ReasoningSummaryDelta(text))
+        return deltas
+
+    def _text(self, index: int, text: str) -> list[Delta]:
+        if not text:
+            return []
+        self._content_streamed.add(index)
+        self._facts.text = True
+        return [TextDelta(text)]
+
+    def _refusal(self, index: int, text: str) -> list[Delta]:
+        if not text:
+            return []
+        self._content_streamed.add(index)
+        self._facts.refusal = True
+        return [RefusalDelta(text)]
+
+
+def decode_response_body(body: Any) -> list[Delta]:
+    """A non-streamed response object: as if a stream had sent only its done items."""
+    if not isinstance(body, dict):
+        return []
+    decoder = ResponsesEventDecoder()
+    deltas: list[Delta] = [meta_of(body)]
+    for index, item in enumerate(as_list(body.get("output"))):
+        deltas += decoder.item_done(index, as_dict(item))
+    return deltas + decoder.terminal(body)
