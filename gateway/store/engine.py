@@ -1,0 +1,92 @@
+"""Database engines (SQLite or PostgreSQL), schema creation and the per-install secret."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection, Engine
+from sqlmodel import SQLModel
+
+from gateway.store.models import META  # importing models registers every table
+
+SECRET_KEY = "continuation_secret"
+# Any constant shared by every replica: serialises concurrent schema creation on PostgreSQL.
+_SCHEMA_LOCK_ID = 0x4C6F6F70
+
+
+def normalize_url(database_url: str) -> str:
+    """Map the user-facing `postgresql://` (or `postgres://`) to the psycopg 3 driver."""
+    for prefix in ("postgresql://", "postgres://"):
+        if database_url.startswith(prefix):
+            return "postgresql+psycopg://" + database_url[len(prefix) :]
+    return database_url
+
+
+def make_engine(database_url: str, *, busy_timeout_ms: int = 5000) -> Engine:
+    url = normalize_url(database_url)
+    if url.startswith("sqlite"):
+        return _sqlite_engine(url, busy_timeout_ms)
+    # pre_ping: a replica survives a database restart without surfacing dead connections.
+    return sa.create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+
+
+def _sqlite_engine(url: str, busy_timeout_ms: int) -> Engine:
+    engine = sa.create_engine(url, connect_args={"timeout": busy_timeout_ms / 1000})
+
+    @sa.event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # The driver's implicit BEGIN is deferred and only precedes DML, so a writer could
+        # fail to upgrade its read lock (busy_timeout does not apply then) and DDL would run
+        # outside transactions. We emit BEGIN ourselves in `_on_begin`.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @sa.event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        mode = "IMMEDIATE" if connection.get_execution_options().get("write") else "DEFERRED"
+        connection.exec_driver_sql(f"BEGIN {mode}")
+
+    return engine
+
+
+def write_connection(engine: Engine) -> Connection:
+    """A connection whose transactions take the write lock up front (SQLite BEGIN IMMEDIATE)."""
+    return engine.connect().execution_options(write=True)
+
+
+def create_schema(engine: Engine) -> None:
+    """Create missing tables and indexes; safe when several processes start at once."""
+    with write_connection(engine) as conn, conn.begin():
+        if conn.dialect.name == "postgresql":
+            # Two CREATE TABLEs racing on PostgreSQL fail on the catalog's unique index.
+            conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_SCHEMA_LOCK_ID)))
+        SQLModel.metadata.create_all(conn)
+
+
+def install_secret(engine: Engine) -> bytes:
+    """Read, or create once per install, the HMAC key of continuation keys."""
+    with write_connection(engine) as conn, conn.begin():
+        value = conn.execute(sa.select(META.c.value).where(META.c.key == SECRET_KEY)).scalar()
+        if value is None:
+            insert = dialect_insert(conn, META).values(key=SECRET_KEY, value=secrets.token_hex(32))
+            conn.execute(insert.on_conflict_do_nothing(index_elements=["key"]))
+            # Another replica may have won the race: read back whichever value is stored.
+            value = conn.execute(
+                sa.select(META.c.value).where(META.c.key == SECRET_KEY)
+            ).scalar_one()
+    return bytes.fromhex(value)
+
+
+def dialect_insert(conn: Connection, table: sa.Table) -> postgresql.Insert | sqlite.Insert:
+    """INSERT with ON CONFLICT support in the connection's dialect."""
+    if conn.dialect.name == "postgresql":
+        return postgresql.insert(table)
+    return sqlite.insert(table)

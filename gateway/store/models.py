@@ -1,0 +1,184 @@
+"""Tables of the trace store: traces, steps, items, violations and meta (sqlmodel)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+from sqlmodel import Field, SQLModel
+
+ID_LENGTH = 128
+
+
+class UTCDateTime(sa.types.TypeDecorator[datetime]):
+    """Stores naive UTC, returns aware UTC.
+
+    Both dialects then compare and sort the same values; SQLite keeps DATETIME as text, so a
+    stored offset would break ordering and keyset pagination.
+    """
+
+    impl = sa.DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None or value.tzinfo is None:
+            return value
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        return None if value is None else value.replace(tzinfo=UTC)
+
+
+def _id(*, primary_key: bool = False, index: bool = False, nullable: bool = False) -> Any:
+    return Field(
+        sa_column=sa.Column(
+            sa.String(ID_LENGTH), primary_key=primary_key, index=index, nullable=nullable
+        )
+    )
+
+
+def _time(*, index: bool = False) -> Any:
+    return Field(sa_column=sa.Column(UTCDateTime(), nullable=False, index=index))
+
+
+def _tokens(*, nullable: bool = False) -> Any:
+    default = None if nullable else 0
+    return Field(
+        default=default, sa_column=sa.Column(sa.BigInteger, nullable=nullable, default=default)
+    )
+
+
+class TraceRow(SQLModel, table=True):
+    __tablename__ = "traces"
+    __table_args__ = (
+        # Newest-first listing and its keyset cursor, with and without a status filter.
+        sa.Index("ix_traces_updated", "updated_at", "id"),
+        sa.Index("ix_traces_status_updated", "status", "updated_at", "id"),
+    )
+
+    id: str = _id(primary_key=True)
+    started_at: datetime = _time()
+    updated_at: datetime = _time()
+    status: str = Field(default="ok", sa_column=sa.Column(sa.String(32), nullable=False))
+    step_count: int = Field(default=0, sa_column=sa.Column(sa.Integer, nullable=False))
+    models: list[str] = Field(default_factory=list, sa_column=sa.Column(sa.JSON, nullable=False))
+    prompt_tokens: int = _tokens()
+    completion_tokens: int = _tokens()
+    total_tokens: int = _tokens()
+    cached_tokens: int = _tokens()
+    reasoning_tokens: int = _tokens()
+    violation_count: int = Field(default=0, sa_column=sa.Column(sa.Integer, nullable=False))
+    last_stop_reason: str | None = Field(default=None, sa_column=sa.Column(sa.String(32)))
+    budget_max_steps: int | None = Field(default=None, sa_column=sa.Column(sa.Integer))
+    budget_max_tokens: int | None = Field(default=None, sa_column=sa.Column(sa.BigInteger))
+
+
+class StepRow(SQLModel, table=True):
+    __tablename__ = "steps"
+    __table_args__ = (
+        sa.UniqueConstraint("trace_id", "seq", name="uq_steps_trace_seq"),
+        # The list's model filter is a semi-join from the model side.
+        sa.Index("ix_steps_model_trace", "model", "trace_id"),
+    )
+
+    id: str = _id(primary_key=True)
+    trace_id: str = Field(
+        sa_column=sa.Column(
+            sa.String(ID_LENGTH),
+            sa.ForeignKey("traces.id", ondelete="CASCADE"),
+            nullable=False,
+            index=True,
+        )
+    )
+    seq: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    protocol: str = Field(sa_column=sa.Column(sa.String(32), nullable=False))
+    method: str = Field(sa_column=sa.Column(sa.String(16), nullable=False))
+    path: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    model: str | None = Field(default=None, sa_column=sa.Column(sa.String(256)))
+    stream: bool = Field(default=False, sa_column=sa.Column(sa.Boolean, nullable=False))
+    http_status: int | None = Field(default=None, sa_column=sa.Column(sa.Integer))
+    stop_reason: str = Field(sa_column=sa.Column(sa.String(32), nullable=False))
+    raw_stop_reason: str | None = Field(default=None, sa_column=sa.Column(sa.String(128)))
+    prompt_tokens: int | None = _tokens(nullable=True)
+    completion_tokens: int | None = _tokens(nullable=True)
+    total_tokens: int | None = _tokens(nullable=True)
+    cached_tokens: int | None = _tokens(nullable=True)
+    reasoning_tokens: int | None = _tokens(nullable=True)
+    cache_creation_tokens: int | None = _tokens(nullable=True)
+    provider_request_id: str | None = Field(
+        default=None, sa_column=sa.Column(sa.String(256), index=True)
+    )
+    response_id: str | None = Field(default=None, sa_column=sa.Column(sa.String(256), index=True))
+    started_at: datetime = _time()
+    latency_ms: float | None = Field(default=None, sa_column=sa.Column(sa.Float))
+    ttft_ms: float | None = Field(default=None, sa_column=sa.Column(sa.Float))
+    error: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
+    continuation_key: str | None = _id(index=True, nullable=True)
+
+
+class ItemRow(SQLModel, table=True):
+    __tablename__ = "items"
+
+    id: int | None = Field(default=None, primary_key=True)
+    step_id: str = Field(
+        sa_column=sa.Column(
+            sa.String(ID_LENGTH),
+            sa.ForeignKey("steps.id", ondelete="CASCADE"),
+            nullable=False,
+            index=True,
+        )
+    )
+    direction: str = Field(sa_column=sa.Column(sa.String(8), nullable=False))  # input | output
+    position: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    kind: str = Field(sa_column=sa.Column(sa.String(32), nullable=False))
+    role: str | None = Field(default=None, sa_column=sa.Column(sa.String(32)))
+    text: str | None = Field(default=None, sa_column=sa.Column(sa.Text))
+    call_id: str | None = Field(default=None, sa_column=sa.Column(sa.String(256), index=True))
+    tool_name: str | None = Field(default=None, sa_column=sa.Column(sa.String(256)))
+    arguments: str | None = Field(default=None, sa_column=sa.Column(sa.Text))
+    is_error: bool | None = Field(default=None, sa_column=sa.Column(sa.Boolean))
+    attrs: dict[str, Any] = Field(
+        default_factory=dict, sa_column=sa.Column(sa.JSON, nullable=False)
+    )
+
+
+class ViolationRow(SQLModel, table=True):
+    __tablename__ = "violations"
+    __table_args__ = (
+        # The violations page: newest first, optionally of one kind.
+        sa.Index("ix_violations_kind_created", "kind", "created_at", "id"),
+        sa.Index("ix_violations_created", "created_at", "id"),
+    )
+
+    id: str = _id(primary_key=True)
+    kind: str = Field(sa_column=sa.Column(sa.String(64), nullable=False))
+    trace_id: str = Field(
+        sa_column=sa.Column(
+            sa.String(ID_LENGTH),
+            sa.ForeignKey("traces.id", ondelete="CASCADE"),
+            nullable=False,
+            index=True,
+        )
+    )
+    # No foreign key: a refusal's violations have no step.
+    step_id: str | None = _id(nullable=True)
+    call_id: str | None = Field(default=None, sa_column=sa.Column(sa.String(256)))
+    detail: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    enforced: bool = Field(default=False, sa_column=sa.Column(sa.Boolean, nullable=False))
+    created_at: datetime = _time()
+
+
+class MetaRow(SQLModel, table=True):
+    __tablename__ = "meta"
+
+    key: str = Field(sa_column=sa.Column(sa.String(64), primary_key=True))
+    value: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+
+
+TRACES: sa.Table = SQLModel.metadata.tables["traces"]
+STEPS: sa.Table = SQLModel.metadata.tables["steps"]
+ITEMS: sa.Table = SQLModel.metadata.tables["items"]
+VIOLATIONS: sa.Table = SQLModel.metadata.tables["violations"]
+META: sa.Table = SQLModel.metadata.tables["meta"]

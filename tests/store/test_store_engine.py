@@ -1,0 +1,90 @@
+"""Engines, schema creation and the install secret, including two processes starting at once."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from gateway.store.engine import create_schema, install_secret, make_engine, normalize_url
+
+
+def test_urls_map_to_psycopg() -> None:
+    assert normalize_url("postgresql://u@h/db") == "postgresql+psycopg://u@h/db"
+    assert normalize_url("postgres://u@h/db") == "postgresql+psycopg://u@h/db"
+    assert normalize_url("postgresql+psycopg://u@h/db") == "postgresql+psycopg://u@h/db"
+    assert normalize_url("sqlite:///./x.db") == "sqlite:///./x.db"
+
+
+def _at_once(count: int, function: Callable[[], Any]) -> list[Any]:
+    barrier = threading.Barrier(count)
+    results: list[Any] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        barrier.wait()
+        try:
+            results.append(function())
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    return results
+
+
+def test_schema_and_secret_race_safe(database_url: str) -> None:
+    engines = [make_engine(database_url) for _ in range(4)]
+    it = iter(engines)
+    lock = threading.Lock()
+
+    def start_replica() -> bytes:
+        with lock:
+            engine = next(it)
+        create_schema(engine)
+        return install_secret(engine)
+
+    secrets = _at_once(4, start_replica)
+    assert len(secrets) == 4
+    assert len(set(secrets)) == 1
+    assert len(secrets[0]) == 32
+    create_schema(engines[0])  # idempotent
+    assert install_secret(engines[0]) == secrets[0]
+    for engine in engines:
+        engine.dispose()
+
+
+def test_sqlite_pragmas(sqlite_database: Any) -> None:
+    engine = make_engine(sqlite_database.url, busy_timeout_ms=1234)
+    with engine.connect() as conn:
+
+        def pragma(name: str) -> Any:
+            return conn.exec_driver_sql(f"PRAGMA {name}").scalar()
+
+        assert pragma("journal_mode") == "wal"
+        assert pragma("busy_timeout") == 1234
+        assert pragma("synchronous") == 1  # NORMAL
+        assert pragma("foreign_keys") == 1
+    engine.dispose()
+
+
+def test_schema_has_the_indexes_the_read_api_uses(engine: Engine) -> None:
+    inspector = sa.inspect(engine)
+    indexes = {
+        table: {tuple(ix["column_names"]) for ix in inspector.get_indexes(table)}
+        for table in ("traces", "steps", "items", "violations")
+    }
+    assert ("updated_at", "id") in indexes["traces"]
+    assert ("status", "updated_at", "id") in indexes["traces"]
+    assert {("trace_id",), ("continuation_key",), ("response_id",)} <= indexes["steps"]
+    assert ("provider_request_id",) in indexes["steps"]
+    assert {("step_id",), ("call_id",)} <= indexes["items"]
+    assert ("kind", "created_at", "id") in indexes["violations"]
+    assert ("trace_id",) in indexes["violations"]

@@ -1,0 +1,186 @@
+"""Read queries on SQLite and PostgreSQL: listing, filters, cursors, lookups."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+import pytest
+from sqlalchemy.engine import Engine
+
+from gateway.items import ItemKind, Violation, ViolationKind
+from gateway.step import RefusalRecord, StepRecord
+from gateway.store.queries import (
+    find_by_response_id,
+    find_continuation,
+    find_step,
+    get_trace,
+    get_trace_summary,
+    list_traces,
+    list_violations,
+    step_output_items,
+)
+from gateway.store.writer import StoreWriter
+
+MakeStep = Callable[..., StepRecord]
+
+
+def _seed(engine: Engine, make_step: MakeStep, count: int) -> list[str]:
+    """`count` traces, trace i updated at minute i; returns ids newest first."""
+    base = make_step().started_at
+    records: list[StepRecord | RefusalRecord] = []
+    for i in range(count):
+        at = base + timedelta(minutes=i)
+        violations = [Violation(ViolationKind.DUPLICATE_CALL_ID, "dup")] if i % 3 == 0 else []
+        records.append(
+            make_step(
+                f"tr-{i:03d}", at=at, model="o3" if i % 2 else "gpt-4o", violations=violations
+            )
+        )
+    StoreWriter(engine).write_batch(records)
+    return [f"tr-{i:03d}" for i in reversed(range(count))]
+
+
+def _all_pages(engine: Engine, limit: int, **filters: str) -> list[str]:
+    ids: list[str] = []
+    cursor = None
+    while True:
+        page = list_traces(engine, limit=limit, cursor=cursor, **filters)
+        assert len(page["traces"]) <= limit
+        ids.extend(t["id"] for t in page["traces"])
+        cursor = page["next_cursor"]
+        if cursor is None:
+            return ids
+
+
+def test_list_newest_first_across_pages(engine: Engine, make_step: MakeStep) -> None:
+    newest_first = _seed(engine, make_step, 23)
+    assert _all_pages(engine, 5) == newest_first
+    assert _all_pages(engine, 23) == newest_first
+    first = list_traces(engine, limit=3)
+    assert [t["id"] for t in first["traces"]] == newest_first[:3]
+    trace = first["traces"][0]
+    assert set(trace) == {
+        "id",
+        "started_at",
+        "updated_at",
+        "status",
+        "step_count",
+        "models",
+        "usage",
+        "violation_count",
+        "budget",
+    }
+    assert trace["updated_at"].endswith("Z")
+
+
+def test_cursor_is_stable_when_traces_share_a_timestamp(
+    engine: Engine, make_step: MakeStep
+) -> None:
+    at = make_step().started_at
+    StoreWriter(engine).write_batch([make_step(f"same-{i}", at=at) for i in range(7)])
+    assert _all_pages(engine, 2) == [f"same-{i}" for i in reversed(range(7))]
+
+
+def test_list_filters(engine: Engine, make_step: MakeStep) -> None:
+    newest_first = _seed(engine, make_step, 12)
+    odd = [t for t in newest_first if int(t[-3:]) % 2]
+    assert _all_pages(engine, 4, model="o3") == odd
+    every_third = [t for t in newest_first if int(t[-3:]) % 3 == 0]
+    assert _all_pages(engine, 2, violation="duplicate_call_id") == every_third
+    assert _all_pages(engine, 2, violation="orphan_tool_result") == []
+    assert _all_pages(engine, 5, status="ok") == newest_first
+    assert _all_pages(engine, 5, status="error") == []
+    both = [t for t in every_third if t in odd]
+    assert _all_pages(engine, 1, model="o3", violation="duplicate_call_id") == both
+
+
+def test_limit_is_capped_and_bad_cursor_rejected(engine: Engine, make_step: MakeStep) -> None:
+    _seed(engine, make_step, 3)
+    assert len(list_traces(engine, limit=10_000)["traces"]) == 3
+    assert len(list_traces(engine, limit=0)["traces"]) == 1
+    with pytest.raises(ValueError, match="invalid cursor"):
+        list_traces(engine, cursor="not a cursor!")
+
+
+def test_list_violations_pages_and_kind(engine: Engine, make_step: MakeStep) -> None:
+    base = make_step().started_at
+    refusals = [
+        RefusalRecord(
+            trace_id=f"r{i}",
+            created_at=base + timedelta(seconds=i),
+            violations=[
+                Violation(ViolationKind.STEP_BUDGET_EXCEEDED, f"s{i}", enforced=True),
+                Violation(ViolationKind.ORPHAN_TOOL_RESULT, f"o{i}", call_id=f"c{i}"),
+            ],
+        )
+        for i in range(5)
+    ]
+    StoreWriter(engine).write_batch(refusals)
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = list_violations(engine, limit=3, cursor=cursor)
+        seen.extend(v["detail"] for v in page["violations"])
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert len(seen) == 10
+    assert sorted(seen[:2]) == ["o4", "s4"]  # newest first
+    budget = list_violations(engine, limit=50, kind="step_budget_exceeded")
+    assert [v["detail"] for v in budget["violations"]] == ["s4", "s3", "s2", "s1", "s0"]
+    assert budget["next_cursor"] is None
+    assert set(budget["violations"][0]) == {
+        "id",
+        "kind",
+        "trace_id",
+        "step_id",
+        "call_id",
+        "detail",
+        "enforced",
+        "created_at",
+    }
+
+
+def test_continuation_picks_the_longest_match(engine: Engine, make_step: MakeStep) -> None:
+    short = make_step("t-short", continuation_key="k1")
+    long = make_step("t-long", continuation_key="k3")
+    StoreWriter(engine).write_batch([short, long, make_step("t-other", continuation_key="zz")])
+    assert find_continuation(engine, ["k1", "k2", "k3", "k4"]) == ("t-long", long.id, "k3")
+    assert find_continuation(engine, ["k1", "k2"]) == ("t-short", short.id, "k1")
+    assert find_continuation(engine, ["nope"]) is None
+    assert find_continuation(engine, []) is None
+
+
+def test_continuation_prefers_the_latest_step_with_the_same_key(
+    engine: Engine, make_step: MakeStep
+) -> None:
+    old = make_step("t-old", continuation_key="same")
+    new = make_step("t-new", continuation_key="same", at=old.started_at + timedelta(hours=1))
+    StoreWriter(engine).write_batch([new, old])
+    assert find_continuation(engine, ["same"]) == ("t-new", new.id, "same")
+
+
+def test_lookups_by_ids(engine: Engine, make_step: MakeStep) -> None:
+    step = make_step("t", provider_request_id="req_abc", response_id="resp_abc")
+    StoreWriter(engine).write_batch([make_step("t"), step])
+    expected = {"trace_id": "t", "step_id": step.id, "seq": 2}
+    assert find_step(engine, step.id) == expected
+    assert find_step(engine, "req_abc") == expected
+    assert find_step(engine, "resp_abc") == expected
+    assert find_step(engine, "missing") is None
+    assert find_by_response_id(engine, "resp_abc") == ("t", step.id)
+    assert find_by_response_id(engine, "req_abc") is None
+    outputs = step_output_items(engine, step.id)
+    assert outputs == step.output_items
+    assert [item.kind for item in outputs] == [ItemKind.ASSISTANT_TEXT, ItemKind.TOOL_CALL]
+
+
+def test_missing_trace_and_summary(engine: Engine, make_step: MakeStep) -> None:
+    assert get_trace(engine, "nope") is None
+    assert get_trace_summary(engine, "nope") is None
+    StoreWriter(engine).write_batch([make_step("t")])
+    summary = get_trace_summary(engine, "t")
+    assert summary is not None
+    assert summary["step_count"] == 1
+    assert "steps" not in summary

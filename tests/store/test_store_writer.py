@@ -1,0 +1,288 @@
+"""StoreWriter on SQLite and PostgreSQL: round trips, counters, replicas, retries, refusals."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import Engine
+
+from gateway.items import Item, ItemKind, StopReason, Usage, Violation, ViolationKind
+from gateway.step import RefusalRecord, StepRecord
+from gateway.store.engine import create_schema, make_engine
+from gateway.store.models import ITEMS, STEPS, VIOLATIONS
+from gateway.store.queries import get_trace
+from gateway.store.writer import StoreWriter
+
+MakeStep = Callable[..., StepRecord]
+
+
+def _count(engine: Engine, table: sa.Table) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one())
+
+
+def test_round_trip_item_by_item(engine: Engine, make_step: MakeStep) -> None:
+    reasoning = Item(ItemKind.REASONING, attrs={"tokens": 42})
+    result = Item(
+        ItemKind.TOOL_RESULT, role="tool", text="ünïcode ✓", call_id="call_x", is_error=True
+    )
+    step = make_step(
+        "t-round",
+        usage=Usage(10, 5, 15, 2, 3, 7),
+        provider_request_id="req_1",
+        response_id="resp_1",
+        error={"type": "overloaded", "status": 529},
+        continuation_key="k" * 64,
+        violations=[Violation(ViolationKind.ORPHAN_TOOL_RESULT, "no call", call_id="call_x")],
+    )
+    step.input_items.append(result)
+    step.output_items.insert(0, reasoning)
+    StoreWriter(engine).write_batch([step])
+
+    trace = get_trace(engine, "t-round")
+    assert trace is not None
+    (stored,) = trace["steps"]
+    assert stored["input_items"] == [item.to_json() for item in step.input_items]
+    assert stored["output_items"] == [item.to_json() for item in step.output_items]
+    usage = step.usage.to_json()
+    assert stored["usage"] == {k: v for k, v in usage.items() if k != "cache_creation_tokens"}
+    scalars = {k: v for k, v in stored.items() if k not in ("input_items", "output_items", "usage")}
+    assert scalars == {
+        "id": step.id,
+        "seq": 1,
+        "protocol": "chat",
+        "model": "gpt-4o",
+        "stream": True,
+        "http_status": 200,
+        "stop_reason": "tool_calls",
+        "raw_stop_reason": "tool_calls",
+        "provider_request_id": "req_1",
+        "response_id": "resp_1",
+        "started_at": step.started_at.isoformat().replace("+00:00", ".000000Z"),
+        "latency_ms": 120.5,
+        "ttft_ms": 40.0,
+        "error": {"type": "overloaded", "status": 529},
+    }
+    (violation,) = trace["violations"]
+    assert violation["kind"] == "orphan_tool_result"
+    assert violation["step_id"] == step.id
+    assert violation["call_id"] == "call_x"
+    assert violation["enforced"] is False
+    assert trace["violation_count"] == 1
+    assert trace["status"] == "ok"
+    assert trace["budget"] == {"max_steps": None, "max_tokens": None}
+
+
+def test_seq_counters_and_models(engine: Engine, make_step: MakeStep) -> None:
+    writer = StoreWriter(engine)
+    first = make_step("t", model="gpt-4o", budget_max_steps=10)
+    writer.write_batch([first, make_step("t", model="o3"), make_step("other")])
+    last = make_step(
+        "t",
+        model="gpt-4o",
+        usage=Usage(prompt_tokens=7, completion_tokens=3),  # no total: prompt + completion
+        budget_max_tokens=5000,
+    )
+    writer.write_batch([last])
+
+    trace = get_trace(engine, "t")
+    assert trace is not None
+    assert [s["seq"] for s in trace["steps"]] == [1, 2, 3]
+    assert trace["steps"][0]["id"] == first.id
+    assert trace["step_count"] == 3
+    assert trace["models"] == ["gpt-4o", "o3"]
+    assert trace["usage"] == {
+        "prompt_tokens": 27,
+        "completion_tokens": 13,
+        "total_tokens": 40,
+        "cached_tokens": 4,
+        "reasoning_tokens": 0,
+    }
+    assert trace["budget"] == {"max_steps": 10, "max_tokens": 5000}
+    assert trace["started_at"] == first.started_at.isoformat().replace("+00:00", ".000000Z")
+    end = last.started_at + timedelta(milliseconds=last.latency_ms or 0)
+    assert trace["updated_at"] == end.isoformat().replace("+00:00", "Z")
+
+
+def test_status_error_then_budget_exceeded_is_sticky(engine: Engine, make_step: MakeStep) -> None:
+    writer = StoreWriter(engine)
+    writer.write_batch([make_step("t", stop_reason=StopReason.INTERRUPTED)])
+    assert _status(engine) == "error"
+    writer.write_batch([make_step("t", stop_reason=StopReason.COMPLETED)])
+    assert _status(engine) == "ok"
+    refusal = RefusalRecord(
+        trace_id="t",
+        created_at=make_step().started_at,
+        violations=[Violation(ViolationKind.STEP_BUDGET_EXCEEDED, "3 of 2 steps", enforced=True)],
+        budget_exceeded=True,
+        budget_max_steps=2,
+    )
+    writer.write_batch([refusal])
+    writer.write_batch([make_step("t", stop_reason=StopReason.ERROR)])
+    trace = get_trace(engine, "t")
+    assert trace is not None
+    assert trace["status"] == "budget_exceeded"
+    assert trace["step_count"] == 3
+    assert trace["violation_count"] == 1
+    assert trace["budget"]["max_steps"] == 2
+    assert trace["violations"][0]["step_id"] is None
+    assert trace["violations"][0]["enforced"] is True
+
+
+def _status(engine: Engine) -> str:
+    trace = get_trace(engine, "t")
+    assert trace is not None
+    return str(trace["status"])
+
+
+def test_refusal_alone_creates_the_trace(engine: Engine, make_step: MakeStep) -> None:
+    refusal = RefusalRecord(
+        trace_id="refused",
+        created_at=make_step().started_at,
+        violations=[
+            Violation(ViolationKind.TOKEN_BUDGET_EXCEEDED, "over", enforced=True),
+            Violation(ViolationKind.MISSING_TOOL_RESULT, "none", call_id="c1", enforced=True),
+        ],
+        new_trace=True,
+        budget_exceeded=True,
+        budget_max_tokens=100,
+    )
+    StoreWriter(engine).write_batch([refusal])
+    trace = get_trace(engine, "refused")
+    assert trace is not None
+    assert trace["status"] == "budget_exceeded"
+    assert trace["step_count"] == 0
+    assert trace["steps"] == []
+    assert trace["violation_count"] == 2
+    assert {v["kind"] for v in trace["violations"]} == {
+        "token_budget_exceeded",
+        "missing_tool_result",
+    }
+
+
+def test_pairing_refusal_keeps_status(engine: Engine, make_step: MakeStep) -> None:
+    writer = StoreWriter(engine)
+    writer.write_batch([make_step("t")])
+    refusal = RefusalRecord(
+        trace_id="t",
+        created_at=make_step().started_at,
+        violations=[Violation(ViolationKind.ORPHAN_TOOL_RESULT, "x", call_id="c", enforced=True)],
+    )
+    writer.write_batch([refusal])
+    assert _status(engine) == "ok"
+
+
+def test_retry_of_a_committed_batch_writes_nothing_twice(
+    engine: Engine, make_step: MakeStep
+) -> None:
+    writer = StoreWriter(engine)
+    refusal = RefusalRecord(
+        trace_id="t",
+        created_at=make_step().started_at,
+        violations=[Violation(ViolationKind.STEP_BUDGET_EXCEEDED, "x", enforced=True)],
+        budget_exceeded=True,
+    )
+    batch: list[StepRecord | RefusalRecord] = [
+        make_step("t", violations=[Violation(ViolationKind.TRUNCATED_TOOL_CALL, "cut")]),
+        make_step("t"),
+        refusal,
+    ]
+    writer.write_batch(batch)
+    writer.write_batch(batch)  # e.g. the commit succeeded but its answer was lost
+    writer.write_batch([*batch, make_step("t")])
+    trace = get_trace(engine, "t")
+    assert trace is not None
+    assert trace["step_count"] == 3
+    assert [s["seq"] for s in trace["steps"]] == [1, 2, 3]
+    assert trace["violation_count"] == 2
+    assert _count(engine, VIOLATIONS) == 2
+    assert _count(engine, ITEMS) == 3 * 4
+    assert trace["usage"]["total_tokens"] == 45
+
+
+def test_failed_batch_leaves_nothing_and_retries_cleanly(
+    engine: Engine, make_step: MakeStep
+) -> None:
+    writer = StoreWriter(engine)
+    good = make_step("t")
+    bad = make_step("t")
+    bad.output_items.append(Item(ItemKind.OTHER, attrs={"not_json": {1, 2}}))
+    with pytest.raises((sa_exc.StatementError, TypeError)):  # psycopg raises it unwrapped
+        writer.write_batch([good, bad])
+    assert _count(engine, STEPS) == 0  # one transaction: the good step rolled back too
+    assert get_trace(engine, "t") is None
+    bad.output_items.pop()
+    writer.write_batch([good, bad])
+    trace = get_trace(engine, "t")
+    assert trace is not None
+    assert trace["step_count"] == 2
+
+
+def test_two_replicas_writing_concurrently_stay_exact(
+    database_url: str, make_step: MakeStep
+) -> None:
+    engines = [make_engine(database_url), make_engine(database_url)]
+    create_schema(engines[0])
+    traces = ["a", "b", "c"]
+    batches, per_batch, threads_per_engine = 15, 4, 3
+    errors: list[BaseException] = []
+
+    def replica(engine: Engine, worker: int) -> None:
+        writer = StoreWriter(engine)
+        try:
+            for n in range(batches):
+                # Every batch touches several traces, in an order that differs per worker.
+                records = [
+                    make_step(traces[(worker + n + k) % len(traces)], items=3)
+                    for k in range(per_batch)
+                ]
+                writer.write_batch(records)
+        except BaseException as exc:
+            errors.append(exc)
+
+    workers = [
+        threading.Thread(target=replica, args=(engine, index * threads_per_engine + t))
+        for index, engine in enumerate(engines)
+        for t in range(threads_per_engine)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert errors == []
+    total = len(workers) * batches * per_batch
+    counted = 0
+    for trace_id in traces:
+        trace = get_trace(engines[1], trace_id)
+        assert trace is not None
+        steps = trace["steps"]
+        assert [s["seq"] for s in steps] == list(range(1, len(steps) + 1))
+        assert trace["step_count"] == len(steps)
+        assert trace["usage"]["total_tokens"] == 15 * len(steps)
+        counted += len(steps)
+    assert counted == total
+    assert _count(engines[0], ITEMS) == total * 5
+    for engine in engines:
+        engine.dispose()
+
+
+def test_batch_of_many_items_is_one_executemany(engine: Engine, make_step: MakeStep) -> None:
+    statements: list[Any] = []
+
+    def spy(conn: Any, cursor: Any, statement: str, params: Any, context: Any, many: bool) -> None:
+        if statement.lstrip().upper().startswith("INSERT INTO ITEMS"):
+            statements.append(many)
+
+    sa.event.listen(engine, "before_cursor_execute", spy)
+    try:
+        StoreWriter(engine).write_batch([make_step("t", items=50) for _ in range(5)])
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", spy)
+    assert statements == [True]
+    assert _count(engine, ITEMS) == 5 * 52
