@@ -20,6 +20,7 @@ from gateway.protocols.registry import ADAPTERS, PATHS
 from gateway.recorder import Recorder
 from gateway.redaction import Redactor
 from gateway.step import RefusalRecord, StepRecord
+from gateway.store import ledger  # noqa: F401  (registers the ledger table)
 from gateway.store.engine import create_schema, install_secret, make_engine
 from gateway.store.writer import StoreWriter
 from gateway.threading import ContinuationKeys, RecentSteps
@@ -63,6 +64,7 @@ async def _lifecycle(
 ) -> AsyncIterator[None]:
     engine = engine or make_engine(settings.database_url)
     create_schema(engine)
+    secret = install_secret(engine)
     redactor = Redactor(settings.redaction)
     recorder = Recorder(
         StoreWriter(engine),
@@ -79,7 +81,8 @@ async def _lifecycle(
         upstream=upstream,
         recorder=recorder,
         engine=engine,
-        keys=ContinuationKeys(install_secret(engine)),
+        keys=ContinuationKeys(secret),
+        secret=secret,
         recent=RecentSteps(),
         adapters=ADAPTERS,
         clock=clock or (lambda: datetime.now(UTC)),

@@ -23,6 +23,7 @@ class Deps:
     recorder: Recorder
     engine: Engine
     keys: ContinuationKeys
+    secret: bytes  # the per-install key of continuation keys and key fingerprints
     recent: RecentSteps
     adapters: Mapping[str, ProtocolAdapter]
     clock: Callable[[], datetime]

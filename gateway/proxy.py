@@ -14,7 +14,9 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway import ids, pairing
+from gateway import budgets, ids, pairing
+from gateway.admission import Refused, admit, settle_soon
+from gateway.config import KeyBudget
 from gateway.deps import Deps
 from gateway.errors import BadRequest, GatewayError, RequestTooLarge
 from gateway.items import StopReason, Violation
@@ -53,12 +55,23 @@ async def handle_model(
     except GatewayError as exc:
         return error_response(adapter, exc)
     own = {TRACE_HEADER: placement.trace_id}
+    key = budgets.key_settings(deps.settings, deps.secret, request.headers)
     violations = _history_violations(deps, adapter, parsed, placement)
-    refusal = _pairing_refusal(deps, adapter, violations)
+    refusal = _pairing_refusal(deps, adapter, violations, key)
     if refusal is not None:
-        _record_refusal(deps, placement, violations)
+        _record_refusal(deps, RefusalRecord(placement.trace_id, deps.clock(), violations))
         return error_response(adapter, refusal, own)
-    prepared = adapter.prepare_body(body, parsed, max_tokens=None)
+    try:
+        admission = await admit(
+            deps, request.headers, key, placement.trace_id, parsed.max_output_tokens
+        )
+    except GatewayError as exc:
+        return error_response(adapter, exc, own)
+    if isinstance(admission, Refused):
+        _record_budget_refusal(deps, placement.trace_id, admission)
+        return error_response(adapter, admission.error, own)
+    own.update(admission.headers)
+    prepared = adapter.prepare_body(body, parsed, max_tokens=admission.clamp)
     payload = raw if prepared.body is body else _dumps(prepared.body)
     step = StepRecord(
         id=ids.new_step_id(),
@@ -71,6 +84,8 @@ async def handle_model(
         stream=parsed.stream,
         input_items=placement.new_items,
         violations=violations,
+        budget_max_steps=admission.limits.max_steps,
+        budget_max_tokens=admission.limits.max_tokens,
     )
     own[STEP_HEADER] = step.id
     target = resolve(deps.settings, adapter.name, parsed.model, request.path, request.query_string)
@@ -82,6 +97,7 @@ async def handle_model(
         upstream = await deps.upstream.send(request.method, target.url, headers, payload)
     except GatewayError as exc:
         _finish_failed(deps, step, started, exc, sent_at - started)
+        settle_soon(deps, admission, step)
         return error_response(adapter, exc, own)
     step.provider_request_id = provider_request_id(upstream.headers)
     tap = ResponseTap(
@@ -97,6 +113,7 @@ async def handle_model(
     step.http_status = upstream.status
     step.ttft_ms = _ms(started, outcome.first_chunk_at)
     _complete(deps, step, placement, tap, outcome.cancelled, started)
+    settle_soon(deps, admission, step)
     _emit(deps, step, sent_at - started + outcome.observe_seconds)
     if outcome.cancelled and handler_cancelled():
         raise asyncio.CancelledError
@@ -171,9 +188,10 @@ def _history_violations(
 
 
 def _pairing_refusal(
-    deps: Deps, adapter: ProtocolAdapter, violations: list[Violation]
+    deps: Deps, adapter: ProtocolAdapter, violations: list[Violation], key: KeyBudget | None
 ) -> GatewayError | None:
-    if deps.settings.pairing != "enforce":
+    mode = (key.pairing if key is not None else None) or deps.settings.pairing
+    if mode != "enforce":
         return None
     first = pairing.first_enforceable(violations)
     if first is None:
@@ -184,12 +202,21 @@ def _pairing_refusal(
     return pairing.to_error(first, protocol=adapter.name)
 
 
-def _record_refusal(deps: Deps, placement: Placement, violations: list[Violation]) -> None:
-    refusal = RefusalRecord(
-        trace_id=placement.trace_id, created_at=deps.clock(), violations=violations
-    )
+def _record_refusal(deps: Deps, refusal: RefusalRecord) -> None:
     deps.recorder.submit(refusal)
     notify_refusal(deps.sinks, refusal)
+
+
+def _record_budget_refusal(deps: Deps, trace_id: str, refused: Refused) -> None:
+    record = RefusalRecord(
+        trace_id,
+        deps.clock(),
+        [refused.violation],
+        budget_exceeded=True,
+        budget_max_steps=refused.limits.max_steps,
+        budget_max_tokens=refused.limits.max_tokens,
+    )
+    _record_refusal(deps, record)
 
 
 def _emit(deps: Deps, step: StepRecord, overhead_seconds: float) -> None:

@@ -1,0 +1,94 @@
+"""Budget admission: reserve a step (and tokens) in the ledger before the provider is called.
+
+A ledger that does not answer in time lets the request through unbudgeted (logged): a slow
+database must not stop agents. With no budget configured the ledger is never touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from gateway import budgets
+from gateway.budgets import Limits, Reservation, Spent
+from gateway.config import KeyBudget
+from gateway.deps import Deps
+from gateway.errors import BudgetExceeded
+from gateway.items import Violation
+from gateway.step import StepRecord
+from gateway.store import ledger
+
+log = logging.getLogger(__name__)
+
+LEDGER_SECONDS = 2.0
+
+
+@dataclass(slots=True)
+class Admission:
+    limits: Limits
+    reservation: Reservation | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def clamp(self) -> int | None:
+        return None if self.reservation is None else self.reservation.clamp
+
+
+@dataclass(slots=True)
+class Refused:
+    error: BudgetExceeded
+    violation: Violation
+    limits: Limits
+
+
+async def admit(
+    deps: Deps,
+    headers: Mapping[str, str],
+    key: KeyBudget | None,
+    trace_id: str,
+    wanted_tokens: int | None,
+) -> Admission | Refused:
+    limits = budgets.limits_for(deps.settings, key, headers)
+    if not limits.any:
+        return Admission(limits)
+    try:
+        granted = await asyncio.wait_for(
+            asyncio.to_thread(ledger.reserve, deps.engine, trace_id, limits, wanted_tokens),
+            LEDGER_SECONDS,
+        )
+    except Exception as exc:
+        log.warning("budget ledger unavailable, request forwarded unbudgeted: %r", exc)
+        return Admission(limits)
+    if isinstance(granted, Spent):
+        error, violation = budgets.refusal(granted, limits)
+        return Refused(error, violation, limits)
+    tokens_used = 0
+    if limits.max_tokens is not None and granted.tokens_left is not None:
+        tokens_used = limits.max_tokens - granted.tokens_left
+    admission = Admission(limits, granted)
+    admission.headers = budgets.remaining_headers(limits, granted.steps_used, tokens_used)
+    if granted.clamp is not None and (wanted_tokens is None or granted.clamp < wanted_tokens):
+        admission.headers["X-Loopwatch-Max-Tokens-Clamped"] = str(granted.clamp)
+    return admission
+
+
+def settle_soon(deps: Deps, admission: Admission, step: StepRecord) -> None:
+    """After the response: swap the held tokens for the real usage, off the request's path."""
+    reservation = admission.reservation
+    if reservation is None or admission.limits.max_tokens is None:
+        return  # only a token budget has anything to settle
+    usage = step.usage
+    known = usage.total_tokens is not None or usage.prompt_tokens is not None
+    # Without a usage report (a cancelled stream) assume the held tokens were spent.
+    used = usage.total() if known else reservation.tokens
+    future = asyncio.get_running_loop().run_in_executor(
+        None, ledger.settle, deps.engine, reservation, used
+    )
+    future.add_done_callback(_log_failure)
+
+
+def _log_failure(future: asyncio.Future[None]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        log.warning("budget ledger settlement failed: %r", future.exception())
