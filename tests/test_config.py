@@ -1,0 +1,61 @@
+"""Settings: precedence, validation at start-up with messages naming the setting, the CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gateway.cli import main
+from gateway.config import load_settings
+from gateway.errors import ConfigError
+
+
+def test_precedence_flag_over_environment_over_file(tmp_path: Path) -> None:
+    config = tmp_path / "lw.toml"
+    config.write_text('port = 1111\nmax_steps = 7\n[redaction]\njson_keys = ["pin"]\n')
+    env = {"LOOPWATCH_CONFIG": str(config), "LOOPWATCH_PORT": "2222"}
+    settings = load_settings({"port": 3333}, env)
+    assert settings.port == 3333 and settings.max_steps == 7
+    assert settings.redaction.json_keys == ("pin",)
+    assert load_settings({}, env).port == 2222
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"LOOPWATCH_PORT": "eighty"}, "port (LOOPWATCH_PORT)"),
+        ({"LOOPWATCH_PAIRING": "strict"}, "pairing (LOOPWATCH_PAIRING)"),
+        ({"LOOPWATCH_UPSTREAM_URL": "ftp://x"}, "upstream_url"),
+        ({"LOOPWATCH_DATABASE_URL": "mysql://x"}, "database_url"),
+        ({"LOOPWATCH_MAX_STEPS": "0"}, "max_steps"),
+    ],
+)
+def test_bad_values_name_the_setting(env: dict[str, str], named: str) -> None:
+    with pytest.raises(ConfigError, match=named.replace("(", r"\(").replace(")", r"\)")):
+        load_settings({}, env)
+
+
+def test_unknown_key_in_file_stops_start_up(tmp_path: Path) -> None:
+    config = tmp_path / "lw.toml"
+    config.write_text("max_stpes = 3\n")
+    with pytest.raises(ConfigError, match="max_stpes: unknown setting"):
+        load_settings({"config": str(config)}, {})
+
+
+def test_serve_refuses_public_address_without_token(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--host", "0.0.0.0"]) == 2
+    assert "LOOPWATCH_ADMIN_TOKEN" in capsys.readouterr().err
+
+
+def test_cli_reports_bad_setting_and_exits_2() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway", "serve", "--port", "99999"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "invalid setting port" in result.stderr
