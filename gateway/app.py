@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hmac
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
@@ -16,6 +15,7 @@ from gateway import proxy
 from gateway.config import Settings
 from gateway.deps import Deps
 from gateway.errors import GatewayError, NotFound, Unauthorized
+from gateway.metrics import MetricsSink, metrics_response
 from gateway.protocols.registry import ADAPTERS, PATHS
 from gateway.recorder import Recorder
 from gateway.redaction import Redactor
@@ -24,8 +24,9 @@ from gateway.store import ledger  # noqa: F401  (registers the ledger table)
 from gateway.store.engine import create_schema, install_secret, make_engine
 from gateway.store.writer import StoreWriter
 from gateway.threading import ContinuationKeys, RecentSteps
-from gateway.ui import api
+from gateway.ui import api, auth, views
 from gateway.upstream import Upstream
+from gateway.webhooks import WebhookSink
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +50,11 @@ def create_app(
         app.router.add_post(path, _bind(proxy.handle_model, ADAPTERS[protocol]))
     app.router.add_route("*", "/v1/{tail:.*}", _bind(proxy.handle_passthrough, ADAPTERS["chat"]))
     app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/metrics", _metrics)
     app.router.add_get("/api/traces", _with_deps(api.list_traces))
     app.router.add_get("/api/traces/{trace_id}", _with_deps(api.get_trace))
     app.router.add_get("/api/violations", _with_deps(api.list_violations))
+    views.add_routes(app, _with_deps)
     return app
 
 
@@ -66,16 +69,20 @@ async def _lifecycle(
     create_schema(engine)
     secret = install_secret(engine)
     redactor = Redactor(settings.redaction)
+    metrics = MetricsSink(max_models=settings.metrics_max_models)
     recorder = Recorder(
         StoreWriter(engine),
         transform=partial(_redact, redactor),
         queue_size=settings.recorder_queue_size,
         batch_size=settings.recorder_batch_size,
         flush_seconds=settings.recorder_flush_seconds,
+        on_batch=metrics.observe_batch,
     )
     upstream = Upstream(settings)
     await upstream.start()
     recorder.start()
+    metrics.watch_recorder(recorder)
+    webhooks = await _start_webhooks(settings, redactor, metrics)
     app[DEPS] = Deps(
         settings=settings,
         upstream=upstream,
@@ -86,13 +93,31 @@ async def _lifecycle(
         recent=RecentSteps(),
         adapters=ADAPTERS,
         clock=clock or (lambda: datetime.now(UTC)),
+        sinks=(metrics,) if webhooks is None else (metrics, webhooks),
     )
     try:
         yield
     finally:
         await upstream.close()
+        if webhooks is not None:
+            await webhooks.close()
         await recorder.close()
         engine.dispose()
+
+
+async def _start_webhooks(
+    settings: Settings, redactor: Redactor, metrics: MetricsSink
+) -> WebhookSink | None:
+    if not settings.webhook_urls:
+        return None
+    webhooks = WebhookSink(
+        settings.webhook_urls,
+        redactor=redactor,
+        public_url=settings.public_url,
+        on_drop=lambda reason: metrics.webhook_dropped.labels(reason).inc(),
+    )
+    await webhooks.start()
+    return webhooks
 
 
 def _redact(redactor: Redactor, record: StepRecord | RefusalRecord) -> StepRecord | RefusalRecord:
@@ -121,6 +146,10 @@ async def _healthz(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok", "recorder_queue_depth": deps.recorder.queue_depth})
 
 
+async def _metrics(request: web.Request) -> web.Response:
+    return metrics_response(request.app[DEPS].sinks)
+
+
 def _adapter_for(path: str):  # type: ignore[no-untyped-def]
     return ADAPTERS["messages"] if path.startswith("/v1/messages") else ADAPTERS["chat"]
 
@@ -138,7 +167,8 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 
 def _needs_admin(path: str) -> bool:
-    return not (path.startswith("/v1/") or path in ("/metrics", "/healthz"))
+    public = path.startswith(("/v1/", "/static/")) or path == auth.LOGIN_PATH
+    return not (public or path in ("/metrics", "/healthz"))
 
 
 @web.middleware
@@ -146,7 +176,8 @@ async def _admin_auth(request: web.Request, handler: Handler) -> web.StreamRespo
     token = request.app[DEPS].settings.admin_token
     if token is None or not _needs_admin(request.path):
         return await handler(request)
-    offered = request.headers.get("Authorization", "")
-    if offered.startswith("Bearer ") and hmac.compare_digest(offered[7:].encode(), token.encode()):
+    if auth.authorized(request, token):  # bearer header or the login cookie
         return await handler(request)
+    if auth.wants_html(request):
+        raise auth.login_redirect(request)
     raise Unauthorized("This Loopwatch requires its admin token (Authorization: Bearer ...).")

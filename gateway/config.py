@@ -103,6 +103,23 @@ class Settings(_Frozen):
     redaction: RedactionSettings = RedactionSettings()
     routes: tuple[Route, ...] = ()
     keys: tuple[KeyBudget, ...] = ()
+    metrics_max_models: int = Field(default=50, ge=1)
+    webhook_urls: tuple[str, ...] = ()
+    public_url: str | None = None  # base of links in webhook events, e.g. https://lw.example
+
+    @field_validator("webhook_urls", mode="before")
+    @classmethod
+    def _webhooks(cls, value: Any) -> Any:
+        if isinstance(value, str):  # LOOPWATCH_WEBHOOK_URLS: comma-separated
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        if isinstance(value, list | tuple):
+            return tuple(_check_url(url) if isinstance(url, str) else url for url in value)
+        return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _public(cls, value: str | None) -> str | None:
+        return None if value is None else _check_url(value)
 
     @field_validator("upstream_url", "anthropic_upstream_url")
     @classmethod
@@ -158,6 +175,9 @@ ENV_SETTINGS = (
     "recorder_batch_size",
     "recorder_flush_seconds",
     "log_level",
+    "metrics_max_models",
+    "webhook_urls",
+    "public_url",
 )
 
 

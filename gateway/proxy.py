@@ -20,6 +20,7 @@ from gateway.config import KeyBudget
 from gateway.deps import Deps
 from gateway.errors import BadRequest, GatewayError, RequestTooLarge
 from gateway.items import StopReason, Violation
+from gateway.metrics import relaying
 from gateway.placement import Placement, place
 from gateway.protocols.base import ParsedRequest, ProtocolAdapter, provider_request_id
 from gateway.relay import handler_cancelled, relay
@@ -107,9 +108,10 @@ async def handle_model(
         content_encoding=upstream.headers.get("Content-Encoding"),
         hide_usage_event=prepared.hide_usage_event,
     )
-    response, outcome = await relay(
-        request, upstream, tap, own_headers=own, body_rewritten=prepared.hide_usage_event
-    )
+    with relaying(deps.sinks, adapter.name):
+        response, outcome = await relay(
+            request, upstream, tap, own_headers=own, body_rewritten=prepared.hide_usage_event
+        )
     step.http_status = upstream.status
     step.ttft_ms = _ms(started, outcome.first_chunk_at)
     _complete(deps, step, placement, tap, outcome.cancelled, started)
@@ -149,7 +151,10 @@ async def handle_passthrough(
         _finish_failed(deps, step, started, exc, sent_at - started)
         return error_response(adapter, exc, own)
     step.provider_request_id = provider_request_id(upstream.headers)
-    response, outcome = await relay(request, upstream, None, own_headers=own, body_rewritten=False)
+    with relaying(deps.sinks, "passthrough"):
+        response, outcome = await relay(
+            request, upstream, None, own_headers=own, body_rewritten=False
+        )
     step.http_status = upstream.status
     step.ttft_ms = _ms(started, outcome.first_chunk_at)
     step.latency_ms = _ms(started, time.perf_counter())
