@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hmac
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
@@ -25,7 +24,7 @@ from gateway.store import ledger  # noqa: F401  (registers the ledger table)
 from gateway.store.engine import create_schema, install_secret, make_engine
 from gateway.store.writer import StoreWriter
 from gateway.threading import ContinuationKeys, RecentSteps
-from gateway.ui import api
+from gateway.ui import api, auth, views
 from gateway.upstream import Upstream
 from gateway.webhooks import WebhookSink
 
@@ -55,6 +54,7 @@ def create_app(
     app.router.add_get("/api/traces", _with_deps(api.list_traces))
     app.router.add_get("/api/traces/{trace_id}", _with_deps(api.get_trace))
     app.router.add_get("/api/violations", _with_deps(api.list_violations))
+    views.add_routes(app, _with_deps)
     return app
 
 
@@ -167,7 +167,8 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 
 def _needs_admin(path: str) -> bool:
-    return not (path.startswith("/v1/") or path in ("/metrics", "/healthz"))
+    public = path.startswith(("/v1/", "/static/")) or path == auth.LOGIN_PATH
+    return not (public or path in ("/metrics", "/healthz"))
 
 
 @web.middleware
@@ -175,7 +176,8 @@ async def _admin_auth(request: web.Request, handler: Handler) -> web.StreamRespo
     token = request.app[DEPS].settings.admin_token
     if token is None or not _needs_admin(request.path):
         return await handler(request)
-    offered = request.headers.get("Authorization", "")
-    if offered.startswith("Bearer ") and hmac.compare_digest(offered[7:].encode(), token.encode()):
+    if auth.authorized(request, token):  # bearer header or the login cookie
         return await handler(request)
+    if auth.wants_html(request):
+        raise auth.login_redirect(request)
     raise Unauthorized("This Loopwatch requires its admin token (Authorization: Bearer ...).")

@@ -1,0 +1,145 @@
+"""Agent runs for UI tests, made through the gateway against the fake provider."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import openai
+
+from tests.fakes.chat import call, completion, streamed, usage
+from tests.harness import Gateway
+
+SCRIPT = "<script>alert(1)</script>"
+IMG = "<img src=x onerror=alert(2)>"
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
+
+
+@dataclass
+class Runs:
+    weather: str  # clean two-step run: reasoning, two parallel tool calls, their results
+    truncated: str  # one step whose tool call was cut off by a length stop
+    budget: str  # a second request refused by its step budget
+    payload: str  # user text and model answer that hold HTML and script
+
+
+def sdk(gw: Gateway, **headers: str) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(
+        base_url=gw.openai_base,
+        api_key="sk-test-ui-key-1234567890",
+        max_retries=0,
+        default_headers=headers or None,
+    )
+
+
+async def weather_run(gw: Gateway, trace_id: str = "ui-weather") -> str:
+    gw.provider.queue(
+        streamed(
+            tool_calls=[
+                call("call_paris", "get_weather", {"city": "Paris"}),
+                call("call_tokyo", "get_weather", {"city": "Tokyo"}),
+            ],
+            reasoning="I should look up both cities at once.",
+            response_id="chatcmpl-weather-1",
+            use=usage(50, 30, cached=10, reasoning=12),
+        ),
+        completion(
+            "Paris is sunny and Tokyo is rainy.",
+            response_id="chatcmpl-weather-2",
+            use=usage(90, 12),
+        ),
+    )
+    async with sdk(gw, **{"X-Loopwatch-Trace-Id": trace_id}) as client:
+        await _weather_loop(client)
+    return trace_id
+
+
+async def _weather_loop(client: openai.AsyncOpenAI) -> None:
+    messages: list[Any] = [
+        {"role": "system", "content": "You are a weather agent."},
+        {"role": "user", "content": "Weather in Paris and Tokyo?"},
+    ]
+    stream = await client.chat.completions.create(
+        model="gpt-4o", messages=messages, tools=TOOLS, stream=True
+    )
+    calls: dict[int, dict[str, Any]] = {}
+    async for chunk in stream:
+        for choice in chunk.choices:
+            for tc in choice.delta.tool_calls or []:
+                entry = calls.setdefault(tc.index, _blank_call(tc.id))
+                if tc.function and tc.function.name:
+                    entry["function"]["name"] = tc.function.name
+                if tc.function and tc.function.arguments:
+                    entry["function"]["arguments"] += tc.function.arguments
+    messages.append({"role": "assistant", "content": None, "tool_calls": list(calls.values())})
+    for tc in calls.values():
+        city = json.loads(tc["function"]["arguments"])["city"]
+        weather = "sunny" if city == "Paris" else "rainy"
+        messages.append({"role": "tool", "tool_call_id": tc["id"], "content": weather})
+    await client.chat.completions.create(model="gpt-4o", messages=messages, tools=TOOLS)
+
+
+def _blank_call(call_id: str | None) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": "", "arguments": ""}}
+
+
+async def truncated_run(gw: Gateway, trace_id: str = "ui-truncated") -> str:
+    reply = completion(
+        tool_calls=[call("call_cut", "get_weather", '{"city": "Par')],
+        finish="length",
+        response_id="chatcmpl-cut",
+    )
+    reply.body["model"] = "gpt-4o-mini"
+    gw.provider.queue(reply)
+    async with sdk(gw, **{"X-Loopwatch-Trace-Id": trace_id}) as client:
+        await client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "Weather?"}], tools=TOOLS
+        )
+    return trace_id
+
+
+async def budget_run(gw: Gateway, trace_id: str = "ui-budget") -> str:
+    gw.provider.queue(completion("First answer.", response_id="chatcmpl-b1"))
+    headers = {"X-Loopwatch-Trace-Id": trace_id, "X-Loopwatch-Max-Steps": "1"}
+    messages: list[Any] = [{"role": "user", "content": "Go on."}]
+    async with sdk(gw, **headers) as client:
+        await client.chat.completions.create(model="gpt-4o", messages=messages)
+        try:
+            await client.chat.completions.create(model="gpt-4o", messages=messages)
+        except openai.RateLimitError:
+            return trace_id
+    raise AssertionError("the step budget did not refuse the second request")
+
+
+async def payload_run(gw: Gateway, trace_id: str = "ui-payload") -> str:
+    """Raw HTTP this time: the text reaches the store exactly as a client sent it."""
+    gw.provider.queue(completion(f"Here you go: {SCRIPT} and {IMG}", response_id="chatcmpl-p"))
+    body = {
+        "model": f"gpt-4o{IMG}",
+        "messages": [{"role": "user", "content": f"Echo {SCRIPT} {IMG}"}],
+    }
+    headers = {"Authorization": "Bearer sk-test", "X-Loopwatch-Trace-Id": trace_id}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(gw.openai_base + "/chat/completions", json=body, headers=headers) as response,
+    ):
+        assert response.status == 200, await response.text()
+    return trace_id
+
+
+async def all_runs(gw: Gateway) -> Runs:
+    runs = Runs(
+        await weather_run(gw), await truncated_run(gw), await budget_run(gw), await payload_run(gw)
+    )
+    await gw.flush()
+    return runs
