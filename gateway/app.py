@@ -18,7 +18,7 @@ from gateway.errors import GatewayError, NotFound, Unauthorized
 from gateway.metrics import MetricsSink, metrics_response
 from gateway.protocols.registry import ADAPTERS, PATHS
 from gateway.recorder import Recorder
-from gateway.redaction import Redactor
+from gateway.redaction import Redactor, without_reasoning_summaries
 from gateway.step import RefusalRecord, StepRecord
 from gateway.store import ledger  # noqa: F401  (registers the ledger table)
 from gateway.store.engine import create_schema, install_secret, make_engine
@@ -72,7 +72,7 @@ async def _lifecycle(
     metrics = MetricsSink(max_models=settings.metrics_max_models)
     recorder = Recorder(
         StoreWriter(engine),
-        transform=partial(_redact, redactor),
+        transform=partial(_redact, redactor, settings.store_reasoning_summary),
         queue_size=settings.recorder_queue_size,
         batch_size=settings.recorder_batch_size,
         flush_seconds=settings.recorder_flush_seconds,
@@ -120,8 +120,12 @@ async def _start_webhooks(
     return webhooks
 
 
-def _redact(redactor: Redactor, record: StepRecord | RefusalRecord) -> StepRecord | RefusalRecord:
+def _redact(
+    redactor: Redactor, keep_summaries: bool, record: StepRecord | RefusalRecord
+) -> StepRecord | RefusalRecord:
     if isinstance(record, StepRecord):
+        if not keep_summaries:
+            record = without_reasoning_summaries(record)
         return redactor.redact_step(record)
     violations = [replace(v, detail=redactor.redact_text(v.detail)) for v in record.violations]
     return replace(record, violations=violations)

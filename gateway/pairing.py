@@ -262,9 +262,15 @@ def check_continuation(
     return found
 
 
+# A result with an unknown id also leaves its intended call unanswered: the orphan is the
+# cause the client can act on, so it is named first.
+_REFUSAL_ORDER = (_ORPHAN, _DUPLICATE, _MISSING)
+
+
 def first_enforceable(violations: Iterable[Violation]) -> Violation | None:
-    """The violation that refuses the request in enforce mode, if any."""
-    return next((v for v in violations if v.kind in ENFORCEABLE), None)
+    """The violation that refuses the request in enforce mode, if any: orphan results first."""
+    found = [v for v in violations if v.kind in ENFORCEABLE]
+    return min(found, key=lambda v: _REFUSAL_ORDER.index(v.kind), default=None)
 
 
 def to_error(violation: Violation, *, protocol: str) -> PairingViolation:

@@ -40,10 +40,12 @@ async def place(deps: Deps, header: str | None, parsed: ParsedRequest) -> Placem
             param="X-Loopwatch-Trace-Id",
         )
     boundaries, state = deps.keys.boundaries(parsed.items)
-    if parsed.previous_response_id and header is None:
+    if parsed.previous_response_id:
         ref = await _by_response(deps, parsed.previous_response_id)
         if ref is not None:
-            return Placement(ref.trace_id, parsed.items, ref, state)
+            # The header still names the trace; the response's calls are what results answer.
+            trace_id = header or ref.trace_id
+            return Placement(trace_id, parsed.items, ref, state, explicit=header is not None)
     match = await _longest(deps, boundaries) if boundaries else None
     if header is not None:
         if match is not None and match[1].trace_id == header:

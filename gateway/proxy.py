@@ -19,7 +19,7 @@ from gateway.admission import Refused, admit, settle_soon
 from gateway.config import KeyBudget
 from gateway.deps import Deps
 from gateway.errors import BadRequest, GatewayError, RequestTooLarge
-from gateway.items import StopReason, Violation
+from gateway.items import StopReason, Violation, ViolationKind
 from gateway.metrics import relaying
 from gateway.placement import Placement, place
 from gateway.protocols.base import ParsedRequest, ProtocolAdapter, provider_request_id
@@ -180,10 +180,15 @@ async def _read_json(request: web.Request, limit: int) -> tuple[bytes, Any]:
 def _history_violations(
     deps: Deps, adapter: ProtocolAdapter, parsed: ParsedRequest, placement: Placement
 ) -> list[Violation]:
-    if parsed.previous_response_id and placement.previous is not None:
-        # The provider holds the earlier turns: the calls to answer are the recorded ones.
-        history = [*placement.previous.output_items, *parsed.items]
-        return pairing.check_history(history, protocol=adapter.name)
+    if parsed.previous_response_id:
+        if placement.previous is not None:
+            # The provider holds the earlier turns: the calls to answer are the recorded ones.
+            history = [*placement.previous.output_items, *parsed.items]
+            return pairing.check_history(history, protocol=adapter.name)
+        # A response this gateway never recorded: its calls are unknown, so a result that
+        # answers one of them cannot be called an orphan.
+        found = pairing.check_history(parsed.items, protocol=adapter.name)
+        return [v for v in found if v.kind is not ViolationKind.ORPHAN_TOOL_RESULT]
     found = pairing.check_history(parsed.items, protocol=adapter.name)
     if placement.previous is not None:
         found += pairing.check_continuation(

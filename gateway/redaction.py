@@ -324,3 +324,18 @@ class Redactor:
             error=step.error if step.error is None else self._error(step.error),
             violations=violations,
         )
+
+
+def _summary_dropped(item: Item) -> Item:
+    if item.kind is not ItemKind.REASONING or item.text is None:
+        return item
+    return item.with_changes(text=None, attrs={**item.attrs, "summary_dropped": True})
+
+
+def without_reasoning_summaries(step: StepRecord) -> StepRecord:
+    """The step with no reasoning summary text (`store_reasoning_summary` off)."""
+    return replace(
+        step,
+        input_items=[_summary_dropped(item) for item in step.input_items],
+        output_items=[_summary_dropped(item) for item in step.output_items],
+    )
