@@ -34,6 +34,9 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--host", default="127.0.0.1")
     demo.add_argument("--port", type=int, default=8787)
     demo.add_argument("--database-url", default="sqlite:///./loopwatch-demo.db")
+    demo.add_argument(
+        "--once", action="store_true", help="run the sample loops, print the summary and exit"
+    )
     return parser
 
 
@@ -47,7 +50,7 @@ def check_exposure(settings: Settings) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    flags = {k: v for k, v in vars(args).items() if k != "command"}
+    flags = {k: v for k, v in vars(args).items() if k not in ("command", "once")}
     try:
         settings = load_settings(flags)
         check_exposure(settings)
@@ -60,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         from gateway.demo import run_demo
 
-        return run_demo(settings)
+        return run_demo(settings, once=args.once)
     from gateway.app import create_app
 
     log.info(

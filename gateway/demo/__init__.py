@@ -1,0 +1,115 @@
+"""`loopwatch demo`: the gateway on SQLite, a built-in scripted provider and sample agent runs
+through it, so a newcomer sees real traces in the UI with no API key and no network."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TextIO
+
+from aiohttp import web
+from sqlalchemy.engine import make_url
+
+from gateway.app import DEPS, create_app
+from gateway.config import Settings
+from gateway.demo.agents import RunSummary, run_all
+from gateway.demo.provider import ScriptedProvider
+
+__all__ = ["RunSummary", "run_demo", "serve_demo"]
+
+_WILDCARDS = ("0.0.0.0", "::", "")
+
+
+def reset_database(database_url: str) -> None:
+    """Start each demo from an empty SQLite file, so traces of earlier demos don't pile up."""
+    url = make_url(database_url)
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        return
+    for suffix in ("", "-wal", "-shm"):
+        Path(url.database + suffix).unlink(missing_ok=True)
+
+
+@contextlib.asynccontextmanager
+async def _serving(app: web.Application, host: str, port: int) -> AsyncIterator[int]:
+    """Serve `app` until the block ends; yields the bound port (useful when `port` is 0)."""
+    runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        yield int(runner.addresses[0][1])
+    finally:
+        await runner.cleanup()
+
+
+def _print_summary(out: TextIO, ui: str, runs: list[RunSummary]) -> None:
+    print(f"\nLoopwatch demo: {len(runs)} sample runs recorded.", file=out)
+    for number, run in enumerate(runs, 1):
+        link = f"{ui}traces/{run.trace_id}" if run.trace_id else "(no trace)"
+        steps = f"{run.steps} step{'s' if run.steps != 1 else ''}"
+        print(f"  {number}. {run.title:<38} {steps:<8} {run.outcome:<34} {link}", file=out)
+        for line in run.log:
+            print(f"       ↳ {line}", file=out)
+    print(f"\nOpen the trace viewer: {ui}", file=out)
+
+
+async def serve_demo(
+    settings: Settings, *, once: bool, out: TextIO = sys.stdout
+) -> list[RunSummary]:
+    """The demo's core: serve, run the samples, print, then serve until stopped (unless once)."""
+    reset_database(settings.database_url)
+    provider = ScriptedProvider()
+    async with _serving(provider.app, "127.0.0.1", 0) as provider_port:
+        provider_url = f"http://127.0.0.1:{provider_port}"
+        gateway_settings = settings.model_copy(
+            update={
+                "upstream_url": f"{provider_url}/v1",
+                "anthropic_upstream_url": provider_url,
+                # The demo's points need these, whatever the environment or a config file says.
+                "routes": (),
+                "pairing": "enforce",
+                "recorder_flush_seconds": 0.02,
+            }
+        )
+        app = create_app(gateway_settings)
+        async with _serving(app, settings.host, settings.port) as port:
+            host = "127.0.0.1" if settings.host in _WILDCARDS else settings.host
+            base = f"http://{host}:{port}" if ":" not in host else f"http://[{host}]:{port}"
+            runs = await run_all(base)
+            await app[DEPS].recorder.flush(timeout=10)
+            _print_summary(out, f"{base}/", runs)
+            if not once:
+                print("Serving until Ctrl-C.", file=out, flush=True)
+                await _until_signal()
+    return runs
+
+
+async def _until_signal() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+def run_demo(settings: Settings, *, once: bool = False) -> int:
+    """Entry point of `loopwatch demo`; returns the process exit code."""
+    try:
+        asyncio.run(serve_demo(settings, once=once))
+    except KeyboardInterrupt:  # Ctrl-C before the signal handlers are in place: still a clean stop
+        return 0
+    except OSError as exc:  # most often: the port is taken by another Loopwatch
+        print(
+            f"loopwatch demo: cannot serve on {settings.host}:{settings.port}: {exc}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0

@@ -1,0 +1,266 @@
+"""The sample agent loops the demo runs through the gateway, each showing one feature.
+
+They send no trace header: automatic threading puts each run in one trace by itself.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from gateway.demo import client
+from gateway.demo.client import Reply
+
+SYSTEM = (
+    "You are a careful assistant inside an agent loop. Use the tools when they help, call "
+    "independent tools in parallel, and answer briefly once you have what you need. "
+    "Never invent tool results."
+)
+
+_TOOL_RESULTS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "get_weather": lambda a: {
+        "city": a["city"],
+        "sky": "sunny" if a["city"] == "Lisbon" else "rain",
+        "high_c": 22 if a["city"] == "Lisbon" else 11,
+    },
+    "find_trails": lambda a: [
+        {"name": "Sintra loop", "km": 11, "hours": 4},
+        {"name": "Arrabida ridge", "km": 14, "hours": 5},
+    ],
+    "find_restaurants": lambda a: [{"name": "Casa Guedes", "free": ["20:00", "21:30"]}],
+    "check_calendar": lambda a: {"busy": [], "date": a["date"]},
+    "search_papers": lambda a: {
+        "page": a["page"],
+        "titles": [f"Paper {a['page']}.{i}" for i in range(1, 4)],
+    },
+    "list_incidents": lambda a: [{"id": "INC-2041", "title": "checkout latency"}],
+    "get_incident": lambda a: {"id": a["id"], "owner": "payments", "since": "09:12"},
+    "get_hourly_forecast": lambda a: {"15:00": "showers 55%", "17:00": "showers 70%"},
+}
+
+
+def run_tool(name: str, arguments: dict[str, Any]) -> str:
+    tool = _TOOL_RESULTS.get(name)
+    result = tool(arguments) if tool else {"error": f"unknown tool {name}"}
+    return json.dumps(result, ensure_ascii=False)
+
+
+def _tool_specs(*names: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": f"Demo tool {name}.",
+                "parameters": {"type": "object"},
+            },
+        }
+        for name in names
+    ]
+
+
+@dataclass(slots=True)
+class RunSummary:
+    title: str
+    trace_id: str | None = None
+    steps: int = 0
+    outcome: str = ""
+    log: list[str] = field(default_factory=list)  # what the agent noticed on the way
+
+
+@dataclass(slots=True)
+class Gateway:
+    http: aiohttp.ClientSession
+    base: str  # http://host:port, no trailing slash
+
+
+class ChatAgent:
+    """An OpenAI-style loop: send the history, run the tools asked for, append, repeat."""
+
+    def __init__(
+        self, gw: Gateway, summary: RunSummary, user: str, tools: list[str], model: str
+    ) -> None:
+        self.gw, self.summary, self.model = gw, summary, model
+        self.tools = _tool_specs(*tools)
+        self.messages: list[dict[str, Any]] = [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": user},
+        ]
+
+    async def step(self, *, stream: bool, headers: dict[str, str] | None = None) -> Reply:
+        body: dict[str, Any] = {"model": self.model, "messages": self.messages, "stream": stream}
+        if self.tools:
+            body["tools"] = self.tools
+        reply = await client.chat(self.gw.http, self.gw.base, body, headers or {})
+        self.summary.trace_id = self.summary.trace_id or reply.trace_id
+        if reply.status == 200:
+            self.summary.steps += 1
+        return reply
+
+    def accept(self, reply: Reply, *, skip: int | None = None) -> None:
+        """Append the assistant turn and the results of its tool calls (but the `skip`th)."""
+        self.messages.append({k: v for k, v in reply.message.items() if v is not None})
+        for index, (call_id, name, args) in enumerate(reply.tool_calls()):
+            if index != skip:
+                content = run_tool(name, args)
+                self.messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
+
+
+async def clean_run(gw: Gateway) -> RunSummary:
+    summary = RunSummary("clean run, parallel tool calls")
+    agent = ChatAgent(
+        gw,
+        summary,
+        "Compare the weather in Lisbon and Oslo this weekend: where should I go hiking?",
+        ["get_weather", "find_trails"],
+        "gpt-4o-mini",
+    )
+    for number in range(6):
+        reply = await agent.step(stream=number % 2 == 1)  # mixed, as real loops often are
+        if reply.status != 200:
+            summary.outcome = f"HTTP {reply.status}"
+            return summary
+        agent.accept(reply)
+        if not reply.tool_calls():
+            break
+    summary.outcome = "completed"
+    return summary
+
+
+async def pairing_run(gw: Gateway) -> RunSummary:
+    summary = RunSummary("pairing violation, refused")
+    agent = ChatAgent(
+        gw,
+        summary,
+        "Find a seafood dinner for two in Porto on Friday and check my calendar.",
+        ["find_restaurants", "check_calendar"],
+        "gpt-4o-mini",
+    )
+    first = await agent.step(stream=True)
+    # The deliberate bug: the second parallel call's result is lost before the next request.
+    agent.accept(first, skip=1)
+    refused = await agent.step(stream=False)
+    summary.log.append(f"gateway refused the request: {refused.status} {refused.error}")
+    summary.outcome = f"refused with {refused.status}"
+    if refused.status == 400:
+        del agent.messages[2:]
+        agent.accept(first)  # the fixed agent answers every call and goes on
+        final = await agent.step(stream=False)
+        fixed = "completed" if final.stop == "stop" else f"HTTP {final.status}"
+        summary.outcome = f"{refused.status} refused; fixed, {fixed}"
+    return summary
+
+
+async def budget_run(gw: Gateway) -> RunSummary:
+    summary = RunSummary("step budget of 3, exceeded")
+    agent = ChatAgent(
+        gw,
+        summary,
+        "Survey the literature on agent loop budgets; keep going until done.",
+        ["search_papers"],
+        "gpt-4o-mini",
+    )
+    budget = {"X-Loopwatch-Max-Steps": "3"}
+    for _ in range(10):  # the agent itself would never stop: the budget does
+        reply = await agent.step(stream=False, headers=budget)
+        if reply.status != 200:
+            summary.log.append(f"gateway stopped the loop: {reply.status} {reply.error}")
+            summary.outcome = f"stopped with {reply.status}"
+            return summary
+        agent.accept(reply)
+    summary.outcome = "never stopped"
+    return summary
+
+
+async def interrupted_run(gw: Gateway) -> RunSummary:
+    summary = RunSummary("interrupted stream, retried")
+    agent = ChatAgent(
+        gw,
+        summary,
+        "Summarize the open incident for the on-call handover.",
+        ["list_incidents", "get_incident"],
+        "gpt-4o-mini",
+    )
+    retried = False
+    for _ in range(6):
+        reply = await agent.step(stream=True)
+        if reply.interrupted and not retried:
+            summary.log.append("the stream broke mid tool-call arguments; retrying the step")
+            retried = True
+            continue
+        if reply.status != 200 or reply.interrupted:
+            summary.outcome = "gave up"
+            return summary
+        agent.accept(reply)
+        if not reply.tool_calls():
+            break
+    summary.outcome = "completed after a retry" if retried else "completed"
+    return summary
+
+
+async def reasoning_run(gw: Gateway) -> RunSummary:
+    summary = RunSummary("DeepSeek-style reasoning stream")
+    agent = ChatAgent(
+        gw, summary, "Is 97 prime? Think it through (prime check).", [], "deepseek-reasoner"
+    )
+    reply = await agent.step(stream=True)
+    summary.outcome = "completed" if reply.stop == "stop" else str(reply.stop)
+    return summary
+
+
+async def anthropic_run(gw: Gateway) -> RunSummary:
+    summary = RunSummary("Anthropic Messages, thinking + tools")
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": "Do I need an umbrella in Zürich this afternoon?"}
+    ]
+    tools = [
+        {"name": name, "description": f"Demo tool {name}.", "input_schema": {"type": "object"}}
+        for name in ("get_weather", "get_hourly_forecast")
+    ]
+    for number in range(6):
+        body = {
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 2048,
+            "system": SYSTEM,
+            "thinking": {"type": "enabled", "budget_tokens": 1024},
+            "tools": tools,
+            "messages": history,
+            "stream": number % 2 == 0,
+        }
+        reply = await client.messages(gw.http, gw.base, body, {})
+        summary.trace_id = summary.trace_id or reply.trace_id
+        if reply.status != 200:
+            summary.outcome = f"HTTP {reply.status}"
+            return summary
+        summary.steps += 1
+        # Thinking blocks go back with their signatures, as the API requires with tools.
+        history.append(reply.message)
+        calls = reply.tool_calls()
+        if not calls:
+            break
+        history.append(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": call_id, "content": run_tool(name, args)}
+                    for call_id, name, args in calls
+                ],
+            }
+        )
+    summary.outcome = "completed" if reply.stop == "end_turn" else str(reply.stop)
+    return summary
+
+
+RUNS = (clean_run, pairing_run, budget_run, interrupted_run, anthropic_run, reasoning_run)
+
+
+async def run_all(base: str) -> list[RunSummary]:
+    """Each run in turn, so the trace list reads in the order they are described."""
+    timeout = aiohttp.ClientTimeout(total=30)
+    async with aiohttp.ClientSession(timeout=timeout) as http:
+        gw = Gateway(http, base)
+        return [await run(gw) for run in RUNS]
