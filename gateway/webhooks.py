@@ -89,11 +89,13 @@ class WebhookSink:
         self, violation: Violation, trace_id: str, step_id: str | None, at: datetime
     ) -> dict[str, Any]:
         link = f"{self._public_url}/traces/{trace_id}" if self._public_url else None
+        call_id = violation.call_id
         return {
             "kind": violation.kind.value,
             "trace_id": trace_id,
             "step_id": step_id,
-            "call_id": violation.call_id,
+            # Ids are the client's strings: a secret pasted into one is masked like any text.
+            "call_id": None if call_id is None else self._redactor.redact_text(call_id),
             "detail": self._redactor.redact_text(violation.detail),
             "enforced": violation.enforced,
             "created_at": at.isoformat(),
