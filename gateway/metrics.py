@@ -133,6 +133,7 @@ class MetricsSink:
         self.registry.register(self._recorder)
         self._trace_steps: OrderedDict[str, int] = OrderedDict()
         self._declare_loopwatch()
+        self._declare_streams_and_background()
         self._declare_genai()
         self._preinitialize()
 
@@ -176,6 +177,9 @@ class MetricsSink:
             ["reason"],
             registry=r,
         )
+
+    def _declare_streams_and_background(self) -> None:
+        r = self.registry
         self.interrupted = Counter(
             "loopwatch_stream_interrupted",
             "Responses that ended without their completion.",
