@@ -87,6 +87,7 @@ class TraceView:
     token_budget: Bar
     unplaced: list[dict[str, Any]]  # violations of refused requests: no step to sit at
     duration: str
+    seqs: dict[str, int] = field(default_factory=dict)  # step id → its number in the trace
 
 
 def step_anchor(step_id: str) -> str:
@@ -268,4 +269,5 @@ def trace_view(trace: dict[str, Any]) -> TraceView:
         token_budget=budget_bar(usage.get("total_tokens") or 0, budget.get("max_tokens")),
         unplaced=unplaced,
         duration=duration(elapsed),
+        seqs={step.id: step.seq for step in steps},
     )

@@ -107,6 +107,9 @@ async def test_phone_width_screenshots(browser: Any, gateway: Gateway) -> None:
     await page.goto(gateway.url + "/violations")
     await page.set_viewport_size(WIDE)
     await shot(page, "violations-1280")
+    await page.emulate_media(color_scheme="dark")
+    await page.goto(gateway.url + f"/traces/{runs.truncated}")
+    await shot(page, "trace-dark-1280")
 
 
 async def test_html_payload_fires_no_dialog(browser: Any, gateway: Gateway) -> None:
