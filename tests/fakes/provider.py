@@ -67,14 +67,14 @@ class FakeProvider:
         if callable(reply):
             reply = reply(received)
         if reply.events is None:
-            headers = {"x-request-id": "req_fake", **reply.headers}
+            headers = {**_default_request_id(reply, "req_fake"), **reply.headers}
             return web.json_response(reply.body, status=reply.status, headers=headers)
         return await self._stream(request, reply)
 
     async def _stream(self, request: web.Request, reply: Reply) -> web.StreamResponse:
         response = web.StreamResponse(status=reply.status)
         response.content_type = reply.content_type
-        response.headers.update({"x-request-id": "req_fake_stream", **reply.headers})
+        response.headers.update({**_default_request_id(reply, "req_fake_stream"), **reply.headers})
         await response.prepare(request)
         try:
             for number, event in enumerate(reply.events or []):
@@ -93,6 +93,12 @@ class FakeProvider:
             self.disconnected.set()
             raise
         return response
+
+
+def _default_request_id(reply: Reply, value: str) -> dict[str, str]:
+    """OpenAI's x-request-id, unless the reply has Anthropic's own request-id header."""
+    named = {name.lower() for name in reply.headers}
+    return {} if "request-id" in named else {"x-request-id": value}
 
 
 def sse(*payloads: Any, done: bool = True) -> list[bytes]:
