@@ -142,7 +142,7 @@ async def handle_passthrough(
     )
     own = {TRACE_HEADER: step.trace_id, STEP_HEADER: step.id}
     target = resolve(deps.settings, "passthrough", None, request.path, request.query_string)
-    headers = forward_headers(request.headers, api_key=target.api_key, protocol="passthrough")
+    headers = forward_headers(request.headers, api_key=target.api_key, protocol=target.protocol)
     body = request.content.iter_any() if request.body_exists else None
     sent_at = time.perf_counter()
     try:

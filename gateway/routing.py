@@ -8,6 +8,8 @@ from urllib.parse import urlsplit
 
 from gateway.config import Settings
 
+ANTHROPIC_PATHS = ("/v1/messages/",)
+
 
 @dataclass(frozen=True, slots=True)
 class Target:
@@ -22,6 +24,10 @@ def resolve(settings: Settings, protocol: str, model: str | None, path: str, que
     A base ending in /v1 (OpenAI style, like OPENAI_BASE_URL) takes the path after /v1;
     any other base (Anthropic style, like ANTHROPIC_BASE_URL) takes the whole path.
     """
+    if protocol == "passthrough" and path.startswith(ANTHROPIC_PATHS):
+        # Anthropic's other endpoints (count_tokens, batches) belong with its Messages API:
+        # sent to the OpenAI upstream they would carry an Anthropic key to the wrong provider.
+        protocol = "messages"
     base, api_key = _base_for(settings, protocol, model)
     if urlsplit(base).path.endswith("/v1") and path.startswith("/v1/"):
         path = path[3:]

@@ -385,3 +385,33 @@ async def test_passthrough_paths_stay_on_the_configured_host(gateway: Gateway) -
         assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
     for received in gateway.provider.received:
         assert received.headers["Host"].startswith("127.0.0.1:")
+
+
+async def test_count_tokens_goes_to_the_anthropic_upstream(make_gateway, provider) -> None:  # type: ignore[no-untyped-def]
+    """Not to the OpenAI upstream, which would receive the Anthropic key."""
+    root = _root(provider)
+    gw: Gateway = await make_gateway(
+        upstream_url=root + "/openai/v1", anthropic_upstream_url=root + "/anthropic"
+    )
+    gw.provider.queue(reply({"input_tokens": 14}), reply({"input_tokens": 14}))
+    sdk = client(gw)
+    hello: list[Any] = [{"role": "user", "content": "hi"}]
+    counted = await sdk.messages.count_tokens(model="claude-sonnet-4-6", messages=hello)
+    assert counted.input_tokens == 14
+    (received,) = gw.provider.received
+    assert received.path == "/anthropic/v1/messages/count_tokens"
+    assert received.headers["x-api-key"] == CLIENT_KEY
+
+
+async def test_count_tokens_uses_the_messages_route_key(make_gateway, provider) -> None:  # type: ignore[no-untyped-def]
+    root = _root(provider)
+    route_key = "sk-ant-api03-routekey-Qa81Zz0dWp44"
+    route = {"protocol": "messages", "upstream": root + "/routed", "api_key": route_key}
+    gw: Gateway = await make_gateway(routes=[route])
+    gw.provider.queue(reply({"input_tokens": 3}))
+    hello: list[Any] = [{"role": "user", "content": "hi"}]
+    await client(gw).messages.count_tokens(model="claude-sonnet-4-6", messages=hello)
+    (received,) = gw.provider.received
+    assert received.path == "/routed/v1/messages/count_tokens"
+    assert received.headers["x-api-key"] == route_key
+    assert CLIENT_KEY not in json.dumps(received.headers)
