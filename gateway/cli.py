@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import sys
 from collections.abc import Sequence
@@ -66,6 +67,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_demo(settings, once=args.once)
     from gateway.app import create_app
 
+    # The recorder's worker thread redacts and writes in batches; a short GIL switch
+    # interval keeps it from holding the event loop for the default 5 ms at a time.
+    sys.setswitchinterval(0.0005)
+
     log.info(
         "loopwatch listening on http://%s:%s (upstream %s)",
         settings.host,
@@ -79,5 +84,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print=None,
         access_log=None,
         handler_cancellation=True,
+        loop=_new_event_loop(),
     )
     return 0
+
+
+def _new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop where it is installed (Linux, macOS): it halves the proxy's per-request cost."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection, Engine
 from gateway.items import Item, StopReason, Violation
 from gateway.step import RefusalRecord, StepRecord
 from gateway.store.engine import dialect_insert, write_connection
-from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS, UTCDateTime
+from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
 
 Record = StepRecord | RefusalRecord
 
@@ -126,8 +126,7 @@ class StoreWriter:
             if not fresh:
                 return
             deltas = _group(fresh)
-            _upsert_traces(conn, deltas)
-            seqs = {delta.trace_id: _bump_trace(conn, delta) for delta in deltas}
+            seqs = _merge_traces(conn, deltas)
             _insert_steps(conn, deltas, seqs)
             _insert_violations(conn, fresh)
 
@@ -178,52 +177,65 @@ def _group(records: list[Record]) -> list[_TraceDelta]:
     return [deltas[trace_id] for trace_id in sorted(deltas)]
 
 
-def _upsert_traces(conn: Connection, deltas: list[_TraceDelta]) -> None:
-    rows = [
-        {
-            "id": d.trace_id,
-            "started_at": d.started_at,
-            "updated_at": d.updated_at,
-            "status": STATUS_OK,
-            "step_count": 0,
-            "models": [],
-            **dict.fromkeys(_TOKEN_SUMS, 0),
-            "violation_count": 0,
-        }
-        for d in deltas
-    ]
-    conn.execute(dialect_insert(conn, TRACES).on_conflict_do_nothing(index_elements=["id"]), rows)
-
-
-def _bump_trace(conn: Connection, delta: _TraceDelta) -> int:
-    """Apply the delta atomically; return the trace's step count before this batch."""
-    t = TRACES.c
-    started = sa.literal(delta.started_at, UTCDateTime())
-    updated = sa.literal(delta.updated_at, UTCDateTime())
-    values: dict[str, Any] = {
-        "step_count": t.step_count + len(delta.steps),
-        "violation_count": t.violation_count + delta.violations,
-        "started_at": sa.case((t.started_at > started, started), else_=t.started_at),
-        "updated_at": sa.case((t.updated_at < updated, updated), else_=t.updated_at),
-        **{name: t[name] + amount for name, amount in delta.tokens.items()},
-        **delta.budget,
+def _trace_row(delta: _TraceDelta) -> dict[str, Any]:
+    """The trace row as this batch alone would make it; merged into an existing row."""
+    status = STATUS_BUDGET if delta.budget_exceeded else (delta.step_status or STATUS_OK)
+    return {
+        "id": delta.trace_id,
+        "started_at": delta.started_at,
+        "updated_at": delta.updated_at,
+        "status": status,
+        "step_count": len(delta.steps),
+        "models": delta.models,
+        **delta.tokens,
+        "violation_count": delta.violations,
+        "last_stop_reason": delta.last_stop_reason,
+        "budget_max_steps": delta.budget.get("budget_max_steps"),
+        "budget_max_tokens": delta.budget.get("budget_max_tokens"),
     }
-    if delta.budget_exceeded:
-        values["status"] = STATUS_BUDGET
-    elif delta.step_status is not None:
-        # budget_exceeded is sticky: a later step of the trace does not clear it.
-        values["status"] = sa.case((t.status == STATUS_BUDGET, t.status), else_=delta.step_status)
-    if delta.last_stop_reason is not None:
-        values["last_stop_reason"] = delta.last_stop_reason
-    # The UPDATE holds the row lock until commit, so the models read here cannot go stale.
-    statement = TRACES.update().where(t.id == delta.trace_id).values(values)
-    row = conn.execute(statement.returning(t.step_count, t.models)).one()
-    models = list(row.models or [])
-    added = [m for m in delta.models if m not in models]
-    if added:
-        update = TRACES.update().where(t.id == delta.trace_id).values(models=models + added)
-        conn.execute(update)
-    return int(row.step_count) - len(delta.steps)
+
+
+def _merge(conn: Connection) -> Any:
+    """INSERT … ON CONFLICT DO UPDATE adding the batch's counts to the stored ones.
+
+    One statement for every trace of a batch: the row lock it takes orders concurrent
+    replicas, and the increments make counters exact. budget_exceeded is sticky; a batch
+    without steps (refusals only) leaves the status and last stop reason as they were.
+    """
+    t, new = TRACES.c, dialect_insert(conn, TRACES).excluded
+    status = sa.case(
+        (t.status == STATUS_BUDGET, t.status),
+        (new.status == STATUS_BUDGET, new.status),
+        (new.last_stop_reason.is_(None), t.status),
+        else_=new.status,
+    )
+    merged: dict[str, Any] = {
+        "step_count": t.step_count + new.step_count,
+        "violation_count": t.violation_count + new.violation_count,
+        **{name: t[name] + new[name] for name in _TOKEN_SUMS},
+        "started_at": sa.case((new.started_at < t.started_at, new.started_at), else_=t.started_at),
+        "updated_at": sa.case((new.updated_at > t.updated_at, new.updated_at), else_=t.updated_at),
+        "status": status,
+        "last_stop_reason": sa.func.coalesce(new.last_stop_reason, t.last_stop_reason),
+        "budget_max_steps": sa.func.coalesce(new.budget_max_steps, t.budget_max_steps),
+        "budget_max_tokens": sa.func.coalesce(new.budget_max_tokens, t.budget_max_tokens),
+    }
+    upsert = dialect_insert(conn, TRACES).on_conflict_do_update(index_elements=["id"], set_=merged)
+    return upsert.returning(t.id, t.step_count, t.models, sort_by_parameter_order=True)
+
+
+def _merge_traces(conn: Connection, deltas: list[_TraceDelta]) -> dict[str, int]:
+    """Apply every delta; return each trace's step count before this batch."""
+    rows = conn.execute(_merge(conn), [_trace_row(d) for d in deltas]).all()
+    before: dict[str, int] = {}
+    for delta, row in zip(deltas, rows, strict=True):
+        before[delta.trace_id] = int(row.step_count) - len(delta.steps)
+        stored = list(row.models or [])
+        added = [m for m in delta.models if m not in stored]
+        if added:  # the row lock is held until commit, so `stored` cannot go stale
+            update = TRACES.update().where(TRACES.c.id == delta.trace_id)
+            conn.execute(update.values(models=stored + added))
+    return before
 
 
 def _insert_steps(conn: Connection, deltas: list[_TraceDelta], seqs: dict[str, int]) -> None:
