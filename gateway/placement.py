@@ -50,7 +50,9 @@ async def place(deps: Deps, header: str | None, parsed: ParsedRequest) -> Placem
     if header is not None:
         if match is not None and match[1].trace_id == header:
             return Placement(header, parsed.items[match[0].position :], match[1], state, True)
-        return Placement(header, parsed.items, None, state, explicit=True)
+        # The history does not extend a recorded step: compare it with the trace's last one,
+        # so a rewritten or dropped assistant turn is still checked against what was emitted.
+        return Placement(header, parsed.items, await _last_of(deps, header), state, True)
     if match is not None:
         boundary, ref = match
         return Placement(ref.trace_id, parsed.items[boundary.position :], ref, state)
@@ -80,6 +82,17 @@ async def _by_response(deps: Deps, response_id: str) -> StepRef | None:
         return None
     trace_id, step_id = row
     outputs = await _lookup(queries.step_output_items, deps, step_id) or []
+    return StepRef(trace_id, step_id, tuple(outputs))
+
+
+async def _last_of(deps: Deps, trace_id: str) -> StepRef | None:
+    ref = deps.recent.last_of(trace_id)
+    if ref is not None:
+        return ref
+    row = await _lookup(queries.last_step, deps, trace_id)
+    if row is None:
+        return None
+    step_id, outputs = row
     return StepRef(trace_id, step_id, tuple(outputs))
 
 

@@ -191,9 +191,15 @@ def _history_violations(
         return [v for v in found if v.kind is not ViolationKind.ORPHAN_TOOL_RESULT]
     found = pairing.check_history(parsed.items, protocol=adapter.name)
     if placement.previous is not None:
-        found += pairing.check_continuation(
-            list(placement.previous.output_items), placement.new_items
-        )
+        # A call the history check already flagged is one problem, reported once.
+        flagged = {(v.kind, v.call_id) for v in found}
+        found += [
+            v
+            for v in pairing.check_continuation(
+                list(placement.previous.output_items), placement.new_items
+            )
+            if (v.kind, v.call_id) not in flagged
+        ]
     return found
 
 

@@ -112,9 +112,15 @@ class RecentSteps:
         self._capacity = capacity
         self._by_key: OrderedDict[str, StepRef] = OrderedDict()
         self._by_response: OrderedDict[str, StepRef] = OrderedDict()
+        self._last_of_trace: OrderedDict[str, StepRef] = OrderedDict()
 
     def remember(self, key: str | None, response_id: str | None, ref: StepRef) -> None:
-        for index, value in ((self._by_key, key), (self._by_response, response_id)):
+        pairs = (
+            (self._by_key, key),
+            (self._by_response, response_id),
+            (self._last_of_trace, ref.trace_id),
+        )
+        for index, value in pairs:
             if value:
                 index[value] = ref
                 index.move_to_end(value)
@@ -130,3 +136,7 @@ class RecentSteps:
 
     def by_response(self, response_id: str) -> StepRef | None:
         return self._by_response.get(response_id)
+
+    def last_of(self, trace_id: str) -> StepRef | None:
+        """The newest step this process recorded for the trace."""
+        return self._last_of_trace.get(trace_id)

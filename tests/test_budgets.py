@@ -156,3 +156,44 @@ async def test_two_replicas_sharing_postgresql_hold_the_budget(provider, postgre
     assert sorted(s for s, _, _ in results).count(200) == 5
     assert len(provider.received) == 5
     assert all(json.loads(r.body)["messages"] for r in provider.received)
+
+
+def _fingerprint(database_url: str, key: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway", "key-fingerprint", "--database-url", database_url],
+        input=key + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return result.stdout.strip()
+
+
+async def test_per_key_budget_and_pairing_mode(make_gateway, database_url: str) -> None:  # type: ignore[no-untyped-def]
+    team_key = "sk-team-a-0123456789abcdef"
+    fingerprint = _fingerprint(database_url, team_key)
+    assert len(fingerprint) == 32 and team_key not in fingerprint
+    gw: Gateway = await make_gateway(
+        keys=[{"key_fingerprint": fingerprint, "max_steps": 1, "pairing": "observe"}]
+    )
+    gw.provider.queue(*(completion(str(i)) for i in range(4)))
+    team = {"Authorization": f"Bearer {team_key}"}
+    assert (await post(gw.url, "team-run", **team))[0] == 200
+    status, body, _ = await post(gw.url, "team-run", **team)
+    assert status == 429 and body["error"]["code"] == "step_budget_exceeded"
+    for _ in range(2):  # another key keeps the (unlimited) defaults
+        assert (await post(gw.url, "other-run"))[0] == 200
+    orphan = {
+        "model": "gpt-4o",
+        "messages": [{"role": "tool", "tool_call_id": "x", "content": "?"}],
+    }
+    async with aiohttp.ClientSession() as s:
+        async with s.post(gw.openai_base + "/chat/completions", json=orphan, headers=team) as r:
+            assert r.status == 200  # observe for this key: forwarded
+        async with s.post(
+            gw.openai_base + "/chat/completions",
+            json=orphan,
+            headers={"Authorization": "Bearer sk-other"},
+        ) as r:
+            assert r.status == 400  # enforce for everyone else

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import aiohttp
-from multidict import CIMultiDict
 import openai
 import pytest
+from multidict import CIMultiDict
 
 from tests.fakes.chat import completion, stream_chunks, streamed, usage
 from tests.fakes.provider import Reply
@@ -206,13 +207,7 @@ async def test_reasoning_text_never_reaches_the_database(
     trace = await gateway.trace((await gateway.traces())[0]["id"])
     reasoning = [i for i in trace["steps"][0]["output_items"] if i["kind"] == "reasoning"]
     assert reasoning and reasoning[0]["attrs"]["tokens"] == 30 and not reasoning[0]["text"]
-    path = database_url.removeprefix("sqlite:///")
-    for suffix in ("", "-wal"):
-        try:
-            with open(path + suffix, "rb") as handle:
-                assert marker.encode() not in handle.read()
-        except FileNotFoundError:
-            pass
+    assert marker.encode() not in database_bytes(database_url)
 
 
 async def test_secrets_are_redacted_before_storage(gateway: Gateway, database_url: str) -> None:
@@ -229,15 +224,18 @@ async def test_secrets_are_redacted_before_storage(gateway: Gateway, database_ur
     step = trace["steps"][0]
     assert "[REDACTED:" in step["input_items"][0]["text"]
     assert "[REDACTED:email]" in step["output_items"][0]["text"]
-    path = database_url.removeprefix("sqlite:///")
-    for suffix in ("", "-wal"):
-        try:
-            data = open(path + suffix, "rb").read()
-        except FileNotFoundError:
-            continue
-        for secret in (
-            b"abcdefghijklmnopqrstuvwxyz123456",
-            b"jane.doe@example.com",
-            b"secretvalue0123456789",
-        ):
-            assert secret not in data
+    stored = database_bytes(database_url)
+    for secret in (
+        b"abcdefghijklmnopqrstuvwxyz123456",
+        b"jane.doe@example.com",
+        b"secretvalue0123456789",
+    ):
+        assert secret not in stored
+
+
+def database_bytes(database_url: str) -> bytes:
+    """Everything SQLite holds on disk: the database file and its write-ahead log."""
+    path = Path(database_url.removeprefix("sqlite:///"))
+    return b"".join(
+        p.read_bytes() for p in (path, path.with_name(path.name + "-wal")) if p.exists()
+    )

@@ -273,3 +273,14 @@ def step_output_items(engine: Engine, step_id: str) -> list[Item]:
         )
         for row in rows
     ]
+
+
+def last_step(engine: Engine, trace_id: str) -> tuple[str, list[Item]] | None:
+    """The newest step of a trace and its output, for checks against what it emitted."""
+    s = STEPS.c
+    statement = sa.select(s.id).where(s.trace_id == trace_id).order_by(s.seq.desc()).limit(1)
+    with _reading(engine) as conn:
+        step_id = conn.execute(statement).scalar()
+    if step_id is None:
+        return None
+    return step_id, step_output_items(engine, step_id)
