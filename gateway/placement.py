@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
+
+from sqlalchemy.engine import Engine
 
 from gateway import ids
 from gateway.deps import Deps
@@ -21,6 +25,8 @@ from gateway.threading import Boundary, StepRef
 log = logging.getLogger(__name__)
 
 STORE_LOOKUP_SECONDS = 0.25
+Argument = TypeVar("Argument")
+Result = TypeVar("Result")
 
 
 @dataclass(slots=True)
@@ -69,8 +75,7 @@ async def _longest(deps: Deps, boundaries: list[Boundary]) -> tuple[Boundary, St
         return None
     trace_id, step_id, key = row
     boundary = next(b for b in boundaries if b.key == key)
-    outputs = await _lookup(queries.step_output_items, deps, step_id) or []
-    return boundary, StepRef(trace_id, step_id, tuple(outputs))
+    return boundary, await _with_outputs(deps, trace_id, step_id)
 
 
 async def _by_response(deps: Deps, response_id: str) -> StepRef | None:
@@ -78,11 +83,7 @@ async def _by_response(deps: Deps, response_id: str) -> StepRef | None:
     if ref is not None:
         return ref
     row = await _lookup(queries.find_by_response_id, deps, response_id)
-    if row is None:
-        return None
-    trace_id, step_id = row
-    outputs = await _lookup(queries.step_output_items, deps, step_id) or []
-    return StepRef(trace_id, step_id, tuple(outputs))
+    return None if row is None else await _with_outputs(deps, *row)
 
 
 async def _last_of(deps: Deps, trace_id: str) -> StepRef | None:
@@ -90,13 +91,17 @@ async def _last_of(deps: Deps, trace_id: str) -> StepRef | None:
     if ref is not None:
         return ref
     row = await _lookup(queries.last_step, deps, trace_id)
-    if row is None:
-        return None
-    step_id, outputs = row
+    return None if row is None else StepRef(trace_id, row[0], tuple(row[1]))
+
+
+async def _with_outputs(deps: Deps, trace_id: str, step_id: str) -> StepRef:
+    outputs = await _lookup(queries.step_output_items, deps, step_id) or []
     return StepRef(trace_id, step_id, tuple(outputs))
 
 
-async def _lookup(function, deps: Deps, argument):  # type: ignore[no-untyped-def]
+async def _lookup(
+    function: Callable[[Engine, Argument], Result], deps: Deps, argument: Argument
+) -> Result | None:
     try:
         return await asyncio.wait_for(
             asyncio.to_thread(function, deps.engine, argument), STORE_LOOKUP_SECONDS

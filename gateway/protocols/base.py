@@ -86,3 +86,15 @@ def provider_request_id(headers: Mapping[str, str]) -> str | None:
         if value:
             return value
     return None
+
+
+def openai_error_body(error: GatewayError) -> dict[str, Any]:
+    """Our error in OpenAI's format, shared by the Chat Completions and Responses adapters."""
+    return {
+        "error": {
+            "message": error.message,
+            "type": error.type,
+            "code": error.code,
+            "param": error.param,
+        }
+    }

@@ -11,7 +11,7 @@ from typing import Any
 from gateway.errors import BadRequest, GatewayError
 from gateway.items import Item, ItemKind
 from gateway.protocols import openai_chat_decode as decode
-from gateway.protocols.base import ParsedRequest, PreparedBody
+from gateway.protocols.base import ParsedRequest, PreparedBody, openai_error_body
 from gateway.stream.deltas import Delta
 from gateway.stream.sse import SSEEvent
 
@@ -98,14 +98,7 @@ class OpenAIChatAdapter:
         return decode.error_fields(body)
 
     def error_body(self, error: GatewayError) -> dict[str, Any]:
-        return {
-            "error": {
-                "message": error.message,
-                "type": error.type,
-                "code": error.code,
-                "param": error.param,
-            }
-        }
+        return openai_error_body(error)
 
 
 ADAPTER = OpenAIChatAdapter()

@@ -9,7 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.errors import BadRequest, GatewayError
 from gateway.items import Item, ItemKind
-from gateway.protocols.base import ParsedRequest, PreparedBody, ProtocolAdapter
+from gateway.protocols.base import (
+    ParsedRequest,
+    PreparedBody,
+    ProtocolAdapter,
+    openai_error_body,
+)
 from gateway.protocols.openai_responses_events import (
     SUMMARY_SEPARATOR,
     ResponsesEventDecoder,
@@ -190,14 +195,7 @@ class OpenAIResponsesAdapter:
         }
 
     def error_body(self, error: GatewayError) -> dict[str, Any]:
-        return {
-            "error": {
-                "message": error.message,
-                "type": error.type,
-                "code": error.code,
-                "param": error.param,
-            }
-        }
+        return openai_error_body(error)
 
 
 ADAPTER = OpenAIResponsesAdapter()
