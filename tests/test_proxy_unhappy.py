@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 from pathlib import Path
 
@@ -239,3 +240,36 @@ def database_bytes(database_url: str) -> bytes:
     return b"".join(
         p.read_bytes() for p in (path, path.with_name(path.name + "-wal")) if p.exists()
     )
+
+
+async def test_compressed_body_is_forwarded_as_sent_and_still_recorded(gateway: Gateway) -> None:
+    reply = completion("compressed answer")
+    reply.gzip = True
+    gateway.provider.queue(reply)
+    async with (
+        aiohttp.ClientSession(auto_decompress=False) as s,
+        s.post(
+            gateway.openai_base + "/chat/completions",
+            json=HELLO,
+            headers={"Accept-Encoding": "gzip"},
+        ) as r,
+    ):
+        raw = await r.read()
+        assert r.headers["Content-Encoding"] == "gzip"
+    assert (
+        json.loads(gzip.decompress(raw))["choices"][0]["message"]["content"] == "compressed answer"
+    )
+    step = (await gateway.trace((await gateway.traces())[0]["id"]))["steps"][0]
+    assert step["output_items"][0]["text"] == "compressed answer"
+
+
+async def test_provider_silent_past_read_timeout_gives_504(make_gateway) -> None:  # type: ignore[no-untyped-def]
+    gw = await make_gateway(read_timeout=0.3)
+    reply = completion("too late")
+    reply.delay = 2
+    gw.provider.queue(reply)
+    status, _, raw = await post(gw, HELLO)
+    assert status == 504
+    assert json.loads(raw)["error"]["code"] == "upstream_timeout"
+    step = (await gw.trace((await gw.traces())[0]["id"]))["steps"][0]
+    assert step["stop_reason"] == "error" and step["http_status"] == 504

@@ -7,6 +7,7 @@ so a test can assert what reached the provider — and what did not.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 from collections import deque
 from collections.abc import Callable
@@ -26,6 +27,8 @@ class Reply:
     gate: asyncio.Event | None = None  # wait for it after the first event
     die_after: int | None = None  # drop the connection after this many events
     content_type: str = "text/event-stream"
+    gzip: bool = False  # compress a JSON body, as OpenAI does for clients that accept it
+    delay: float = 0.0  # seconds before the response starts
 
 
 @dataclass
@@ -66,8 +69,16 @@ class FakeProvider:
         reply = self.replies.popleft()
         if callable(reply):
             reply = reply(received)
+        if reply.delay:
+            await asyncio.sleep(reply.delay)
         if reply.events is None:
             headers = {**_default_request_id(reply, "req_fake"), **reply.headers}
+            if reply.gzip:
+                headers["Content-Encoding"] = "gzip"
+                body = gzip.compress(json.dumps(reply.body).encode())
+                return web.Response(
+                    body=body, status=reply.status, headers=headers, content_type="application/json"
+                )
             return web.json_response(reply.body, status=reply.status, headers=headers)
         return await self._stream(request, reply)
 
