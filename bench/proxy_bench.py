@@ -2,7 +2,7 @@
 
 Starts a provider process and a gateway process (recording to a temporary SQLite file), then
 sends the same requests both ways and prints p50/p99 latency, requests/s and their ratios.
-Usage: python bench/proxy_bench.py [--requests 400] [--concurrent-requests 2000]
+Usage: python bench/proxy_bench.py [--requests 400] [--concurrent-requests 2000] [--budget]
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ async def wait_healthy(url: str) -> None:
     raise RuntimeError(f"{url} did not come up")
 
 
-async def main(requests: int, concurrent_requests: int) -> None:
+async def main(requests: int, concurrent_requests: int, budget: bool, database: str | None) -> None:
     """Provider and gateway each run in their own process, as they would in production."""
     provider_port, gateway_port = free_port(), free_port()
     processes = []
@@ -147,10 +147,12 @@ async def main(requests: int, concurrent_requests: int) -> None:
         env = {
             **os.environ,
             "LOOPWATCH_UPSTREAM_URL": f"http://127.0.0.1:{provider_port}/v1",
-            "LOOPWATCH_DATABASE_URL": f"sqlite:///{Path(tmp) / 'bench.db'}",
+            "LOOPWATCH_DATABASE_URL": database or f"sqlite:///{Path(tmp) / 'bench.db'}",
             "LOOPWATCH_PORT": str(gateway_port),
             "LOOPWATCH_LOG_LEVEL": "warning",
         }
+        if budget:  # every request then reserves and settles in the budget ledger
+            env.update(LOOPWATCH_MAX_STEPS="1000000", LOOPWATCH_MAX_TOKENS="1000000000")
         processes.append(subprocess.Popen([sys.executable, "-m", "gateway", "serve"], env=env))
         try:
             await wait_healthy(f"http://127.0.0.1:{provider_port}/v1/chat/completions")
@@ -191,9 +193,11 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--concurrent-requests", type=int, default=2000)
+    parser.add_argument("--budget", action="store_true", help="give every trace a budget")
+    parser.add_argument("--database-url", help="record here instead of a temporary SQLite file")
     parser.add_argument("--provider", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.provider:
         run_provider(args.provider)
     else:
-        asyncio.run(main(args.requests, args.concurrent_requests))
+        asyncio.run(main(args.requests, args.concurrent_requests, args.budget, args.database_url))

@@ -55,7 +55,7 @@ async def admit(
         return Admission(limits)
     try:
         granted = await asyncio.wait_for(
-            asyncio.to_thread(ledger.reserve, deps.engine, trace_id, limits, wanted_tokens),
+            asyncio.to_thread(ledger.reserve, deps.ledger_engine, trace_id, limits, wanted_tokens),
             LEDGER_SECONDS,
         )
     except Exception as exc:
@@ -84,7 +84,7 @@ def settle_soon(deps: Deps, admission: Admission, step: StepRecord) -> None:
     # Without a usage report (a cancelled stream) assume the held tokens were spent.
     used = usage.total() if known else reservation.tokens
     future = asyncio.get_running_loop().run_in_executor(
-        None, ledger.settle, deps.engine, reservation, used
+        None, ledger.settle, deps.ledger_engine, reservation, used
     )
     future.add_done_callback(_log_failure)
 

@@ -65,8 +65,11 @@ async def _lifecycle(
     engine: Engine | None,
     clock: Callable[[], datetime] | None,
 ) -> AsyncIterator[None]:
+    injected = engine is not None
     engine = engine or make_engine(settings.database_url)
     create_schema(engine)
+    # The budget ledger commits without waiting for the disk (PostgreSQL): see make_engine.
+    ledger_engine = engine if injected else make_engine(settings.database_url, ledger=True)
     secret = install_secret(engine)
     redactor = Redactor(settings.redaction)
     metrics = MetricsSink(max_models=settings.metrics_max_models)
@@ -88,6 +91,7 @@ async def _lifecycle(
         upstream=upstream,
         recorder=recorder,
         engine=engine,
+        ledger_engine=ledger_engine,
         keys=ContinuationKeys(secret),
         secret=secret,
         recent=RecentSteps(),
@@ -103,6 +107,7 @@ async def _lifecycle(
             await webhooks.close()
         await recorder.close()
         engine.dispose()
+        ledger_engine.dispose()
 
 
 async def _start_webhooks(

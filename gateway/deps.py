@@ -22,6 +22,7 @@ class Deps:
     upstream: Upstream
     recorder: Recorder
     engine: Engine
+    ledger_engine: Engine  # budget reservations; may skip waiting for the disk
     keys: ContinuationKeys
     secret: bytes  # the per-install key of continuation keys and key fingerprints
     recent: RecentSteps
