@@ -12,11 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gateway import budgets
-from gateway.budgets import Limits, Reservation, Spent
+from gateway.budgets import Limits, Reservation, Settlement, Spent
 from gateway.config import KeyBudget
 from gateway.deps import Deps
 from gateway.errors import BudgetExceeded
-from gateway.items import Violation
+from gateway.items import Usage, Violation
 from gateway.step import StepRecord
 from gateway.store import ledger
 
@@ -30,6 +30,7 @@ class Admission:
     limits: Limits
     reservation: Reservation | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    settled: bool = False
 
     @property
     def clamp(self) -> int | None:
@@ -74,17 +75,39 @@ async def admit(
     return admission
 
 
+def settle_early(deps: Deps, admission: Admission, usage: Usage) -> None:
+    """The response's completion marker arrived: settle with its final usage right away."""
+    _settle(deps, admission, usage)
+
+
 def settle_soon(deps: Deps, admission: Admission, step: StepRecord) -> None:
-    """After the response: swap the held tokens for the real usage, off the request's path."""
+    """After the response, if its end was not seen (errors, cancels, cut streams)."""
+    _settle(deps, admission, step.usage)
+
+
+def _settle(deps: Deps, admission: Admission, usage: Usage) -> None:
+    """Swap the held tokens for the real usage, off the request's path, once.
+
+    The settlement waits in `deps.settlements` until written, so a next request of the same
+    trace that arrives first applies it itself (see PendingSettlements).
+    """
     reservation = admission.reservation
-    if reservation is None or admission.limits.max_tokens is None:
+    if admission.settled or reservation is None or admission.limits.max_tokens is None:
         return  # only a token budget has anything to settle
-    usage = step.usage
+    admission.settled = True
     known = usage.total_tokens is not None or usage.prompt_tokens is not None
     # Without a usage report (a cancelled stream) assume the held tokens were spent.
     used = usage.total() if known else reservation.tokens
+    deps.settlements.add(Settlement(reservation, used))
+    asyncio.get_running_loop().call_soon(_write_settlements, deps, reservation.trace_id)
+
+
+def _write_settlements(deps: Deps, trace_id: str) -> None:
+    pending = deps.settlements.take(trace_id)
+    if not pending:
+        return  # a request of the trace already applied them
     future = asyncio.get_running_loop().run_in_executor(
-        None, ledger.settle, deps.ledger_engine, reservation, used
+        None, ledger.settle, deps.ledger_engine, pending
     )
     future.add_done_callback(_log_failure)
 

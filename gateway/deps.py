@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy.engine import Engine
 
+from gateway.budgets import PendingSettlements
 from gateway.config import Settings
 from gateway.protocols.base import ProtocolAdapter
 from gateway.recorder import Recorder
@@ -29,3 +30,4 @@ class Deps:
     adapters: Mapping[str, ProtocolAdapter]
     clock: Callable[[], datetime]
     sinks: tuple[Sink, ...] = ()
+    settlements: PendingSettlements = field(default_factory=PendingSettlements)

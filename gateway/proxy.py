@@ -15,7 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from gateway import budgets, ids, pairing
-from gateway.admission import Refused, admit, settle_soon
+from gateway.admission import Refused, admit, settle_early, settle_soon
 from gateway.config import KeyBudget
 from gateway.deps import Deps
 from gateway.errors import BadRequest, GatewayError, RequestTooLarge
@@ -107,10 +107,16 @@ async def handle_model(
         is_sse=upstream.content_type == "text/event-stream",
         content_encoding=upstream.headers.get("Content-Encoding"),
         hide_usage_event=prepared.hide_usage_event,
+        content_length=upstream.content_length,
     )
     with relaying(deps.sinks, adapter.name):
         response, outcome = await relay(
-            request, upstream, tap, own_headers=own, body_rewritten=prepared.hide_usage_event
+            request,
+            upstream,
+            tap,
+            own_headers=own,
+            body_rewritten=prepared.hide_usage_event,
+            on_end=lambda: settle_early(deps, admission, tap.usage),
         )
     step.http_status = upstream.status
     step.ttft_ms = _ms(started, outcome.first_chunk_at)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import aiohttp
@@ -31,7 +32,9 @@ async def relay(
     *,
     own_headers: dict[str, str],
     body_rewritten: bool,
+    on_end: Callable[[], None] | None = None,
 ) -> tuple[web.StreamResponse, RelayOutcome]:
+    """`on_end` runs once, as soon as the tap has seen the protocol's completion marker."""
     outcome = RelayOutcome()
     response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
     for name, value in response_headers(upstream.headers, body_rewritten=body_rewritten):
@@ -48,10 +51,12 @@ async def relay(
                     tapped = time.perf_counter()
                     tap.feed(chunk)
                     outcome.observe_seconds += time.perf_counter() - tapped
+                    on_end = _fire_on_end(tap, on_end)
                 continue
             tapped = time.perf_counter()
             visible = tap.feed(chunk)
             outcome.observe_seconds += time.perf_counter() - tapped
+            on_end = _fire_on_end(tap, on_end)
             if visible:
                 await response.write(visible)
         rest = tap.finish() if tap is not None else b""
@@ -70,6 +75,14 @@ async def relay(
     finally:
         upstream.release()
     return response, outcome
+
+
+def _fire_on_end(tap: ResponseTap, on_end: Callable[[], None] | None) -> Callable[[], None] | None:
+    """Call `on_end` once the stream has ended; return what is left to call later."""
+    if on_end is None or not tap.ended:
+        return on_end
+    on_end()
+    return None
 
 
 def handler_cancelled() -> bool:

@@ -10,9 +10,9 @@ import logging
 import zlib
 from typing import Any
 
-from gateway.items import StopReason
+from gateway.items import StopReason, Usage
 from gateway.protocols.base import ProtocolAdapter
-from gateway.stream.assembler import Assembled, Assembler
+from gateway.stream.assembler import Assembled, Assembler, State
 from gateway.stream.sse import SSEDecoder, SSEEvent
 
 log = logging.getLogger(__name__)
@@ -30,6 +30,7 @@ class ResponseTap:
         is_sse: bool,
         content_encoding: str | None,
         hide_usage_event: bool = False,
+        content_length: int | None = None,
     ) -> None:
         self._adapter = adapter
         self._status = status
@@ -39,6 +40,11 @@ class ResponseTap:
         self._sse = SSEDecoder() if is_sse else None
         self._events = adapter.new_event_decoder() if is_sse else None
         self._body = bytearray()
+        # A whole body is decoded the moment its last byte arrives, so the step's end (and
+        # its budget settlement) is known before the client can send its next request.
+        self._length = content_length
+        self._received = 0
+        self._decoded = False
         self._broken: str | None = None
         self._inflate = _decompressor(content_encoding)
         if content_encoding not in (None, "", "identity") and self._inflate is None:
@@ -47,6 +53,15 @@ class ResponseTap:
     @property
     def broken(self) -> str | None:
         return self._broken
+
+    @property
+    def ended(self) -> bool:
+        """The protocol's completion marker has arrived (usage is then final)."""
+        return self._assembler.state is State.ENDED
+
+    @property
+    def usage(self) -> Usage:
+        return self._assembler.result().usage
 
     @property
     def holds_back(self) -> bool:
@@ -66,6 +81,9 @@ class ResponseTap:
             data = self._inflate.decompress(chunk) if self._inflate else chunk
             if self._sse is None:
                 self._keep_body(data)
+                self._received += len(chunk)
+                if self._received == self._length and self._status < 400:
+                    self._decode_body()
                 return chunk
             events = self._sse.decode(data)
             out = self._visible(events) if self._hide else chunk
@@ -127,6 +145,9 @@ class ResponseTap:
             return None
 
     def _decode_body(self) -> None:
+        if self._decoded:
+            return
+        self._decoded = True
         body = self._parsed_body()
         if body is None:
             self._broken = "response body is not JSON"

@@ -18,7 +18,7 @@ import aiohttp
 import openai
 import pytest
 
-from tests.fakes.chat import completion, usage
+from tests.fakes.chat import completion, streamed, usage
 from tests.harness import Gateway, make_gateway, provider  # noqa: F401
 
 HELLO = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
@@ -72,16 +72,29 @@ async def test_token_budget_clamps_then_refuses(make_gateway) -> None:  # type: 
     assert status == 200
     assert gw.provider.received[0].json()["max_completion_tokens"] == 100
     assert headers["x-loopwatch-max-tokens-clamped"] == "100"
-    await gw.flush()
-    await asyncio.sleep(0.2)  # settlement runs after the response
     status, _, headers = await post(gw.url, "tok-run")
     assert status == 200
     assert gw.provider.received[1].json()["max_completion_tokens"] == 20  # 100 - 80 spent
-    await asyncio.sleep(0.2)
     status, body, headers = await post(gw.url, "tok-run")
     assert status == 429 and body["error"]["code"] == "token_budget_exceeded"
     assert headers["x-loopwatch-tokens-remaining"] == "0"
     assert len(gw.provider.received) == 2
+
+
+async def test_next_step_sent_right_after_done_sees_the_settled_spend(make_gateway) -> None:  # type: ignore[no-untyped-def]
+    """An agent sends its next request on `[DONE]`, while the provider still holds the
+    connection open: the finished step must already count as spent, not in flight."""
+    gw: Gateway = await make_gateway(max_tokens=100)
+    gw.provider.queue(streamed("first", use=usage(50, 30), linger=2), completion("second"))
+    headers = {"X-Loopwatch-Trace-Id": "eager", "Authorization": "Bearer sk-test"}
+    body = {**HELLO, "stream": True}
+    async with aiohttp.ClientSession() as s:
+        first = await s.post(gw.openai_base + "/chat/completions", json=body, headers=headers)
+        await asyncio.wait_for(first.content.readuntil(b"data: [DONE]\n\n"), 5)
+        async with s.post(gw.openai_base + "/chat/completions", json=HELLO, headers=headers) as r:
+            assert r.status == 200, await r.text()
+        first.close()
+    assert gw.provider.received[1].json()["max_completion_tokens"] == 20  # 100 - 80 spent
 
 
 async def test_headers_only_tighten(make_gateway) -> None:  # type: ignore[no-untyped-def]

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlmodel import Field, SQLModel
 
-from gateway.budgets import Limits, Reservation, Spent
+from gateway.budgets import Limits, Reservation, Settlement, Spent
 
 # Stands for "no limit" inside SQL, so one statement serves every combination of limits.
 UNLIMITED = 2**62
@@ -62,9 +62,16 @@ _SETTLE = """
 
 
 def reserve(
-    engine: Engine, trace_id: str, limits: Limits, wanted_tokens: int | None
+    engine: Engine,
+    trace_id: str,
+    limits: Limits,
+    wanted_tokens: int | None,
+    settle_first: list[Settlement] | None = None,
 ) -> Reservation | Spent:
-    """Take one step and hold completion tokens for it, or say which budget is spent."""
+    """Take one step and hold completion tokens for it, or say which budget is spent.
+
+    `settle_first`: finished steps of the trace whose settlement is still pending.
+    """
     max_steps = limits.max_steps or UNLIMITED
     max_tokens = limits.max_tokens or UNLIMITED
     # Without a token budget nothing is held; otherwise hold what the request may produce.
@@ -77,6 +84,8 @@ def reserve(
         "first_held": min(want, max_tokens),
     }
     with _statements(engine) as execute:
+        for settlement in settle_first or ():
+            execute(_SETTLE, _settle_params(settlement))
         row = execute(_RESERVE, params)
         if row is None:
             return _spent(execute(_SPENT, params), max_steps)
@@ -86,11 +95,20 @@ def reserve(
     return Reservation(trace_id, reserved, steps, tokens_left, clamp)
 
 
-def settle(engine: Engine, reservation: Reservation, used_tokens: int) -> None:
-    """Replace the tokens held in flight by the tokens the step really used."""
-    params = {"trace_id": reservation.trace_id, "held": reservation.tokens, "used": used_tokens}
+def settle(engine: Engine, settlements: list[Settlement]) -> None:
+    """Replace the tokens held in flight by the tokens the steps really used."""
     with _statements(engine) as execute:
-        execute(_SETTLE, params)
+        for settlement in settlements:
+            execute(_SETTLE, _settle_params(settlement))
+
+
+def _settle_params(settlement: Settlement) -> dict[str, Any]:
+    reservation = settlement.reservation
+    return {
+        "trace_id": reservation.trace_id,
+        "held": reservation.tokens,
+        "used": settlement.used_tokens,
+    }
 
 
 def _spent(row: tuple[Any, ...] | None, max_steps: int) -> Spent:

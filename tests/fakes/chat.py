@@ -103,10 +103,12 @@ def stream_chunks(
     return sse(*payloads, done=done)
 
 
-def streamed(text: str | None = None, **kwargs: Any) -> Reply:
+def streamed(text: str | None = None, *, linger: float = 0.0, **kwargs: Any) -> Reply:
     response_id = kwargs.get("response_id", "chatcmpl-fakes1")
     return Reply(
-        events=stream_chunks(text, **kwargs), headers={"x-request-id": f"req_{response_id}"}
+        events=stream_chunks(text, **kwargs),
+        headers={"x-request-id": f"req_{response_id}"},
+        linger=linger,
     )
 
 

@@ -29,6 +29,7 @@ class Reply:
     content_type: str = "text/event-stream"
     gzip: bool = False  # compress a JSON body, as OpenAI does for clients that accept it
     delay: float = 0.0  # seconds before the response starts
+    linger: float = 0.0  # seconds between the last event and the end of the body
 
 
 @dataclass
@@ -99,6 +100,8 @@ class FakeProvider:
                 if reply.pause:
                     await asyncio.sleep(reply.pause)
             self.sent_all.set()
+            if reply.linger:
+                await asyncio.sleep(reply.linger)
             await response.write_eof()
         except (ConnectionResetError, asyncio.CancelledError):
             self.disconnected.set()
