@@ -1,45 +1,29 @@
-"""Anthropic Messages adapter: request history → typed items; stream events and bodies → deltas.
-Stop reasons: end_turn/stop_sequence → completed, tool_use → tool_calls, max_tokens and
-model_context_window_exceeded → length, refusal → refusal, pause_turn and others → unknown."""
+"""Anthropic Messages adapter: request history → typed items, completion limits, errors.
+
+Stream events and response bodies are decoded in `anthropic_messages_events`.
+"""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.errors import BadRequest, GatewayError
-from gateway.items import Item, ItemKind, StopReason, Usage
-from gateway.protocols.base import ParsedRequest, PreparedBody
-from gateway.stream.deltas import (
-    Delta,
-    EndDelta,
-    ErrorDelta,
-    FinishDelta,
-    MetaDelta,
-    ReasoningDelta,
-    TextDelta,
-    ToolCallArgs,
-    ToolCallEnd,
-    ToolCallStart,
-    UsageDelta,
+from gateway.items import Item, ItemKind
+from gateway.protocols.anthropic_messages_events import (
+    MessagesEventDecoder,
+    as_dict,
+    as_int,
+    as_str,
+    compact,
+    decode_message,
+    error_delta,
 )
+from gateway.protocols.base import ParsedRequest, PreparedBody
+from gateway.stream.deltas import Delta, EndDelta
 from gateway.stream.sse import SSEEvent
 
-_STOP_REASONS = {
-    "end_turn": StopReason.COMPLETED,
-    "stop_sequence": StopReason.COMPLETED,
-    "tool_use": StopReason.TOOL_CALLS,
-    "max_tokens": StopReason.LENGTH,
-    "model_context_window_exceeded": StopReason.LENGTH,
-    "refusal": StopReason.REFUSAL,
-    # The server paused a long-running turn (server tools) and the client is expected to send it
-    # back to continue: not completed, not cut off, not failed. Unknown, with the raw value kept.
-    "pause_turn": StopReason.UNKNOWN,
-}
-
-_INPUT_FIELDS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+# The smallest `thinking.budget_tokens` the API accepts.
+MIN_THINKING_BUDGET = 1024
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -50,189 +34,6 @@ _ERROR_TYPES = {
     429: "rate_limit_error",
     529: "overloaded_error",
 }
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def _finish(raw: Any) -> list[Delta]:
-    if not isinstance(raw, str):
-        return []
-    return [FinishDelta(_STOP_REASONS.get(raw, StopReason.UNKNOWN), raw)]
-
-
-def _error_delta(payload: dict[str, Any]) -> ErrorDelta:
-    error = _dict(payload.get("error"))
-    kind = _str(error.get("type"))
-    return ErrorDelta(_str(error.get("message")) or kind or "unknown error", kind, kind)
-
-
-@dataclass(slots=True)
-class _UsageState:
-    """Running token counts: message_start reports input, message_delta cumulative output.
-
-    Every report yields a whole Usage computed from this state, so a merge of the deltas in
-    any order of arrival ends with prompt, completion and total that agree with each other.
-    """
-
-    counts: dict[str, int] = field(default_factory=dict)
-
-    def update(self, raw: Any) -> list[Delta]:
-        if not isinstance(raw, dict):
-            return []
-        for name in (*_INPUT_FIELDS, "output_tokens"):
-            value = _int(raw.get(name))
-            if value is not None:
-                self.counts[name] = value
-        thinking = _int(_dict(raw.get("output_tokens_details")).get("thinking_tokens"))
-        if thinking is not None:
-            self.counts["thinking_tokens"] = thinking
-        return [UsageDelta(self.usage())]
-
-    def usage(self) -> Usage:
-        counts = self.counts
-        inputs = [counts[name] for name in _INPUT_FIELDS if name in counts]
-        prompt = sum(inputs) if inputs else None
-        completion = counts.get("output_tokens")
-        both = prompt is not None and completion is not None
-        return Usage(
-            prompt_tokens=prompt,
-            completion_tokens=completion,
-            total_tokens=(prompt or 0) + (completion or 0) if both else None,
-            cached_tokens=counts.get("cache_read_input_tokens"),
-            reasoning_tokens=counts.get("thinking_tokens"),
-            cache_creation_tokens=counts.get("cache_creation_input_tokens"),
-        )
-
-
-@dataclass(slots=True)
-class _Block:
-    type: str | None
-    tool_input: Any = None  # the `input` of a tool_use block's start event
-    args_seen: bool = False
-
-
-def _whole_args(index: int, value: Any) -> ToolCallArgs:
-    return ToolCallArgs(index, _compact(value if isinstance(value, dict) else {}))
-
-
-def _block_deltas(index: int, block: dict[str, Any], *, whole: bool) -> list[Delta]:
-    """A content block's opening (stream) or the whole block (body) as deltas."""
-    kind = block.get("type")
-    if kind == "text":
-        text = _str(block.get("text"))
-        return [TextDelta(text)] if text else []
-    if kind == "thinking":
-        return [ReasoningDelta(chars=len(_str(block.get("thinking")) or ""))]
-    if kind == "redacted_thinking":
-        return [ReasoningDelta(attrs={"redacted": True})]
-    if kind != "tool_use":
-        # Server tool blocks (web search, code execution, MCP) run at the provider; the
-        # client never answers them, so they are not tool calls to pair.
-        return []
-    start = ToolCallStart(index, _str(block.get("id")), _str(block.get("name")))
-    return [start, _whole_args(index, block.get("input")), ToolCallEnd(index)] if whole else [start]
-
-
-class MessagesEventDecoder:
-    """Per-stream state: content block types by index, and the running usage."""
-
-    def __init__(self) -> None:
-        self._usage = _UsageState()
-        self._blocks: dict[int, _Block] = {}
-        self._handlers: dict[str, Callable[[dict[str, Any]], list[Delta]]] = {
-            "message_start": self._message_start,
-            "content_block_start": self._block_start,
-            "content_block_delta": self._block_delta,
-            "content_block_stop": self._block_stop,
-            "message_delta": self._message_delta,
-            "message_stop": lambda _: [EndDelta()],
-            "error": lambda payload: [_error_delta(payload)],
-        }
-
-    def decode(self, event: SSEEvent) -> list[Delta]:
-        # A tap must never break forwarding: what cannot be read is skipped, not raised.
-        try:
-            payload = json.loads(event.data)
-        except ValueError:
-            return []
-        if not isinstance(payload, dict):
-            return []
-        kind = _str(payload.get("type")) or event.event
-        handler = self._handlers.get(kind or "")
-        return handler(payload) if handler else []
-
-    def _message_start(self, payload: dict[str, Any]) -> list[Delta]:
-        message = _dict(payload.get("message"))
-        meta = MetaDelta(_str(message.get("id")), _str(message.get("model")))
-        return [meta, *self._usage.update(message.get("usage"))]
-
-    def _block_start(self, payload: dict[str, Any]) -> list[Delta]:
-        index = _int(payload.get("index"))
-        block = _dict(payload.get("content_block"))
-        if index is None:
-            return []
-        self._blocks[index] = _Block(_str(block.get("type")), block.get("input"))
-        return _block_deltas(index, block, whole=False)
-
-    def _block_delta(self, payload: dict[str, Any]) -> list[Delta]:
-        index = _int(payload.get("index"))
-        delta = _dict(payload.get("delta"))
-        kind = delta.get("type")
-        if kind == "text_delta":
-            text = _str(delta.get("text"))
-            return [TextDelta(text)] if text else []
-        if kind == "thinking_delta":
-            return [ReasoningDelta(chars=len(_str(delta.get("thinking")) or ""))]
-        # signature_delta carries an opaque reasoning signature: never recorded.
-        fragment = _str(delta.get("partial_json"))
-        if kind != "input_json_delta" or index is None or not fragment:
-            return []
-        block = self._blocks.get(index)
-        if block is None or block.type != "tool_use":
-            return []
-        block.args_seen = True
-        return [ToolCallArgs(index, fragment)]
-
-    def _block_stop(self, payload: dict[str, Any]) -> list[Delta]:
-        index = _int(payload.get("index"))
-        block = self._blocks.get(index) if index is not None else None
-        if index is None or block is None or block.type != "tool_use":
-            return []
-        if block.args_seen:
-            return [ToolCallEnd(index)]
-        # No input deltas (a tool without parameters, or a server that sends the input whole
-        # in the start event): the start event's input is the complete arguments.
-        return [_whole_args(index, block.tool_input), ToolCallEnd(index)]
-
-    def _message_delta(self, payload: dict[str, Any]) -> list[Delta]:
-        stop = _finish(_dict(payload.get("delta")).get("stop_reason"))
-        return [*stop, *self._usage.update(payload.get("usage"))]
-
-
-def _decode_message(body: dict[str, Any]) -> list[Delta]:
-    out: list[Delta] = [MetaDelta(_str(body.get("id")), _str(body.get("model")))]
-    content = body.get("content")
-    for index, block in enumerate(content if isinstance(content, list) else []):
-        if isinstance(block, dict):
-            out.extend(_block_deltas(index, block, whole=True))
-    out.extend(_UsageState().update(body.get("usage")))
-    out.extend(_finish(body.get("stop_reason")))
-    out.append(EndDelta())
-    return out
 
 
 def _system_items(system: Any) -> list[Item]:
@@ -250,12 +51,12 @@ def _system_items(system: Any) -> list[Item]:
 
 
 def _media_attrs(kind: str, block: dict[str, Any]) -> dict[str, Any]:
-    source = _dict(block.get("source"))
+    source = as_dict(block.get("source"))
     # Only the shape of the attachment: its data, URL or file id is never recorded.
     return {
         "type": kind,
-        "media_type": _str(source.get("media_type")),
-        "source": _str(source.get("type")),
+        "media_type": as_str(source.get("media_type")),
+        "source": as_str(source.get("type")),
     }
 
 
@@ -263,12 +64,12 @@ def _tool_result(role: str, block: dict[str, Any], attrs: dict[str, Any]) -> Ite
     content = block.get("content")
     texts: list[str] = []
     omitted: list[str] = []
-    for part in map(_dict, content if isinstance(content, list) else []):
-        text = _str(part.get("text"))
+    for part in map(as_dict, content if isinstance(content, list) else []):
+        text = as_str(part.get("text"))
         if part.get("type") == "text" and text is not None:
             texts.append(text)
         else:
-            omitted.append(_str(part.get("type")) or "unknown")
+            omitted.append(as_str(part.get("type")) or "unknown")
     if omitted.count("image"):
         attrs["images"] = omitted.count("image")
     if any(kind != "image" for kind in omitted):
@@ -278,27 +79,27 @@ def _tool_result(role: str, block: dict[str, Any], attrs: dict[str, Any]) -> Ite
         ItemKind.TOOL_RESULT,
         role=role,
         text=text,
-        call_id=_str(block.get("tool_use_id")),
+        call_id=as_str(block.get("tool_use_id")),
         is_error=block.get("is_error") is True,
         attrs=attrs,
     )
 
 
 def _block_item(role: str, block: dict[str, Any], message_index: int) -> Item:
-    kind = _str(block.get("type")) or "unknown"
+    kind = as_str(block.get("type")) or "unknown"
     attrs: dict[str, Any] = {"message_index": message_index}
     if kind == "text":
         text_kind = ItemKind.USER if role == "user" else ItemKind.ASSISTANT_TEXT
-        return Item(text_kind, role=role, text=_str(block.get("text")) or "", attrs=attrs)
+        return Item(text_kind, role=role, text=as_str(block.get("text")) or "", attrs=attrs)
     if kind == "tool_use":
-        call_id, name = _str(block.get("id")), _str(block.get("name"))
-        arguments = _compact(block.get("input", {}))
+        call_id, name = as_str(block.get("id")), as_str(block.get("name"))
+        arguments = compact(block.get("input", {}))
         return Item(ItemKind.TOOL_CALL, role, None, call_id, name, arguments, attrs=attrs)
     if kind == "tool_result":
         return _tool_result(role, block, attrs)
     if kind == "thinking":
         # The size of the thinking, never its text nor its signature.
-        attrs["chars"] = len(_str(block.get("thinking")) or "")
+        attrs["chars"] = len(as_str(block.get("thinking")) or "")
         return Item(ItemKind.REASONING, role=role, attrs=attrs)
     if kind == "redacted_thinking":
         return Item(ItemKind.REASONING, role=role, attrs={**attrs, "redacted": True})
@@ -332,6 +133,27 @@ def _message_items(index: int, message: Any) -> list[Item]:
     return items
 
 
+def _clamped(body: dict[str, Any], current: int, limit: int) -> PreparedBody:
+    """`max_tokens` lowered to `limit`, keeping an extended-thinking budget valid inside it.
+
+    The API rejects `thinking.budget_tokens` below 1024 or not below `max_tokens`: with
+    thinking on, the limit stays above that floor and the thinking budget shrinks with it,
+    in proportion, so that a token budget never turns the request into a 400.
+    """
+    thinking = as_dict(body.get("thinking"))
+    budget = as_int(thinking.get("budget_tokens")) if thinking.get("type") == "enabled" else None
+    if budget is None:
+        return PreparedBody({**body, "max_tokens": limit}, clamped_max_tokens=limit)
+    limit = max(limit, MIN_THINKING_BUDGET + 1)
+    if limit >= current:
+        return PreparedBody(body)
+    changes: dict[str, Any] = {"max_tokens": limit}
+    if budget >= limit:
+        scaled = max(MIN_THINKING_BUDGET, min(limit - 1, limit * budget // current))
+        changes["thinking"] = {**thinking, "budget_tokens": scaled}
+    return PreparedBody({**body, **changes}, clamped_max_tokens=limit)
+
+
 class AnthropicMessagesAdapter:
     """`POST /v1/messages`, streamed or not."""
 
@@ -347,10 +169,10 @@ class AnthropicMessagesAdapter:
         for index, message in enumerate(messages):
             items.extend(_message_items(index, message))
         return ParsedRequest(
-            model=_str(body.get("model")),
+            model=as_str(body.get("model")),
             stream=body.get("stream") is True,
             items=items,
-            max_output_tokens=_int(body.get("max_tokens")),
+            max_output_tokens=as_int(body.get("max_tokens")),
         )
 
     def prepare_body(
@@ -360,7 +182,7 @@ class AnthropicMessagesAdapter:
         current = parsed.max_output_tokens
         if max_tokens is None or current is None or current <= max_tokens:
             return PreparedBody(body)
-        return PreparedBody({**body, "max_tokens": max_tokens}, clamped_max_tokens=max_tokens)
+        return _clamped(body, current, max_tokens)
 
     def new_event_decoder(self) -> MessagesEventDecoder:
         return MessagesEventDecoder()
@@ -375,13 +197,13 @@ class AnthropicMessagesAdapter:
         if body.get("type") == "error" or (
             isinstance(body.get("error"), dict) and "content" not in body
         ):
-            return [_error_delta(body), EndDelta()]
-        return _decode_message(body)
+            return [error_delta(body), EndDelta()]
+        return decode_message(body)
 
     def decode_error(self, body: Any) -> dict[str, Any] | None:
         if not isinstance(body, dict) or not isinstance(body.get("error"), dict):
             return None
-        error = _error_delta(body)
+        error = error_delta(body)
         return {"message": error.message, "type": error.type, "code": error.code}
 
     def error_body(self, error: GatewayError) -> dict[str, Any]:

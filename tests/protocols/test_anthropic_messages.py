@@ -38,6 +38,7 @@ from gateway.stream.deltas import (
     UsageDelta,
 )
 from gateway.stream.sse import SSEDecoder, SSEEvent
+from tests.factories import load_fixture
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "messages"
 # Planted in every thinking text, signature and opaque blob of the fixtures.
@@ -584,6 +585,40 @@ def test_prepare_body_clamps_only_a_larger_limit() -> None:
     assert prepare(unlimited, 300) == (unlimited, None)
 
 
+def _valid_thinking(body: dict[str, Any]) -> bool:
+    """What the API checks: a budget of at least 1024, below max_tokens."""
+    budget = body["thinking"]["budget_tokens"]
+    return bool(1024 <= budget < body["max_tokens"])
+
+
+def test_prepare_body_keeps_an_extended_thinking_budget_valid() -> None:
+    body = load_fixture("messages", "request_thinking_budget.json")  # max 4096, budget 1024
+    # Room for the thinking budget: only max_tokens changes.
+    clamped, reported = prepare(body, 2000)
+    assert (clamped["max_tokens"], reported) == (2000, 2000)
+    assert clamped["thinking"] is body["thinking"]
+    # Less than the budget remains: the limit stops just above the API's floor.
+    for remaining in (1024, 500, 1):
+        clamped, reported = prepare(body, remaining)
+        assert (clamped["max_tokens"], reported) == (1025, 1025)
+        assert clamped["thinking"] == {"type": "enabled", "budget_tokens": 1024}
+        assert _valid_thinking(clamped)
+    assert body["max_tokens"] == 4096 and body["thinking"]["budget_tokens"] == 1024
+    # A large budget shrinks with the limit, in proportion, leaving room for the answer.
+    big = {**body, "max_tokens": 16000, "thinking": {"type": "enabled", "budget_tokens": 10000}}
+    clamped, reported = prepare(big, 4000)
+    assert (clamped["max_tokens"], reported) == (4000, 4000)
+    assert clamped["thinking"] == {"type": "enabled", "budget_tokens": 2500}
+    assert _valid_thinking(clamped) and big["thinking"]["budget_tokens"] == 10000
+    # Already at or under the floor: nothing to lower.
+    small = {**body, "max_tokens": 1025}
+    assert prepare(small, 300) == (small, None)
+    # Thinking off or adaptive: the plain clamp.
+    for thinking in ({"type": "disabled"}, {"type": "adaptive"}):
+        plain, reported = prepare({**body, "thinking": thinking}, 300)
+        assert (plain["max_tokens"], plain["thinking"], reported) == (300, thinking, 300)
+
+
 @pytest.mark.parametrize(
     ("error", "kind"),
     [
@@ -631,4 +666,4 @@ def test_no_other_protocol_is_imported() -> None:
     tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     protocols = {name for name in imported if name and name.startswith("gateway.protocols")}
-    assert protocols <= {"gateway.protocols.base"}
+    assert protocols <= {"gateway.protocols.base", "gateway.protocols.anthropic_messages_events"}

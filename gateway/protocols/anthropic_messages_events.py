@@ -1,0 +1,226 @@
+"""Anthropic Messages stream events and response bodies → neutral deltas.
+
+Stop reasons: end_turn/stop_sequence → completed, tool_use → tool_calls, max_tokens and
+model_context_window_exceeded → length, refusal → refusal, pause_turn and others → unknown.
+Thinking text and signatures never leave this module: only their size and flags do.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.items import StopReason, Usage
+from gateway.stream.deltas import (
+    Delta,
+    EndDelta,
+    ErrorDelta,
+    FinishDelta,
+    MetaDelta,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallArgs,
+    ToolCallEnd,
+    ToolCallStart,
+    UsageDelta,
+)
+from gateway.stream.sse import SSEEvent
+
+_STOP_REASONS = {
+    "end_turn": StopReason.COMPLETED,
+    "stop_sequence": StopReason.COMPLETED,
+    "tool_use": StopReason.TOOL_CALLS,
+    "max_tokens": StopReason.LENGTH,
+    "model_context_window_exceeded": StopReason.LENGTH,
+    "refusal": StopReason.REFUSAL,
+    # The server paused a long-running turn (server tools) and the client is expected to send it
+    # back to continue: not completed, not cut off, not failed. Unknown, with the raw value kept.
+    "pause_turn": StopReason.UNKNOWN,
+}
+
+_INPUT_FIELDS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+
+
+def as_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def as_str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _finish(raw: Any) -> list[Delta]:
+    if not isinstance(raw, str):
+        return []
+    return [FinishDelta(_STOP_REASONS.get(raw, StopReason.UNKNOWN), raw)]
+
+
+def error_delta(payload: dict[str, Any]) -> ErrorDelta:
+    error = as_dict(payload.get("error"))
+    kind = as_str(error.get("type"))
+    return ErrorDelta(as_str(error.get("message")) or kind or "unknown error", kind, kind)
+
+
+@dataclass(slots=True)
+class _UsageState:
+    """Running token counts: message_start reports input, message_delta cumulative output.
+
+    Every report yields a whole Usage computed from this state, so a merge of the deltas in
+    any order of arrival ends with prompt, completion and total that agree with each other.
+    """
+
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def update(self, raw: Any) -> list[Delta]:
+        if not isinstance(raw, dict):
+            return []
+        for name in (*_INPUT_FIELDS, "output_tokens"):
+            value = as_int(raw.get(name))
+            if value is not None:
+                self.counts[name] = value
+        thinking = as_int(as_dict(raw.get("output_tokens_details")).get("thinking_tokens"))
+        if thinking is not None:
+            self.counts["thinking_tokens"] = thinking
+        return [UsageDelta(self.usage())]
+
+    def usage(self) -> Usage:
+        counts = self.counts
+        inputs = [counts[name] for name in _INPUT_FIELDS if name in counts]
+        prompt = sum(inputs) if inputs else None
+        completion = counts.get("output_tokens")
+        both = prompt is not None and completion is not None
+        return Usage(
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            total_tokens=(prompt or 0) + (completion or 0) if both else None,
+            cached_tokens=counts.get("cache_read_input_tokens"),
+            reasoning_tokens=counts.get("thinking_tokens"),
+            cache_creation_tokens=counts.get("cache_creation_input_tokens"),
+        )
+
+
+@dataclass(slots=True)
+class _Block:
+    type: str | None
+    tool_input: Any = None  # the `input` of a tool_use block's start event
+    args_seen: bool = False
+
+
+def _whole_args(index: int, value: Any) -> ToolCallArgs:
+    return ToolCallArgs(index, compact(value if isinstance(value, dict) else {}))
+
+
+def _block_deltas(index: int, block: dict[str, Any], *, whole: bool) -> list[Delta]:
+    """A content block's opening (stream) or the whole block (body) as deltas."""
+    kind = block.get("type")
+    if kind == "text":
+        text = as_str(block.get("text"))
+        return [TextDelta(text)] if text else []
+    if kind == "thinking":
+        return [ReasoningDelta(chars=len(as_str(block.get("thinking")) or ""))]
+    if kind == "redacted_thinking":
+        return [ReasoningDelta(attrs={"redacted": True})]
+    if kind != "tool_use":
+        # Server tool blocks (web search, code execution, MCP) run at the provider; the
+        # client never answers them, so they are not tool calls to pair.
+        return []
+    start = ToolCallStart(index, as_str(block.get("id")), as_str(block.get("name")))
+    return [start, _whole_args(index, block.get("input")), ToolCallEnd(index)] if whole else [start]
+
+
+class MessagesEventDecoder:
+    """Per-stream state: content block types by index, and the running usage."""
+
+    def __init__(self) -> None:
+        self._usage = _UsageState()
+        self._blocks: dict[int, _Block] = {}
+        self._handlers: dict[str, Callable[[dict[str, Any]], list[Delta]]] = {
+            "message_start": self._message_start,
+            "content_block_start": self._block_start,
+            "content_block_delta": self._block_delta,
+            "content_block_stop": self._block_stop,
+            "message_delta": self._message_delta,
+            "message_stop": lambda _: [EndDelta()],
+            "error": lambda payload: [error_delta(payload)],
+        }
+
+    def decode(self, event: SSEEvent) -> list[Delta]:
+        # A tap must never break forwarding: what cannot be read is skipped, not raised.
+        try:
+            payload = json.loads(event.data)
+        except ValueError:
+            return []
+        if not isinstance(payload, dict):
+            return []
+        kind = as_str(payload.get("type")) or event.event
+        handler = self._handlers.get(kind or "")
+        return handler(payload) if handler else []
+
+    def _message_start(self, payload: dict[str, Any]) -> list[Delta]:
+        message = as_dict(payload.get("message"))
+        meta = MetaDelta(as_str(message.get("id")), as_str(message.get("model")))
+        return [meta, *self._usage.update(message.get("usage"))]
+
+    def _block_start(self, payload: dict[str, Any]) -> list[Delta]:
+        index = as_int(payload.get("index"))
+        block = as_dict(payload.get("content_block"))
+        if index is None:
+            return []
+        self._blocks[index] = _Block(as_str(block.get("type")), block.get("input"))
+        return _block_deltas(index, block, whole=False)
+
+    def _block_delta(self, payload: dict[str, Any]) -> list[Delta]:
+        index = as_int(payload.get("index"))
+        delta = as_dict(payload.get("delta"))
+        kind = delta.get("type")
+        if kind == "text_delta":
+            text = as_str(delta.get("text"))
+            return [TextDelta(text)] if text else []
+        if kind == "thinking_delta":
+            return [ReasoningDelta(chars=len(as_str(delta.get("thinking")) or ""))]
+        # signature_delta carries an opaque reasoning signature: never recorded.
+        fragment = as_str(delta.get("partial_json"))
+        if kind != "input_json_delta" or index is None or not fragment:
+            return []
+        block = self._blocks.get(index)
+        if block is None or block.type != "tool_use":
+            return []
+        block.args_seen = True
+        return [ToolCallArgs(index, fragment)]
+
+    def _block_stop(self, payload: dict[str, Any]) -> list[Delta]:
+        index = as_int(payload.get("index"))
+        block = self._blocks.get(index) if index is not None else None
+        if index is None or block is None or block.type != "tool_use":
+            return []
+        if block.args_seen:
+            return [ToolCallEnd(index)]
+        # No input deltas (a tool without parameters, or a server that sends the input whole
+        # in the start event): the start event's input is the complete arguments.
+        return [_whole_args(index, block.tool_input), ToolCallEnd(index)]
+
+    def _message_delta(self, payload: dict[str, Any]) -> list[Delta]:
+        stop = _finish(as_dict(payload.get("delta")).get("stop_reason"))
+        return [*stop, *self._usage.update(payload.get("usage"))]
+
+
+def decode_message(body: dict[str, Any]) -> list[Delta]:
+    out: list[Delta] = [MetaDelta(as_str(body.get("id")), as_str(body.get("model")))]
+    content = body.get("content")
+    for index, block in enumerate(content if isinstance(content, list) else []):
+        if isinstance(block, dict):
+            out.extend(_block_deltas(index, block, whole=True))
+    out.extend(_UsageState().update(body.get("usage")))
+    out.extend(_finish(body.get("stop_reason")))
+    out.append(EndDelta())
+    return out
