@@ -52,6 +52,7 @@ async def handle_model(
     try:
         raw, body = await _read_json(request, deps.settings.max_body_bytes)
         parsed = adapter.parse_request(body)
+        target = resolve(deps.settings, adapter.name, parsed.model, *_raw_target(request))
         placement = await place(deps, request.headers.get(TRACE_HEADER), parsed)
     except GatewayError as exc:
         return error_response(adapter, exc)
@@ -89,7 +90,6 @@ async def handle_model(
         budget_max_tokens=admission.limits.max_tokens,
     )
     own[STEP_HEADER] = step.id
-    target = resolve(deps.settings, adapter.name, parsed.model, request.path, request.query_string)
     headers = forward_headers(request.headers, api_key=target.api_key, protocol=adapter.name)
     if prepared.hide_usage_event:
         headers["Accept-Encoding"] = "identity"  # events must be readable to hide one
@@ -147,7 +147,10 @@ async def handle_passthrough(
         started_at=deps.clock(),
     )
     own = {TRACE_HEADER: step.trace_id, STEP_HEADER: step.id}
-    target = resolve(deps.settings, "passthrough", None, request.path, request.query_string)
+    try:
+        target = resolve(deps.settings, "passthrough", None, *_raw_target(request))
+    except GatewayError as exc:
+        return error_response(adapter, exc, own)
     headers = forward_headers(request.headers, api_key=target.api_key, protocol=target.protocol)
     body = request.content.iter_any() if request.body_exists else None
     sent_at = time.perf_counter()
@@ -171,6 +174,12 @@ async def handle_passthrough(
     return response
 
 
+def _raw_target(request: web.Request) -> tuple[str, str]:
+    """The path and query as the client encoded them: decoding would change their meaning
+    (an encoded "?" or "&" would start a query or a parameter)."""
+    return request.rel_url.raw_path, request.rel_url.raw_query_string
+
+
 async def _read_json(request: web.Request, limit: int) -> tuple[bytes, Any]:
     if request.content_length is not None and request.content_length > limit:
         raise RequestTooLarge(f"Request body is larger than {limit} bytes.")
@@ -181,6 +190,8 @@ async def _read_json(request: web.Request, limit: int) -> tuple[bytes, Any]:
         return raw, json.loads(raw)
     except ValueError as exc:
         raise BadRequest(f"Request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise BadRequest("Request body is JSON nested too deeply.") from None
 
 
 def _history_violations(

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from gateway.config import Settings
+from gateway.errors import BadRequest
 
 ANTHROPIC_PATHS = ("/v1/messages/",)
 
@@ -19,12 +20,18 @@ class Target:
 
 
 def resolve(settings: Settings, protocol: str, model: str | None, path: str, query: str) -> Target:
-    """`path` is the client's path (starting /v1/); the base URL decides how it is joined.
+    """`path` and `query` are the client's, still percent-encoded (the path starts /v1/);
+    the base URL decides how they are joined, and they are forwarded as sent.
 
     A base ending in /v1 (OpenAI style, like OPENAI_BASE_URL) takes the path after /v1;
     any other base (Anthropic style, like ANTHROPIC_BASE_URL) takes the whole path.
     """
-    if protocol == "passthrough" and path.startswith(ANTHROPIC_PATHS):
+    segments = [unquote(segment) for segment in path.split("/")]
+    if "." in segments or ".." in segments:
+        # Resolved by the HTTP client, they would reach paths of the provider's host
+        # outside its API base, with the route's own key.
+        raise BadRequest("The request path must not contain '.' or '..' segments.", param="path")
+    if protocol == "passthrough" and "/".join(segments).startswith(ANTHROPIC_PATHS):
         # Anthropic's other endpoints (count_tokens, batches) belong with its Messages API:
         # sent to the OpenAI upstream they would carry an Anthropic key to the wrong provider.
         protocol = "messages"

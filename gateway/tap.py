@@ -141,7 +141,7 @@ class ResponseTap:
     def _parsed_body(self) -> Any:
         try:
             return json.loads(self._body) if self._body else None
-        except ValueError:
+        except (ValueError, RecursionError):  # a hostile provider's deeply nested body
             return None
 
     def _decode_body(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, Mapping
 
 import aiohttp
+from yarl import URL
 
 from gateway.config import Settings
 from gateway.errors import UpstreamError, UpstreamTimeout
@@ -68,7 +69,9 @@ class Upstream:
                 method, url, headers=headers, data=body, allow_redirects=False
             )
         except TimeoutError as exc:
-            raise UpstreamTimeout(f"The provider did not answer in time ({url}).") from exc
+            # The origin only: a query may hold a key, and the message is stored and returned.
+            where = URL(url).origin()
+            raise UpstreamTimeout(f"The provider did not answer in time ({where}).") from exc
         except aiohttp.ClientError as exc:
             raise UpstreamError(f"The provider could not be reached: {exc}") from exc
 

@@ -10,11 +10,19 @@ from pathlib import Path
 import aiohttp
 import openai
 import pytest
+import yarl
 from multidict import CIMultiDict
 
 from tests.fakes.chat import completion, stream_chunks, streamed, usage
 from tests.fakes.provider import Reply
-from tests.harness import Gateway, database_url, gateway, make_gateway, provider  # noqa: F401
+from tests.harness import (  # noqa: F401
+    Gateway,
+    GatewayFactory,
+    database_url,
+    gateway,
+    make_gateway,
+    provider,
+)
 
 HELLO = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -144,6 +152,12 @@ async def test_unreachable_provider_gives_openai_502(make_gateway) -> None:  # t
         (b"{not json", 400, "invalid_request"),
         (b"[1, 2]", 400, "invalid_request"),
         (json.dumps({"model": "gpt-4o"}).encode(), 400, "invalid_request"),
+        (b"[" * 100_000 + b"]" * 100_000, 400, "invalid_request"),  # deeper than the parser
+        (
+            b'{"model": "gpt-4o", "messages": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+            400,
+            "invalid_request",
+        ),
     ],
 )
 async def test_bad_requests_get_openai_errors(
@@ -273,3 +287,55 @@ async def test_provider_silent_past_read_timeout_gives_504(make_gateway) -> None
     assert json.loads(raw)["error"]["code"] == "upstream_timeout"
     step = (await gw.trace((await gw.traces())[0]["id"]))["steps"][0]
     assert step["stop_reason"] == "error" and step["http_status"] == 504
+
+
+async def test_deeply_nested_provider_body_is_forwarded_and_still_recorded(
+    gateway: Gateway,
+) -> None:
+    nested = b"[" * 100_000 + b"]" * 100_000
+    # Chunked, so the body is parsed only when the step is completed.
+    gateway.provider.queue(Reply(events=[nested], content_type="application/json"))
+    status, _, raw = await post(gateway, HELLO)
+    assert status == 200 and raw == nested
+    step = (await gateway.trace((await gateway.traces())[0]["id"]))["steps"][0]
+    assert step["http_status"] == 200 and step["output_items"] == []
+
+
+async def test_path_and_query_are_forwarded_as_encoded(gateway: Gateway) -> None:
+    gateway.provider.queue(Reply(body={"ok": True}))
+    target = "/v1/files/a%2Fb%3Fc?q=a%26b%3D1&x=%23y"
+    async with (
+        aiohttp.ClientSession() as s,
+        s.get(yarl.URL(gateway.url + target, encoded=True)) as r,
+    ):
+        assert r.status == 200
+    assert gateway.provider.received[0].raw_target == target
+
+
+@pytest.mark.parametrize("path", ["/v1/../admin", "/v1/%2e%2e/%2E%2E/admin", "/v1/./models"])
+async def test_dot_segments_never_leave_the_api_base(gateway: Gateway, path: str) -> None:
+    async with (
+        aiohttp.ClientSession() as s,
+        s.get(yarl.URL(gateway.url + path, encoded=True)) as r,
+    ):
+        assert r.status == 400
+        assert (await r.json())["error"]["code"] == "invalid_request"
+    assert gateway.provider.received == []
+
+
+async def test_a_timeout_names_the_provider_without_the_query(
+    make_gateway: GatewayFactory, database_url: str
+) -> None:
+    gw = await make_gateway(read_timeout=0.3)
+    gw.provider.queue(Reply(body={"data": []}, delay=2))
+    secret = "AIzaSyQueryKey0123456789abcdef"
+    async with (
+        aiohttp.ClientSession() as s,
+        s.get(gw.openai_base + f"/models?key={secret}") as r,
+    ):
+        assert r.status == 504
+        error = (await r.json())["error"]
+    assert error["code"] == "upstream_timeout" and "127.0.0.1" in error["message"]
+    assert secret not in error["message"]
+    await gw.flush()
+    assert secret.encode() not in database_bytes(database_url)

@@ -39,6 +39,7 @@ class Received:
     query: str
     headers: dict[str, str]
     body: bytes
+    raw_target: str = ""  # path and query exactly as they arrived, still percent-encoded
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -63,6 +64,7 @@ class FakeProvider:
             request.query_string,
             dict(request.headers),
             await request.read(),
+            request.raw_path,
         )
         self.received.append(received)
         if not self.replies:
