@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
 
@@ -72,7 +71,7 @@ async def _lifecycle(
     ledger_engine = engine if injected else make_engine(settings.database_url, ledger=True)
     secret = install_secret(engine)
     redactor = Redactor(settings.redaction)
-    metrics = MetricsSink(max_models=settings.metrics_max_models)
+    metrics = MetricsSink(max_models=settings.metrics_max_models, redact=redactor.redact_text)
     recorder = Recorder(
         StoreWriter(engine),
         transform=partial(_redact, redactor, settings.store_reasoning_summary),
@@ -132,8 +131,7 @@ def _redact(
         if not keep_summaries:
             record = without_reasoning_summaries(record)
         return redactor.redact_step(record)
-    violations = [replace(v, detail=redactor.redact_text(v.detail)) for v in record.violations]
-    return replace(record, violations=violations)
+    return redactor.redact_refusal(record)
 
 
 def _bind(handler, adapter) -> Handler:  # type: ignore[no-untyped-def]

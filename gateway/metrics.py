@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
 from aiohttp import web
@@ -94,18 +94,21 @@ class ModelNames:
     """Bounds the model label: the first `limit` distinct names keep theirs, later ones share
     "other"."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, redact: Callable[[str], str] | None = None) -> None:
         self._limit = limit
-        self._known: set[str] = set()
+        # /metrics needs no token: a name that holds a secret is shown redacted.
+        self._redact = redact
+        self._known: dict[str, str] = {}
 
     def label(self, model: str | None) -> str:
         if not model:
             return UNKNOWN_MODEL
-        if model in self._known:
-            return model
+        known = self._known.get(model)
+        if known is not None:
+            return known
         if len(self._known) < self._limit:
-            self._known.add(model)
-            return model
+            label = self._known[model] = self._redact(model) if self._redact else model
+            return label
         return OTHER_MODEL
 
 
@@ -126,9 +129,9 @@ def upstream_error_class(step: StepRecord) -> str | None:
 class MetricsSink:
     """All of Loopwatch's instruments on one registry, fed as a Sink on the event loop."""
 
-    def __init__(self, *, max_models: int = 50) -> None:
+    def __init__(self, *, max_models: int = 50, redact: Callable[[str], str] | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self.models = ModelNames(max_models)
+        self.models = ModelNames(max_models, redact)
         self._recorder = _RecorderCollector()
         self.registry.register(self._recorder)
         self._trace_steps: OrderedDict[str, int] = OrderedDict()

@@ -13,8 +13,8 @@ from functools import lru_cache
 from typing import Any
 
 from gateway.config import RedactionSettings
-from gateway.items import Item, ItemKind
-from gateway.step import StepRecord
+from gateway.items import Item, ItemKind, Violation
+from gateway.step import RefusalRecord, StepRecord
 
 Replacement = str | Callable[[re.Match[str]], str]
 
@@ -227,12 +227,10 @@ class Redactor:
             return text
         if _JSON_START.match(text):
             try:
-                value = json.loads(text)
-            except ValueError:
-                pass
-            else:
-                redacted = self.redact_value(value)
+                redacted = self.redact_value(json.loads(text))
                 return json.dumps(redacted, ensure_ascii=False, separators=(",", ":"))
+            except (ValueError, RecursionError):
+                pass  # not JSON, or nested too deeply to walk: redacted as text
             text = _JSON_PAIR.sub(self._pair, text)
         return self.redact_text(text)
 
@@ -293,7 +291,12 @@ class Redactor:
 
     def redact_item(self, item: Item) -> Item:
         attrs = self._strings(item.attrs) if self.enabled else dict(item.attrs)
-        changes: dict[str, Any] = {"attrs": attrs}
+        # Ids and tool names are the client's or the provider's strings, stored like text.
+        changes: dict[str, Any] = {
+            "attrs": attrs,
+            "call_id": self._optional(item.call_id),
+            "tool_name": self._optional(item.tool_name),
+        }
         if item.text is not None:
             as_json = item.kind is ItemKind.TOOL_RESULT
             changes["text"], length = self._bounded(item.text, as_json)
@@ -307,6 +310,15 @@ class Redactor:
                 attrs["truncated"] = True
         return item.with_changes(**changes)
 
+    def _optional(self, text: str | None) -> str | None:
+        return None if text is None else self.redact_text(text)
+
+    def redact_violations(self, violations: Iterable[Violation]) -> list[Violation]:
+        return [
+            replace(v, detail=self.redact_text(v.detail), call_id=self._optional(v.call_id))
+            for v in violations
+        ]
+
     def _error(self, error: dict[str, Any]) -> dict[str, Any]:
         return dict(self.redact_value(error)) if self.enabled else error
 
@@ -315,15 +327,21 @@ class Redactor:
 
     def redact_step(self, step: StepRecord) -> StepRecord:
         """A redacted copy of the step; the original is left as the hot path built it."""
-        violations = [replace(v, detail=self.redact_text(v.detail)) for v in step.violations]
         return replace(
             step,
             path=self.redact_text(step.path),
+            model=self._optional(step.model),
+            raw_stop_reason=self._optional(step.raw_stop_reason),
+            provider_request_id=self._optional(step.provider_request_id),
+            response_id=self._optional(step.response_id),
             input_items=self.redact_items(step.input_items),
             output_items=self.redact_items(step.output_items),
             error=step.error if step.error is None else self._error(step.error),
-            violations=violations,
+            violations=self.redact_violations(step.violations),
         )
+
+    def redact_refusal(self, refusal: RefusalRecord) -> RefusalRecord:
+        return replace(refusal, violations=self.redact_violations(refusal.violations))
 
 
 def _summary_dropped(item: Item) -> Item:

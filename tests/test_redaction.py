@@ -295,3 +295,12 @@ def test_redacting_twice_gives_the_same_result() -> None:
     ]
     once = redactor.redact_items(items)
     assert redactor.redact_items(once) == once
+
+
+def test_deeply_nested_json_is_redacted_as_text() -> None:
+    secret = "sk-proj-abcdefghijklmnopqrstuvwxyz012345"
+    deep = '{"a":' * 900 + json.dumps({"token": secret}) + "}" * 900  # parses, too deep to walk
+    item = Item(ItemKind.TOOL_CALL, call_id="c1", tool_name="f", arguments=deep)
+    redacted = REDACTOR.redact_item(item)
+    assert redacted.arguments is not None and secret not in redacted.arguments
+    assert "[REDACTED:" in redacted.arguments
