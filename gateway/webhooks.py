@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 import aiohttp
+from yarl import URL
 
 from gateway.items import Violation
 from gateway.redaction import Redactor
@@ -129,7 +130,7 @@ class WebhookSink:
                 break
             await asyncio.sleep(delay)
             delay = min(delay * 2, self._backoff_max)
-        log.warning("webhook %s: event %s not delivered", url, event["kind"])
+        log.warning("webhook %s: event %s not delivered", _origin(url), event["kind"])
         self._on_drop("failed")
 
     async def _post(self, url: str, event: dict[str, Any]) -> str:
@@ -141,5 +142,13 @@ class WebhookSink:
                 retry = response.status >= 500 or response.status in RETRY_STATUSES
                 return "retry" if retry else "give_up"
         except (aiohttp.ClientError, TimeoutError) as exc:
-            log.info("webhook %s unreachable: %r", url, exc)
+            log.info("webhook %s unreachable: %r", _origin(url), exc)
             return "retry"
+
+
+def _origin(url: str) -> str:
+    """What a log line may name: a webhook's path or query often is its secret (Slack)."""
+    try:
+        return str(URL(url).origin())
+    except ValueError:
+        return "(invalid URL)"

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from aiohttp import web
 
 from gateway.config import RedactionSettings
@@ -101,3 +103,22 @@ async def test_full_queue_drops_without_blocking(aiohttp_server: Any) -> None:
     await sink.start()
     await sink.close()
     assert len(receiver.events) == 2
+
+
+async def test_logs_name_a_webhook_by_its_origin_only(
+    aiohttp_server: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    _, url = await _receiver(aiohttp_server)
+    hook = url.replace("/hook", "/services/T0/B0/HookSecretToken42")  # not found: given up
+    dead = "http://127.0.0.1:9/services/T1/B1/HookSecretToken43"  # unreachable: retried
+    sink = WebhookSink(
+        (hook, dead), redactor=Redactor(RedactionSettings()), attempts=2, backoff_initial=0.01
+    )
+    sink.request_refused(
+        RefusalRecord("t", datetime.now(UTC), [Violation(ViolationKind.ORPHAN_TOOL_RESULT, "x")])
+    )
+    with caplog.at_level(logging.INFO, logger="gateway.webhooks"):
+        await sink.start()
+        await sink.close()
+    assert "not delivered" in caplog.text and "unreachable" in caplog.text
+    assert "127.0.0.1" in caplog.text and "HookSecretToken" not in caplog.text
