@@ -59,6 +59,8 @@ def safe_next(target: str | None) -> str:
     """A local path to return to after login; anything else (other hosts) becomes '/'."""
     if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
         return "/"
+    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in target):
+        return "/"  # URL parsers drop tabs and newlines: "/\t/evil.example" is "//evil.example"
     return target
 
 

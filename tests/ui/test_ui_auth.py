@@ -92,7 +92,14 @@ async def test_forged_or_expired_cookies_are_refused(guarded: Gateway) -> None:
 
 
 async def test_login_only_returns_to_local_paths(guarded: Gateway) -> None:
-    for target in ("//evil.example/x", "https://evil.example/", "/\\evil.example"):
+    for target in (
+        "//evil.example/x",
+        "https://evil.example/",
+        "/\\evil.example",
+        "/\t/evil.example",
+        "/\n/evil.example",
+        "/\r\n/evil.example",
+    ):
         response = await login(guarded, TOKEN, target)
         assert response.headers["Location"] == "/", target
 
