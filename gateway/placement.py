@@ -25,6 +25,7 @@ from gateway.threading import Boundary, StepRef
 log = logging.getLogger(__name__)
 
 STORE_LOOKUP_SECONDS = 0.25
+LONG_HISTORY = 2000  # items
 Argument = TypeVar("Argument")
 Result = TypeVar("Result")
 
@@ -45,7 +46,10 @@ async def place(deps: Deps, header: str | None, parsed: ParsedRequest) -> Placem
             "X-Loopwatch-Trace-Id must be 1-128 characters of A-Z a-z 0-9 . _ : -",
             param="X-Loopwatch-Trace-Id",
         )
-    boundaries, state = deps.keys.boundaries(parsed.items)
+    if len(parsed.items) < LONG_HISTORY:
+        boundaries, state = deps.keys.boundaries(parsed.items)
+    else:  # hashing a very long history would hold the event loop
+        boundaries, state = await asyncio.to_thread(deps.keys.boundaries, parsed.items)
     if parsed.previous_response_id:
         ref = await _by_response(deps, parsed.previous_response_id)
         if ref is not None:

@@ -10,12 +10,14 @@ import asyncio
 import json
 import logging
 import time
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from aiohttp import web
 
 from gateway import budgets, ids, pairing
-from gateway.admission import Refused, admit, settle_early, settle_soon
+from gateway.admission import Admission, Refused, admit, settle_early, settle_soon
 from gateway.config import KeyBudget
 from gateway.deps import Deps
 from gateway.errors import BadRequest, GatewayError, RequestTooLarge
@@ -24,7 +26,7 @@ from gateway.metrics import relaying
 from gateway.placement import Placement, place
 from gateway.protocols.base import ParsedRequest, ProtocolAdapter, provider_request_id
 from gateway.relay import handler_cancelled, relay
-from gateway.routing import resolve
+from gateway.routing import Target, resolve
 from gateway.sinks import notify_refusal, notify_step
 from gateway.step import RefusalRecord, StepRecord
 from gateway.tap import ResponseTap
@@ -32,6 +34,12 @@ from gateway.threading import StepRef
 from gateway.upstream import forward_headers
 
 log = logging.getLogger(__name__)
+
+# Bodies from this size on are parsed in a thread rather than on the event loop.
+LARGE_BODY = 1024 * 1024
+_READ_CHUNK = 256 * 1024
+A = TypeVar("A")
+R = TypeVar("R")
 
 TRACE_HEADER = "X-Loopwatch-Trace-Id"
 STEP_HEADER = "X-Loopwatch-Step-Id"
@@ -45,13 +53,37 @@ def error_response(
     )
 
 
+@dataclass(slots=True)
+class Admitted:
+    """A request that passed every check before the provider, and what the checks learned."""
+
+    raw: bytes
+    body: Any
+    parsed: ParsedRequest
+    target: Target
+    placement: Placement
+    violations: list[Violation]
+    admission: Admission
+    own_headers: dict[str, str]
+
+
 async def handle_model(
     request: web.Request, deps: Deps, adapter: ProtocolAdapter
 ) -> web.StreamResponse:
     started = time.perf_counter()
+    admitted = await _check(request, deps, adapter)
+    if isinstance(admitted, web.Response):
+        return admitted
+    return await _forward(request, deps, adapter, admitted, started)
+
+
+async def _check(
+    request: web.Request, deps: Deps, adapter: ProtocolAdapter
+) -> Admitted | web.Response:
+    """Parse, place in a trace, pairing, budget: everything decided before the provider."""
     try:
         raw, body = await _read_json(request, deps.settings.max_body_bytes)
-        parsed = adapter.parse_request(body)
+        parsed = await _off_loop_if_large(len(raw), adapter.parse_request, body)
         target = resolve(deps.settings, adapter.name, parsed.model, *_raw_target(request))
         placement = await place(deps, request.headers.get(TRACE_HEADER), parsed)
     except GatewayError as exc:
@@ -73,29 +105,30 @@ async def handle_model(
         _record_budget_refusal(deps, placement.trace_id, admission)
         return error_response(adapter, admission.error, own)
     own.update(admission.headers)
-    prepared = adapter.prepare_body(body, parsed, max_tokens=admission.clamp)
-    payload = raw if prepared.body is body else _dumps(prepared.body)
-    step = StepRecord(
-        id=ids.new_step_id(),
-        trace_id=placement.trace_id,
-        protocol=adapter.name,
-        method=request.method,
-        path=request.path,
-        started_at=deps.clock(),
-        model=parsed.model,
-        stream=parsed.stream,
-        input_items=placement.new_items,
-        violations=violations,
-        budget_max_steps=admission.limits.max_steps,
-        budget_max_tokens=admission.limits.max_tokens,
-    )
+    return Admitted(raw, body, parsed, target, placement, violations, admission, own)
+
+
+async def _forward(
+    request: web.Request,
+    deps: Deps,
+    adapter: ProtocolAdapter,
+    admitted: Admitted,
+    started: float,
+) -> web.StreamResponse:
+    """Send upstream, relay the answer while the tap reads it, then record the step."""
+    admission, own = admitted.admission, admitted.own_headers
+    prepared = adapter.prepare_body(admitted.body, admitted.parsed, max_tokens=admission.clamp)
+    payload = admitted.raw if prepared.body is admitted.body else _dumps(prepared.body)
+    step = _new_step(request, deps, adapter, admitted)
     own[STEP_HEADER] = step.id
-    headers = forward_headers(request.headers, api_key=target.api_key, protocol=adapter.name)
+    headers = forward_headers(
+        request.headers, api_key=admitted.target.api_key, protocol=adapter.name
+    )
     if prepared.hide_usage_event:
         headers["Accept-Encoding"] = "identity"  # events must be readable to hide one
     sent_at = time.perf_counter()
     try:
-        upstream = await deps.upstream.send(request.method, target.url, headers, payload)
+        upstream = await deps.upstream.send(request.method, admitted.target.url, headers, payload)
     except GatewayError as exc:
         _finish_failed(deps, step, started, exc, sent_at - started)
         settle_soon(deps, admission, step)
@@ -120,12 +153,31 @@ async def handle_model(
         )
     step.http_status = upstream.status
     step.ttft_ms = _ms(started, outcome.first_chunk_at)
-    _complete(deps, step, placement, tap, outcome.cancelled, started)
+    _complete(deps, step, admitted.placement, tap, outcome.cancelled, started)
     settle_soon(deps, admission, step)
     _emit(deps, step, sent_at - started + outcome.observe_seconds)
     if outcome.cancelled and handler_cancelled():
         raise asyncio.CancelledError
     return response
+
+
+def _new_step(
+    request: web.Request, deps: Deps, adapter: ProtocolAdapter, admitted: Admitted
+) -> StepRecord:
+    return StepRecord(
+        id=ids.new_step_id(),
+        trace_id=admitted.placement.trace_id,
+        protocol=adapter.name,
+        method=request.method,
+        path=request.path,
+        started_at=deps.clock(),
+        model=admitted.parsed.model,
+        stream=admitted.parsed.stream,
+        input_items=admitted.placement.new_items,
+        violations=admitted.violations,
+        budget_max_steps=admitted.admission.limits.max_steps,
+        budget_max_tokens=admitted.admission.limits.max_tokens,
+    )
 
 
 async def handle_passthrough(
@@ -183,15 +235,26 @@ def _raw_target(request: web.Request) -> tuple[str, str]:
 async def _read_json(request: web.Request, limit: int) -> tuple[bytes, Any]:
     if request.content_length is not None and request.content_length > limit:
         raise RequestTooLarge(f"Request body is larger than {limit} bytes.")
-    raw = await request.content.read(limit + 1)
-    if len(raw) > limit:
-        raise RequestTooLarge(f"Request body is larger than {limit} bytes.")
+    chunks, size = [], 0
+    while chunk := await request.content.read(_READ_CHUNK):
+        size += len(chunk)
+        if size > limit:
+            raise RequestTooLarge(f"Request body is larger than {limit} bytes.")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
     try:
-        return raw, json.loads(raw)
+        return raw, await _off_loop_if_large(size, json.loads, raw)
     except ValueError as exc:
         raise BadRequest(f"Request body is not valid JSON: {exc}") from None
     except RecursionError:
         raise BadRequest("Request body is JSON nested too deeply.") from None
+
+
+async def _off_loop_if_large(size: int, function: Callable[[A], R], argument: A) -> R:
+    """Small bodies are handled inline; a large one in a thread, so others keep moving."""
+    if size < LARGE_BODY:
+        return function(argument)
+    return await asyncio.to_thread(function, argument)
 
 
 def _history_violations(

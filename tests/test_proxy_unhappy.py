@@ -339,3 +339,14 @@ async def test_a_timeout_names_the_provider_without_the_query(
     assert secret not in error["message"]
     await gw.flush()
     assert secret.encode() not in database_bytes(database_url)
+
+
+async def test_large_body_arrives_whole_and_unchanged(gateway: Gateway) -> None:
+    gateway.provider.queue(completion("read it all"))
+    history = [{"role": "user", "content": f"chunk {i} " + "x" * 1000} for i in range(3000)]
+    body = json.dumps({"model": "gpt-4o", "messages": history}).encode()  # about 3 MB
+    status, _, _ = await post(gateway, body)
+    assert status == 200
+    assert gateway.provider.received[0].body == body
+    step = (await gateway.trace((await gateway.traces())[0]["id"]))["steps"][0]
+    assert len(step["input_items"]) == 3000

@@ -51,7 +51,7 @@ class FakeProvider:
         self.received: list[Received] = []
         self.sent_all = asyncio.Event()  # the last event of a streamed reply was written
         self.disconnected = asyncio.Event()  # a client went away mid-stream
-        self.app = web.Application()
+        self.app = web.Application(client_max_size=64 * 1024 * 1024)
         self.app.router.add_route("*", "/{tail:.*}", self._handle)
 
     def queue(self, *replies: Reply | Callable[[Received], Reply]) -> None:
