@@ -78,7 +78,7 @@ class ResponseTap:
             return chunk
         held = self._sse.pending_raw if (self._hide and self._sse is not None) else b""
         try:
-            data = self._inflate.decompress(chunk) if self._inflate else chunk
+            data = self._inflated(chunk) if self._inflate else chunk
             if self._sse is None:
                 self._keep_body(data)
                 self._received += len(chunk)
@@ -130,6 +130,13 @@ class ResponseTap:
 
     def _visible(self, events: list[SSEEvent]) -> bytes:
         return b"".join(e.raw for e in events if not self._adapter.is_injected_usage_event(e))
+
+    def _inflated(self, chunk: bytes) -> bytes:
+        """Decompress at most what may still be parsed: a tiny chunk must not explode."""
+        data: bytes = self._inflate.decompress(chunk, MAX_PARSED_BODY + 1)
+        if self._inflate.unconsumed_tail:
+            raise ValueError("compressed body expands beyond what is parsed")
+        return data
 
     def _keep_body(self, data: bytes) -> None:
         if len(self._body) + len(data) > MAX_PARSED_BODY:

@@ -81,9 +81,10 @@ def forward_headers(
 ) -> dict[str, str]:
     """Client headers minus hop-by-hop and our own; the route's key replaces the client's."""
     out: dict[str, str] = {}
+    dropped = HOP_BY_HOP | _named_by_connection(incoming)
     for name, value in incoming.items():
         lower = name.lower()
-        if lower in HOP_BY_HOP or lower.startswith("x-loopwatch-"):
+        if lower in dropped or lower.startswith("x-loopwatch-"):
             continue
         out[name] = value
     if api_key is not None:
@@ -99,9 +100,19 @@ def forward_headers(
 def response_headers(incoming: Mapping[str, str], *, body_rewritten: bool) -> list[tuple[str, str]]:
     """Provider response headers for the client; Content-Length only when bytes are unchanged."""
     out = []
+    per_connection = _named_by_connection(incoming)
     for name, value in incoming.items():
         lower = name.lower()
+        if lower in per_connection:
+            continue
         if lower in HOP_BY_HOP and not (lower == "content-length" and not body_rewritten):
             continue
         out.append((name, value))
     return out
+
+
+def _named_by_connection(headers: Mapping[str, str]) -> frozenset[str]:
+    """Headers a `Connection` header lists are hop-by-hop too (RFC 9110 section 7.6.1)."""
+    listed = ",".join(v for k, v in headers.items() if k.lower() == "connection")
+    names = {token.strip().lower() for token in listed.split(",")}
+    return frozenset(names - {"", "close", "keep-alive", "content-length"})
