@@ -205,6 +205,8 @@ async def handle_passthrough(
         return error_response(adapter, exc, own)
     headers = forward_headers(request.headers, api_key=target.api_key, protocol=target.protocol)
     body = request.content.iter_any() if request.body_exists else None
+    if request.content_length is not None:  # streamed on unchanged: keep its length, not chunked
+        headers["Content-Length"] = str(request.content_length)
     sent_at = time.perf_counter()
     try:
         upstream = await deps.upstream.send(request.method, target.url, headers, body)

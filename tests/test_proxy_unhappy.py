@@ -350,3 +350,21 @@ async def test_large_body_arrives_whole_and_unchanged(gateway: Gateway) -> None:
     assert gateway.provider.received[0].body == body
     step = (await gateway.trace((await gateway.traces())[0]["id"]))["steps"][0]
     assert len(step["input_items"]) == 3000
+
+
+async def test_passthrough_upload_keeps_its_length(gateway: Gateway) -> None:
+    gateway.provider.queue(Reply(body={"id": "file-1", "object": "file"}))
+    upload = b"x" * 300_000
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(
+            gateway.openai_base + "/files",
+            data=upload,
+            headers={"Content-Type": "application/octet-stream"},
+        ) as r,
+    ):
+        assert r.status == 200
+    received = gateway.provider.received[0]
+    assert received.body == upload
+    assert received.headers.get("Content-Length") == str(len(upload))
+    assert "Transfer-Encoding" not in received.headers
