@@ -70,8 +70,6 @@ async def admit(
         tokens_used = limits.max_tokens - granted.tokens_left
     admission = Admission(limits, granted)
     admission.headers = budgets.remaining_headers(limits, granted.steps_used, tokens_used)
-    if granted.clamp is not None and (wanted_tokens is None or granted.clamp < wanted_tokens):
-        admission.headers["X-Loopwatch-Max-Tokens-Clamped"] = str(granted.clamp)
     return admission
 
 

@@ -119,6 +119,8 @@ async def _forward(
     admission, own = admitted.admission, admitted.own_headers
     prepared = adapter.prepare_body(admitted.body, admitted.parsed, max_tokens=admission.clamp)
     payload = admitted.raw if prepared.body is admitted.body else _dumps(prepared.body)
+    if prepared.clamped_max_tokens is not None:  # what was sent, after the protocol's floors
+        own["X-Loopwatch-Max-Tokens-Clamped"] = str(prepared.clamped_max_tokens)
     step = _new_step(request, deps, adapter, admitted)
     own[STEP_HEADER] = step.id
     headers = forward_headers(
