@@ -18,7 +18,6 @@ from gateway.deps import Deps
 from gateway.errors import BudgetExceeded
 from gateway.items import Usage, Violation
 from gateway.step import StepRecord
-from gateway.store import ledger
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +54,9 @@ async def admit(
     if not limits.any:
         return Admission(limits)
     try:
+        pending = deps.settlements.take(trace_id)  # this trace's finished, unwritten steps
         granted = await asyncio.wait_for(
-            asyncio.to_thread(ledger.reserve, deps.ledger_engine, trace_id, limits, wanted_tokens),
-            LEDGER_SECONDS,
+            deps.ledger.reserve(trace_id, limits, wanted_tokens, pending), LEDGER_SECONDS
         )
     except Exception as exc:
         log.warning("budget ledger unavailable, request forwarded unbudgeted: %r", exc)
@@ -102,14 +101,5 @@ def _settle(deps: Deps, admission: Admission, usage: Usage) -> None:
 
 def _write_settlements(deps: Deps, trace_id: str) -> None:
     pending = deps.settlements.take(trace_id)
-    if not pending:
-        return  # a request of the trace already applied them
-    future = asyncio.get_running_loop().run_in_executor(
-        None, ledger.settle, deps.ledger_engine, pending
-    )
-    future.add_done_callback(_log_failure)
-
-
-def _log_failure(future: asyncio.Future[None]) -> None:
-    if not future.cancelled() and future.exception() is not None:
-        log.warning("budget ledger settlement failed: %r", future.exception())
+    if pending:  # else a request of the trace already applied them
+        deps.ledger.settle_later(pending)

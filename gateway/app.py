@@ -19,8 +19,9 @@ from gateway.protocols.registry import ADAPTERS, PATHS
 from gateway.recorder import Recorder
 from gateway.redaction import Redactor, without_reasoning_summaries
 from gateway.step import RefusalRecord, StepRecord
-from gateway.store import ledger  # noqa: F401  (registers the ledger table)
 from gateway.store.engine import create_schema, install_secret, make_engine
+from gateway.store.ledger import Ledger, ThreadLedger
+from gateway.store.ledger_pg import PostgresLedger
 from gateway.store.writer import StoreWriter
 from gateway.threading import ContinuationKeys, RecentSteps
 from gateway.ui import api, auth, views
@@ -67,8 +68,7 @@ async def _lifecycle(
     injected = engine is not None
     engine = engine or make_engine(settings.database_url)
     create_schema(engine)
-    # The budget ledger commits without waiting for the disk (PostgreSQL): see make_engine.
-    ledger_engine = engine if injected else make_engine(settings.database_url, ledger=True)
+    ledger = await _open_ledger(settings, engine, injected)
     secret = install_secret(engine)
     redactor = Redactor(settings.redaction)
     metrics = MetricsSink(max_models=settings.metrics_max_models, redact=redactor.redact_text)
@@ -90,7 +90,7 @@ async def _lifecycle(
         upstream=upstream,
         recorder=recorder,
         engine=engine,
-        ledger_engine=ledger_engine,
+        ledger=ledger,
         keys=ContinuationKeys(secret),
         secret=secret,
         recent=RecentSteps(),
@@ -106,7 +106,16 @@ async def _lifecycle(
             await webhooks.close()
         await recorder.close()
         engine.dispose()
-        ledger_engine.dispose()
+        await ledger.close()
+
+
+async def _open_ledger(settings: Settings, engine: Engine, injected: bool) -> Ledger:
+    """PostgreSQL gets a native async ledger; SQLite (or a given engine) a threaded one."""
+    if injected or engine.dialect.name != "postgresql":
+        return ThreadLedger(engine)
+    postgres = PostgresLedger(settings.database_url)
+    await postgres.open()
+    return postgres
 
 
 async def _start_webhooks(

@@ -13,6 +13,7 @@ from gateway.config import Settings
 from gateway.protocols.base import ProtocolAdapter
 from gateway.recorder import Recorder
 from gateway.sinks import Sink
+from gateway.store.ledger import Ledger
 from gateway.threading import ContinuationKeys, RecentSteps
 from gateway.upstream import Upstream
 
@@ -23,7 +24,7 @@ class Deps:
     upstream: Upstream
     recorder: Recorder
     engine: Engine
-    ledger_engine: Engine  # budget reservations; may skip waiting for the disk
+    ledger: Ledger  # budget reservations
     keys: ContinuationKeys
     secret: bytes  # the per-install key of continuation keys and key fingerprints
     recent: RecentSteps

@@ -25,29 +25,12 @@ def normalize_url(database_url: str) -> str:
     return database_url
 
 
-def make_engine(database_url: str, *, busy_timeout_ms: int = 5000, ledger: bool = False) -> Engine:
-    """An engine; `ledger=True` (PostgreSQL) tunes it for one-statement budget reservations.
-
-    The ledger engine runs in autocommit (each reservation is one atomic statement: one
-    round trip), skips the pre-ping (a dead connection fails one reservation, which admission
-    lets through, and is then replaced) and commits without waiting for the WAL to reach
-    disk: still atomic and isolated, and a database crash may forget a few milliseconds of
-    reservations, not records.
-    """
+def make_engine(database_url: str, *, busy_timeout_ms: int = 5000) -> Engine:
     url = normalize_url(database_url)
     if url.startswith("sqlite"):
         return _sqlite_engine(url, busy_timeout_ms)
-    if not ledger:
-        # pre_ping: a replica survives a database restart without surfacing dead connections.
-        return sa.create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=20)
-    engine = sa.create_engine(url, isolation_level="AUTOCOMMIT", pool_size=5, max_overflow=20)
-
-    @sa.event.listens_for(engine, "connect")
-    def _asynchronous_commit(dbapi_connection: Any, _record: Any) -> None:
-        with dbapi_connection.cursor() as cursor:
-            cursor.execute("SET synchronous_commit TO off")
-
-    return engine
+    # pre_ping: a replica survives a database restart without surfacing dead connections.
+    return sa.create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=20)
 
 
 def _sqlite_engine(url: str, busy_timeout_ms: int) -> Engine:

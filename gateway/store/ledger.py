@@ -1,22 +1,26 @@
 """The budget ledger: per-trace step and token counts, reserved atomically in the database.
 
-One conditional UPDATE per reservation makes budgets exact under concurrency and across
+One conditional upsert per reservation makes budgets exact under concurrency and across
 replicas sharing PostgreSQL: the row lock (or SQLite's write lock) orders racing requests,
 and the WHERE clause is re-checked after each wait.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlmodel import Field, SQLModel
 
 from gateway.budgets import Limits, Reservation, Settlement, Spent
+
+log = logging.getLogger(__name__)
 
 # Stands for "no limit" inside SQL, so one statement serves every combination of limits.
 UNLIMITED = 2**62
@@ -40,7 +44,7 @@ LEDGER = BudgetLedgerRow.__table__  # type: ignore[attr-defined]
 _HELD = """CASE WHEN :want < :max_tokens - budget_ledger.tokens_spent
     - budget_ledger.tokens_in_flight THEN :want ELSE :max_tokens - budget_ledger.tokens_spent
     - budget_ledger.tokens_in_flight END"""
-_RESERVE = f"""
+RESERVE = f"""
     INSERT INTO budget_ledger (trace_id, steps, tokens_spent, tokens_in_flight, last_reserved)
     VALUES (:trace_id, 1, 0, :first_held, :first_held)
     ON CONFLICT (trace_id) DO UPDATE SET
@@ -51,58 +55,53 @@ _RESERVE = f"""
         AND budget_ledger.tokens_spent + budget_ledger.tokens_in_flight < :max_tokens
     RETURNING steps, tokens_spent, tokens_in_flight, last_reserved
 """
-_SPENT = """
+SPENT = """
     SELECT steps, tokens_spent, tokens_in_flight FROM budget_ledger WHERE trace_id = :trace_id
 """
-_SETTLE = """
+SETTLE = """
     UPDATE budget_ledger SET tokens_in_flight = tokens_in_flight - :held,
         tokens_spent = tokens_spent + :used
     WHERE trace_id = :trace_id
 """
 
 
-def reserve(
-    engine: Engine,
-    trace_id: str,
-    limits: Limits,
-    wanted_tokens: int | None,
-    settle_first: list[Settlement] | None = None,
-) -> Reservation | Spent:
-    """Take one step and hold completion tokens for it, or say which budget is spent.
+class Ledger(Protocol):
+    """Where budgets are counted: in a thread over SQLAlchemy, or natively async (PostgreSQL)."""
 
-    `settle_first`: finished steps of the trace whose settlement is still pending.
-    """
-    max_steps = limits.max_steps or UNLIMITED
+    async def reserve(
+        self,
+        trace_id: str,
+        limits: Limits,
+        wanted_tokens: int | None,
+        settle_first: list[Settlement],
+    ) -> Reservation | Spent:
+        """Take one step and hold completion tokens for it, or say which budget is spent.
+
+        `settle_first`: finished steps of the trace whose settlement is still pending.
+        """
+        ...
+
+    def settle_later(self, settlements: list[Settlement]) -> None:
+        """Write settlements in the background; failures are logged."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+def reserve_params(trace_id: str, limits: Limits, wanted_tokens: int | None) -> dict[str, Any]:
     max_tokens = limits.max_tokens or UNLIMITED
     # Without a token budget nothing is held; otherwise hold what the request may produce.
     want = 0 if limits.max_tokens is None else (wanted_tokens or UNLIMITED)
-    params = {
+    return {
         "trace_id": trace_id,
-        "max_steps": max_steps,
+        "max_steps": limits.max_steps or UNLIMITED,
         "max_tokens": max_tokens,
         "want": want,
         "first_held": min(want, max_tokens),
     }
-    with _statements(engine) as execute:
-        for settlement in settle_first or ():
-            execute(_SETTLE, _settle_params(settlement))
-        row = execute(_RESERVE, params)
-        if row is None:
-            return _spent(execute(_SPENT, params), max_steps)
-    steps, spent, in_flight, reserved = row
-    tokens_left = None if limits.max_tokens is None else limits.max_tokens - spent - in_flight
-    clamp = None if limits.max_tokens is None else reserved
-    return Reservation(trace_id, reserved, steps, tokens_left, clamp)
 
 
-def settle(engine: Engine, settlements: list[Settlement]) -> None:
-    """Replace the tokens held in flight by the tokens the steps really used."""
-    with _statements(engine) as execute:
-        for settlement in settlements:
-            execute(_SETTLE, _settle_params(settlement))
-
-
-def _settle_params(settlement: Settlement) -> dict[str, Any]:
+def settle_params(settlement: Settlement) -> dict[str, Any]:
     reservation = settlement.reservation
     return {
         "trace_id": reservation.trace_id,
@@ -111,10 +110,93 @@ def _settle_params(settlement: Settlement) -> dict[str, Any]:
     }
 
 
-def _spent(row: tuple[Any, ...] | None, max_steps: int) -> Spent:
-    steps, spent, in_flight = row or (0, 0, 0)
-    budget = "steps" if steps >= max_steps else "tokens"
-    return Spent(budget, steps, spent + in_flight)
+def outcome(
+    trace_id: str, limits: Limits, reserved: tuple[Any, ...] | None, spent: tuple[Any, ...] | None
+) -> Reservation | Spent:
+    """The reservation from its RETURNING row, or (no row) which budget refused it."""
+    if reserved is None:
+        steps, used, in_flight = spent or (0, 0, 0)
+        budget = "steps" if steps >= (limits.max_steps or UNLIMITED) else "tokens"
+        return Spent(budget, steps, used + in_flight)
+    steps, used, in_flight, held = reserved
+    if limits.max_tokens is None:
+        return Reservation(trace_id, held, steps, None, None)
+    return Reservation(trace_id, held, steps, limits.max_tokens - used - in_flight, held)
+
+
+class ThreadLedger:
+    """The ledger through a SQLAlchemy engine, each call in a worker thread (SQLite)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._writing = SettlementWrites()
+
+    async def reserve(
+        self,
+        trace_id: str,
+        limits: Limits,
+        wanted_tokens: int | None,
+        settle_first: list[Settlement],
+    ) -> Reservation | Spent:
+        params = reserve_params(trace_id, limits, wanted_tokens)
+        await self._writing.wait_for(trace_id)
+        return await asyncio.to_thread(self._reserve, trace_id, limits, params, settle_first)
+
+    def _reserve(
+        self,
+        trace_id: str,
+        limits: Limits,
+        params: dict[str, Any],
+        settle_first: list[Settlement],
+    ) -> Reservation | Spent:
+        with _statements(self._engine) as execute:
+            for settlement in settle_first:
+                execute(SETTLE, settle_params(settlement))
+            row = execute(RESERVE, params)
+            spent = execute(SPENT, params) if row is None else None
+        return outcome(trace_id, limits, row, spent)
+
+    def settle_later(self, settlements: list[Settlement]) -> None:
+        future = asyncio.get_running_loop().run_in_executor(None, self._settle, settlements)
+        self._writing.add(settlements[0].reservation.trace_id, future)
+
+    def _settle(self, settlements: list[Settlement]) -> None:
+        with _statements(self._engine) as execute:
+            for settlement in settlements:
+                execute(SETTLE, settle_params(settlement))
+
+    async def close(self) -> None:
+        await self._writing.drain()
+
+
+class SettlementWrites:
+    """Settlement writes under way, by trace.
+
+    A trace's next reservation waits for them: otherwise it could read the finished step's
+    tokens as still in flight (and be clamped or refused for nothing).
+    """
+
+    def __init__(self) -> None:
+        self._by_trace: dict[str, asyncio.Future[None]] = {}
+
+    def add(self, trace_id: str, write: asyncio.Future[None]) -> None:
+        self._by_trace[trace_id] = write
+        write.add_done_callback(lambda done: self._finished(trace_id, done))
+
+    async def wait_for(self, trace_id: str) -> None:
+        write = self._by_trace.get(trace_id)
+        if write is not None:
+            await asyncio.wait([write])  # its failure is logged by _finished, not raised here
+
+    async def drain(self) -> None:
+        if self._by_trace:
+            await asyncio.wait(list(self._by_trace.values()), timeout=5)
+
+    def _finished(self, trace_id: str, write: asyncio.Future[None]) -> None:
+        if self._by_trace.get(trace_id) is write:
+            del self._by_trace[trace_id]
+        if not write.cancelled() and write.exception() is not None:
+            log.warning("budget ledger settlement failed: %r", write.exception())
 
 
 Execute = Callable[[str, dict[str, Any]], "tuple[Any, ...] | None"]
@@ -134,7 +216,7 @@ def _statements(engine: Engine) -> Iterator[Execute]:
         cursor = connection.cursor()
 
         def execute(sql: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
-            cursor.execute(_PYFORMAT.sub(r"%(\1)s", sql) if postgres else sql, params)
+            cursor.execute(pyformat(sql) if postgres else sql, params)
             row = cursor.fetchone() if cursor.description else None
             return None if row is None else tuple(row)
 
@@ -147,5 +229,9 @@ def _statements(engine: Engine) -> Iterator[Execute]:
         connection.close()  # back to the pool
 
 
-# psycopg takes %(name)s where SQLite takes :name.
-_PYFORMAT = re.compile(r":(\w+)")
+def pyformat(sql: str) -> str:
+    """psycopg takes %(name)s where SQLite takes :name."""
+    return _NAMED.sub(r"%(\1)s", sql)
+
+
+_NAMED = re.compile(r":(\w+)")
