@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from aiohttp import web
@@ -39,14 +40,14 @@ async def list_traces(request: web.Request, deps: Deps) -> web.Response:
         model=request.query.get("model") or None,
         violation=_violation_kind(request),
     )
-    return web.json_response(result)
+    return await _json(result)
 
 
 async def get_trace(request: web.Request, deps: Deps) -> web.Response:
     trace = await _read(queries.get_trace, deps, request.match_info["trace_id"])
     if trace is None:
         raise NotFound(f"no trace {request.match_info['trace_id']}")
-    return web.json_response(trace)
+    return await _json(trace)
 
 
 async def list_violations(request: web.Request, deps: Deps) -> web.Response:
@@ -57,7 +58,7 @@ async def list_violations(request: web.Request, deps: Deps) -> web.Response:
         cursor=request.query.get("cursor") or None,
         kind=_violation_kind(request),
     )
-    return web.json_response(result)
+    return await _json(result)
 
 
 async def _read(function: Any, deps: Deps, *args: Any, **kwargs: Any) -> Any:
@@ -65,3 +66,9 @@ async def _read(function: Any, deps: Deps, *args: Any, **kwargs: Any) -> Any:
         return await asyncio.to_thread(function, deps.engine, *args, **kwargs)
     except ValueError as exc:  # a malformed cursor
         raise BadRequest(str(exc), param="cursor") from None
+
+
+async def _json(result: Any) -> web.Response:
+    """Serialized in a thread: a long trace must not hold up the streams being proxied."""
+    text = await asyncio.to_thread(json.dumps, result)
+    return web.Response(text=text, content_type="application/json")

@@ -97,12 +97,16 @@ async def _security_headers(request: web.Request, response: web.StreamResponse) 
             response.headers["Cache-Control"] = "no-store"
 
 
-def render(
+async def render(
     request: web.Request, deps: Deps, name: str, *, status: int = 200, **context: Any
 ) -> web.Response:
+    """Rendered in a thread: a long trace's page must not hold up the streams being proxied."""
     template = request.app[TEMPLATES].get_template(name)
-    html = template.render(
-        path=request.path, auth_enabled=deps.settings.admin_token is not None, **context
+    html = await asyncio.to_thread(
+        template.render,
+        path=request.path,
+        auth_enabled=deps.settings.admin_token is not None,
+        **context,
     )
     return web.Response(text=html, status=status, content_type="text/html", charset="utf-8")
 
@@ -181,9 +185,11 @@ async def traces_page(request: web.Request, deps: Deps) -> web.Response:
     try:
         page = await _read(_list_page, deps, filters, cursor, since, _page_size(request))
     except ValueError:
-        return render(request, deps, "error.html", status=400, message="That page link is invalid.")
+        return await render(
+            request, deps, "error.html", status=400, message="That page link is invalid."
+        )
     api_filters = {key: value for key, value in filters.items() if key != "range"}
-    return render(
+    return await render(
         request,
         deps,
         "traces.html",
@@ -207,8 +213,9 @@ async def trace_page(request: web.Request, deps: Deps) -> web.Response:
     trace = await _read(queries.get_trace, deps, trace_id)
     if trace is None:
         message = "No trace has this id. It may not have been recorded yet."
-        return render(request, deps, "error.html", status=404, message=message)
-    return render(request, deps, "trace.html", view=trace_view(trace))
+        return await render(request, deps, "error.html", status=404, message=message)
+    view = await asyncio.to_thread(trace_view, trace)
+    return await render(request, deps, "trace.html", view=view)
 
 
 async def violations_page(request: web.Request, deps: Deps) -> web.Response:
@@ -219,8 +226,10 @@ async def violations_page(request: web.Request, deps: Deps) -> web.Response:
     try:
         page = await _read(queries.list_violations, deps, limit=PAGE_SIZE, cursor=cursor, kind=kind)
     except ValueError:
-        return render(request, deps, "error.html", status=400, message="That page link is invalid.")
-    return render(
+        return await render(
+            request, deps, "error.html", status=400, message="That page link is invalid."
+        )
+    return await render(
         request,
         deps,
         "violations.html",
@@ -237,7 +246,7 @@ async def login_form(request: web.Request, deps: Deps) -> web.Response:
     target = auth.safe_next(request.query.get("next"))
     if deps.settings.admin_token is None:
         raise web.HTTPFound(target)
-    return render(request, deps, "login.html", next=target, error=None)
+    return await render(request, deps, "login.html", next=target, error=None)
 
 
 async def login_submit(request: web.Request, deps: Deps) -> web.Response:
@@ -250,7 +259,7 @@ async def login_submit(request: web.Request, deps: Deps) -> web.Response:
     if not offered or not auth.token_matches(token, offered):
         await asyncio.sleep(0.2)  # slows guessing; the token has at least 16 characters
         error = "That token is not the admin token of this Loopwatch."
-        return render(request, deps, "login.html", status=401, next=target, error=error)
+        return await render(request, deps, "login.html", status=401, next=target, error=error)
     response = web.HTTPFound(target)
     auth.set_session(response, request, token)
     raise response
