@@ -15,9 +15,8 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY gateway/ gateway/
 COPY web/ web/
-# Editable, so the package runs from /app/gateway and finds /app/web (templates, static)
-# beside it, where the UI looks for them.
-RUN pip install --no-cache-dir -e .
+# The wheel carries web/ (templates, static) as gateway/web.
+RUN pip install --no-cache-dir .
 
 RUN mkdir -p /data && chown loopwatch:loopwatch /data
 VOLUME ["/data"]

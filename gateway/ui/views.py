@@ -1,7 +1,7 @@
 """Server-rendered pages: traces list, one trace, violations, and the admin login form.
 
-Templates and static files live in `web/` at the repository top, found relative to this
-file: Loopwatch serves its UI from a source checkout or an editable install.
+Templates and static files live in `web/` at the repository top; a wheel carries them as
+`gateway/web`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,13 @@ from gateway.store import listing, queries
 from gateway.ui import auth, fmt
 from gateway.ui.present import preview, step_anchor, trace_view
 
-WEB_DIR = Path(__file__).resolve().parents[2] / "web"
+def _web_dir() -> Path:
+    """web/ beside the package in a source checkout, or gateway/web in an installed wheel."""
+    checkout = Path(__file__).resolve().parents[2] / "web"
+    return checkout if checkout.is_dir() else Path(__file__).resolve().parents[1] / "web"
+
+
+WEB_DIR = _web_dir()
 TEMPLATES = web.AppKey("loopwatch_templates", jinja2.Environment)
 PAGE_SIZE = 50
 STATUSES = ("ok", "error", "budget_exceeded")
