@@ -23,6 +23,7 @@ from gateway.store import listing, queries
 from gateway.ui import auth, fmt
 from gateway.ui.present import preview, step_anchor, trace_view
 
+
 def _web_dir() -> Path:
     """web/ beside the package in a source checkout, or gateway/web in an installed wheel."""
     checkout = Path(__file__).resolve().parents[2] / "web"
