@@ -6,6 +6,7 @@ import asyncio
 import gzip
 import json
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import openai
@@ -368,3 +369,31 @@ async def test_passthrough_upload_keeps_its_length(gateway: Gateway) -> None:
     assert received.body == upload
     assert received.headers.get("Content-Length") == str(len(upload))
     assert "Transfer-Encoding" not in received.headers
+
+
+@pytest.mark.parametrize("client_asked_usage", [True, False], ids=["as-is", "usage-hidden"])
+async def test_hostile_stream_is_forwarded_byte_for_byte_and_recorded(
+    gateway: Gateway, client_asked_usage: bool
+) -> None:
+    huge = b"data: " + b"A" * (9 * 1024 * 1024) + b"\n\n"  # one event past the decoder's cap
+    events = [
+        b": keep-alive\r\n\r\n",
+        b"data: {not json at all\n\n",
+        b"event: mystery\ndata: [1, 2, 3]\n\n",
+        huge,
+        b"data: \xff\xfe invalid utf-8\n\n",
+        *stream_chunks("still fine"),
+    ]
+    gateway.provider.queue(Reply(events=events))
+    body: dict[str, Any] = {**HELLO, "stream": True}
+    if client_asked_usage:
+        body["stream_options"] = {"include_usage": True}
+    status, _, raw = await post(gateway, body)
+    assert status == 200
+    usage_event = events[-2]  # the usage-only chunk before [DONE]
+    expected = events if client_asked_usage else [e for e in events if e is not usage_event]
+    assert raw == b"".join(expected)
+    step = (await gateway.trace((await gateway.traces())[0]["id"]))["steps"][0]
+    assert step["output_items"][0]["text"] == "still fine"
+    assert step["usage"]["total_tokens"] == 30
+    assert step["stop_reason"] == "completed"
