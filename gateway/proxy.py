@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import aiohttp
 from aiohttp import web
 
 from gateway import budgets, ids, pairing
@@ -24,7 +25,12 @@ from gateway.errors import BadRequest, GatewayError, RequestTooLarge
 from gateway.items import StopReason, Violation, ViolationKind
 from gateway.metrics import relaying
 from gateway.placement import Placement, place
-from gateway.protocols.base import ParsedRequest, ProtocolAdapter, provider_request_id
+from gateway.protocols.base import (
+    ParsedRequest,
+    PreparedBody,
+    ProtocolAdapter,
+    provider_request_id,
+)
 from gateway.relay import handler_cancelled, relay
 from gateway.routing import Target, resolve
 from gateway.sinks import notify_refusal, notify_step
@@ -136,14 +142,7 @@ async def _forward(
         settle_soon(deps, admission, step)
         return error_response(adapter, exc, own)
     step.provider_request_id = provider_request_id(upstream.headers)
-    tap = ResponseTap(
-        adapter,
-        status=upstream.status,
-        is_sse=upstream.content_type == "text/event-stream",
-        content_encoding=upstream.headers.get("Content-Encoding"),
-        hide_usage_event=prepared.hide_usage_event,
-        content_length=upstream.content_length,
-    )
+    tap = _tap(adapter, upstream, prepared)
     with relaying(deps.sinks, adapter.name):
         response, outcome = await relay(
             request,
@@ -161,6 +160,19 @@ async def _forward(
     if outcome.cancelled and handler_cancelled():
         raise asyncio.CancelledError
     return response
+
+
+def _tap(
+    adapter: ProtocolAdapter, upstream: aiohttp.ClientResponse, prepared: PreparedBody
+) -> ResponseTap:
+    return ResponseTap(
+        adapter,
+        status=upstream.status,
+        is_sse=upstream.content_type == "text/event-stream",
+        content_encoding=upstream.headers.get("Content-Encoding"),
+        hide_usage_event=prepared.hide_usage_event,
+        content_length=upstream.content_length,
+    )
 
 
 def _new_step(
