@@ -54,9 +54,8 @@ async def admit(
     if not limits.any:
         return Admission(limits)
     try:
-        pending = deps.settlements.take(trace_id)  # this trace's finished, unwritten steps
         granted = await asyncio.wait_for(
-            deps.ledger.reserve(trace_id, limits, wanted_tokens, pending), LEDGER_SECONDS
+            deps.ledger.reserve(trace_id, limits, wanted_tokens), LEDGER_SECONDS
         )
     except Exception as exc:
         log.warning("budget ledger unavailable, request forwarded unbudgeted: %r", exc)
@@ -85,8 +84,7 @@ def settle_soon(deps: Deps, admission: Admission, step: StepRecord) -> None:
 def _settle(deps: Deps, admission: Admission, usage: Usage) -> None:
     """Swap the held tokens for the real usage, off the request's path, once.
 
-    The settlement waits in `deps.settlements` until written, so a next request of the same
-    trace that arrives first applies it itself (see PendingSettlements).
+    The write starts now; the trace's next reservation waits for it (see SettlementWrites).
     """
     reservation = admission.reservation
     if admission.settled or reservation is None or admission.limits.max_tokens is None:
@@ -95,11 +93,4 @@ def _settle(deps: Deps, admission: Admission, usage: Usage) -> None:
     known = usage.total_tokens is not None or usage.prompt_tokens is not None
     # Without a usage report (a cancelled stream) assume the held tokens were spent.
     used = usage.total() if known else reservation.tokens
-    deps.settlements.add(Settlement(reservation, used))
-    asyncio.get_running_loop().call_soon(_write_settlements, deps, reservation.trace_id)
-
-
-def _write_settlements(deps: Deps, trace_id: str) -> None:
-    pending = deps.settlements.take(trace_id)
-    if pending:  # else a request of the trace already applied them
-        deps.ledger.settle_later(pending)
+    deps.ledger.settle_later(Settlement(reservation, used))

@@ -94,7 +94,6 @@ async def _lifecycle(
         keys=ContinuationKeys(secret),
         secret=secret,
         recent=RecentSteps(),
-        adapters=ADAPTERS,
         clock=clock or (lambda: datetime.now(UTC)),
         sinks=(metrics,) if webhooks is None else (metrics, webhooks),
     )

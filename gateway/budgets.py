@@ -122,22 +122,3 @@ def remaining_headers(limits: Limits, steps_used: int, tokens_used: int) -> dict
 class Settlement:
     reservation: Reservation
     used_tokens: int
-
-
-class PendingSettlements:
-    """Settlements not yet written to the ledger, per trace.
-
-    An agent sends its next request the moment a response ends, often before the previous
-    step's settlement reached the ledger; that request takes its trace's pending settlements
-    and applies them before reserving, so it never sees the finished step as still in flight.
-    Whoever takes an entry applies it (on the event loop, so exactly once).
-    """
-
-    def __init__(self) -> None:
-        self._pending: dict[str, list[Settlement]] = {}
-
-    def add(self, settlement: Settlement) -> None:
-        self._pending.setdefault(settlement.reservation.trace_id, []).append(settlement)
-
-    def take(self, trace_id: str) -> list[Settlement]:
-        return self._pending.pop(trace_id, [])

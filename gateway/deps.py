@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy.engine import Engine
 
-from gateway.budgets import PendingSettlements
 from gateway.config import Settings
-from gateway.protocols.base import ProtocolAdapter
 from gateway.recorder import Recorder
 from gateway.sinks import Sink
 from gateway.store.ledger import Ledger
@@ -28,7 +26,5 @@ class Deps:
     keys: ContinuationKeys
     secret: bytes  # the per-install key of continuation keys and key fingerprints
     recent: RecentSteps
-    adapters: Mapping[str, ProtocolAdapter]
     clock: Callable[[], datetime]
     sinks: tuple[Sink, ...] = ()
-    settlements: PendingSettlements = field(default_factory=PendingSettlements)

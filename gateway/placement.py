@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypeVar
 
 from sqlalchemy.engine import Engine
@@ -36,8 +36,6 @@ class Placement:
     new_items: list[Item]
     previous: StepRef | None  # the step this request continues, if known
     input_state: bytes  # the continuation chain over the whole input
-    explicit: bool = False
-    notes: list[str] = field(default_factory=list)
 
 
 async def place(deps: Deps, header: str | None, parsed: ParsedRequest) -> Placement:
@@ -55,14 +53,14 @@ async def place(deps: Deps, header: str | None, parsed: ParsedRequest) -> Placem
         if ref is not None:
             # The header still names the trace; the response's calls are what results answer.
             trace_id = header or ref.trace_id
-            return Placement(trace_id, parsed.items, ref, state, explicit=header is not None)
+            return Placement(trace_id, parsed.items, ref, state)
     match = await _longest(deps, boundaries) if boundaries else None
     if header is not None:
         if match is not None and match[1].trace_id == header:
-            return Placement(header, parsed.items[match[0].position :], match[1], state, True)
+            return Placement(header, parsed.items[match[0].position :], match[1], state)
         # The history does not extend a recorded step: compare it with the trace's last one,
         # so a rewritten or dropped assistant turn is still checked against what was emitted.
-        return Placement(header, parsed.items, await _last_of(deps, header), state, True)
+        return Placement(header, parsed.items, await _last_of(deps, header), state)
     if match is not None:
         boundary, ref = match
         return Placement(ref.trace_id, parsed.items[boundary.position :], ref, state)

@@ -33,7 +33,6 @@ class StepRecord:
     violations: list[Violation] = field(default_factory=list)
     # HMAC over the full input plus output: the key a later request's history continues.
     continuation_key: str | None = None
-    new_trace: bool = False
     budget_max_steps: int | None = None
     budget_max_tokens: int | None = None
 
@@ -45,7 +44,6 @@ class RefusalRecord:
     trace_id: str
     created_at: datetime
     violations: list[Violation]
-    new_trace: bool = False
     budget_exceeded: bool = False
     budget_max_steps: int | None = None
     budget_max_tokens: int | None = None

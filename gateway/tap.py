@@ -61,7 +61,7 @@ class ResponseTap:
 
     @property
     def usage(self) -> Usage:
-        return self._assembler.result().usage
+        return self._assembler.usage
 
     @property
     def holds_back(self) -> bool:
@@ -180,7 +180,7 @@ class ResponseTap:
             output_items=[],
             stop_reason=StopReason.ERROR,
             raw_stop_reason=None,
-            usage=self._assembler.result().usage,
+            usage=self._assembler.usage,
             error=error,
             complete=True,
         )

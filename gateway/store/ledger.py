@@ -36,8 +36,6 @@ class BudgetLedgerRow(SQLModel, table=True):
     last_reserved: int = Field(default=0, sa_column=sa.Column(sa.BigInteger, nullable=False))
 
 
-LEDGER = BudgetLedgerRow.__table__  # type: ignore[attr-defined]
-
 # One statement: a new trace's row is inserted with its first reservation; an existing row
 # is updated only while both budgets allow (else no row returns and the request is refused).
 # Inside DO UPDATE, `budget_ledger.x` is the stored value (SQLite and PostgreSQL alike).
@@ -73,16 +71,15 @@ class Ledger(Protocol):
         trace_id: str,
         limits: Limits,
         wanted_tokens: int | None,
-        settle_first: list[Settlement],
     ) -> Reservation | Spent:
         """Take one step and hold completion tokens for it, or say which budget is spent.
 
-        `settle_first`: finished steps of the trace whose settlement is still pending.
+        Waits first for this trace's settlement writes under way.
         """
         ...
 
-    def settle_later(self, settlements: list[Settlement]) -> None:
-        """Write settlements in the background; failures are logged."""
+    def settle_later(self, settlement: Settlement) -> None:
+        """Write a settlement in the background; a failure is logged."""
         ...
 
     async def close(self) -> None: ...
@@ -136,34 +133,29 @@ class ThreadLedger:
         trace_id: str,
         limits: Limits,
         wanted_tokens: int | None,
-        settle_first: list[Settlement],
     ) -> Reservation | Spent:
         params = reserve_params(trace_id, limits, wanted_tokens)
         await self._writing.wait_for(trace_id)
-        return await asyncio.to_thread(self._reserve, trace_id, limits, params, settle_first)
+        return await asyncio.to_thread(self._reserve, trace_id, limits, params)
 
     def _reserve(
         self,
         trace_id: str,
         limits: Limits,
         params: dict[str, Any],
-        settle_first: list[Settlement],
     ) -> Reservation | Spent:
         with _statements(self._engine) as execute:
-            for settlement in settle_first:
-                execute(SETTLE, settle_params(settlement))
             row = execute(RESERVE, params)
             spent = execute(SPENT, params) if row is None else None
         return outcome(trace_id, limits, row, spent)
 
-    def settle_later(self, settlements: list[Settlement]) -> None:
-        future = asyncio.get_running_loop().run_in_executor(None, self._settle, settlements)
-        self._writing.add(settlements[0].reservation.trace_id, future)
+    def settle_later(self, settlement: Settlement) -> None:
+        future = asyncio.get_running_loop().run_in_executor(None, self._settle, settlement)
+        self._writing.add(settlement.reservation.trace_id, future)
 
-    def _settle(self, settlements: list[Settlement]) -> None:
+    def _settle(self, settlement: Settlement) -> None:
         with _statements(self._engine) as execute:
-            for settlement in settlements:
-                execute(SETTLE, settle_params(settlement))
+            execute(SETTLE, settle_params(settlement))
 
     async def close(self) -> None:
         await self._writing.drain()
@@ -172,29 +164,32 @@ class ThreadLedger:
 class SettlementWrites:
     """Settlement writes under way, by trace.
 
-    A trace's next reservation waits for them: otherwise it could read the finished step's
+    A trace's next reservation waits for them: otherwise it could read a finished step's
     tokens as still in flight (and be clamped or refused for nothing).
     """
 
     def __init__(self) -> None:
-        self._by_trace: dict[str, asyncio.Future[None]] = {}
+        self._by_trace: dict[str, set[asyncio.Future[None]]] = {}
 
     def add(self, trace_id: str, write: asyncio.Future[None]) -> None:
-        self._by_trace[trace_id] = write
+        self._by_trace.setdefault(trace_id, set()).add(write)
         write.add_done_callback(lambda done: self._finished(trace_id, done))
 
     async def wait_for(self, trace_id: str) -> None:
-        write = self._by_trace.get(trace_id)
-        if write is not None:
-            await asyncio.wait([write])  # its failure is logged by _finished, not raised here
+        writes = self._by_trace.get(trace_id)
+        if writes:
+            await asyncio.wait(list(writes))  # failures are logged by _finished, not raised
 
     async def drain(self) -> None:
-        if self._by_trace:
-            await asyncio.wait(list(self._by_trace.values()), timeout=5)
+        writes = [w for group in self._by_trace.values() for w in group]
+        if writes:
+            await asyncio.wait(writes, timeout=5)
 
     def _finished(self, trace_id: str, write: asyncio.Future[None]) -> None:
-        if self._by_trace.get(trace_id) is write:
-            del self._by_trace[trace_id]
+        group = self._by_trace.get(trace_id, set())
+        group.discard(write)
+        if not group:
+            self._by_trace.pop(trace_id, None)
         if not write.cancelled() and write.exception() is not None:
             log.warning("budget ledger settlement failed: %r", write.exception())
 

@@ -56,27 +56,23 @@ class PostgresLedger:
         trace_id: str,
         limits: Limits,
         wanted_tokens: int | None,
-        settle_first: list[Settlement],
     ) -> Reservation | Spent:
         params = reserve_params(trace_id, limits, wanted_tokens)
         await self._writing.wait_for(trace_id)
         async with self._pool.connection() as connection:
-            for settlement in settle_first:
-                await connection.execute(_SETTLE, settle_params(settlement))
             row = await (await connection.execute(_RESERVE, params)).fetchone()
             spent = None
             if row is None:
                 spent = await (await connection.execute(_SPENT, params)).fetchone()
         return outcome(trace_id, limits, row, spent)
 
-    def settle_later(self, settlements: list[Settlement]) -> None:
-        task = asyncio.get_running_loop().create_task(self._settle(settlements))
-        self._writing.add(settlements[0].reservation.trace_id, task)
+    def settle_later(self, settlement: Settlement) -> None:
+        task = asyncio.get_running_loop().create_task(self._settle(settlement))
+        self._writing.add(settlement.reservation.trace_id, task)
 
-    async def _settle(self, settlements: list[Settlement]) -> None:
+    async def _settle(self, settlement: Settlement) -> None:
         async with self._pool.connection() as connection:
-            for settlement in settlements:
-                await connection.execute(_SETTLE, settle_params(settlement))
+            await connection.execute(_SETTLE, settle_params(settlement))
 
     async def close(self) -> None:
         await self._writing.drain()

@@ -193,6 +193,11 @@ class Assembler:
         if delta.name and call.name is None:
             call.name = delta.name
 
+    @property
+    def usage(self) -> Usage:
+        """The usage reported so far, without assembling the output."""
+        return self._usage
+
     def result(self, *, cancelled: bool = False) -> Assembled:
         ended = self.state is State.ENDED
         items: list[Item] = []

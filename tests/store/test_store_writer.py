@@ -149,7 +149,6 @@ def test_refusal_alone_creates_the_trace(engine: Engine, make_step: MakeStep) ->
             Violation(ViolationKind.TOKEN_BUDGET_EXCEEDED, "over", enforced=True),
             Violation(ViolationKind.MISSING_TOOL_RESULT, "none", call_id="c1", enforced=True),
         ],
-        new_trace=True,
         budget_exceeded=True,
         budget_max_tokens=100,
     )
