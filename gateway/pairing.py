@@ -283,3 +283,35 @@ def to_error(violation: Violation, *, protocol: str) -> PairingViolation:
     if protocol == "responses":
         error.param = "input"  # the Responses API calls its history `input`
     return error
+
+
+def check_request(
+    items: list[Item],
+    *,
+    protocol: str,
+    new_items: list[Item],
+    previous_output: list[Item] | None,
+    continues_response: bool,
+) -> list[Violation]:
+    """Every pairing rule a request is held to, given what its trace's last step emitted.
+
+    `continues_response`: the request names a previous response (Responses API), whose
+    turns the provider holds instead of the request.
+    """
+    if continues_response:
+        if previous_output is not None:
+            # The calls to answer are the ones recorded for that response.
+            return check_history([*previous_output, *items], protocol=protocol)
+        # A response never recorded here: its calls are unknown, so a result answering one
+        # of them cannot be called an orphan.
+        found = check_history(items, protocol=protocol)
+        return [v for v in found if v.kind is not ViolationKind.ORPHAN_TOOL_RESULT]
+    found = check_history(items, protocol=protocol)
+    if previous_output is not None:
+        flagged = {(v.kind, v.call_id) for v in found}  # one problem is reported once
+        found += [
+            v
+            for v in check_continuation(previous_output, new_items)
+            if (v.kind, v.call_id) not in flagged
+        ]
+    return found

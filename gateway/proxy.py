@@ -22,7 +22,7 @@ from gateway.admission import Admission, Refused, admit, settle_early, settle_so
 from gateway.config import KeyBudget
 from gateway.deps import Deps
 from gateway.errors import BadRequest, GatewayError, RequestTooLarge
-from gateway.items import StopReason, Violation, ViolationKind
+from gateway.items import StopReason, Violation
 from gateway.metrics import relaying
 from gateway.placement import Placement, place
 from gateway.protocols.base import (
@@ -96,7 +96,7 @@ async def _check(
         return error_response(adapter, exc)
     own = {TRACE_HEADER: placement.trace_id}
     key = budgets.key_settings(deps.settings, deps.secret, request.headers)
-    violations = _history_violations(deps, adapter, parsed, placement)
+    violations = _history_violations(adapter, parsed, placement)
     refusal = _pairing_refusal(deps, adapter, violations, key)
     if refusal is not None:
         _record_refusal(deps, RefusalRecord(placement.trace_id, deps.clock(), violations))
@@ -274,29 +274,16 @@ async def _off_loop_if_large(size: int, function: Callable[[A], R], argument: A)
 
 
 def _history_violations(
-    deps: Deps, adapter: ProtocolAdapter, parsed: ParsedRequest, placement: Placement
+    adapter: ProtocolAdapter, parsed: ParsedRequest, placement: Placement
 ) -> list[Violation]:
-    if parsed.previous_response_id:
-        if placement.previous is not None:
-            # The provider holds the earlier turns: the calls to answer are the recorded ones.
-            history = [*placement.previous.output_items, *parsed.items]
-            return pairing.check_history(history, protocol=adapter.name)
-        # A response this gateway never recorded: its calls are unknown, so a result that
-        # answers one of them cannot be called an orphan.
-        found = pairing.check_history(parsed.items, protocol=adapter.name)
-        return [v for v in found if v.kind is not ViolationKind.ORPHAN_TOOL_RESULT]
-    found = pairing.check_history(parsed.items, protocol=adapter.name)
-    if placement.previous is not None:
-        # A call the history check already flagged is one problem, reported once.
-        flagged = {(v.kind, v.call_id) for v in found}
-        found += [
-            v
-            for v in pairing.check_continuation(
-                list(placement.previous.output_items), placement.new_items
-            )
-            if (v.kind, v.call_id) not in flagged
-        ]
-    return found
+    previous = placement.previous
+    return pairing.check_request(
+        parsed.items,
+        protocol=adapter.name,
+        new_items=placement.new_items,
+        previous_output=None if previous is None else list(previous.output_items),
+        continues_response=parsed.previous_response_id is not None,
+    )
 
 
 def _pairing_refusal(
