@@ -292,21 +292,25 @@ def check_request(
     new_items: list[Item],
     previous_output: list[Item] | None,
     continues_response: bool,
+    unseen_calls: bool = False,
 ) -> list[Violation]:
     """Every pairing rule a request is held to, given what its trace's last step emitted.
 
-    `continues_response`: the request names a previous response (Responses API), whose
-    turns the provider holds instead of the request.
+    `continues_response`: the request names a previous response (Responses API, Anthropic
+    message threads), whose turns the provider holds instead of the request.
+    `unseen_calls`: the history refers to items the gateway cannot see (an unresolved
+    `item_reference`), so a result answering one of them is no orphan.
     """
     if continues_response:
         if previous_output is not None:
             # The calls to answer are the ones recorded for that response.
-            return check_history([*previous_output, *items], protocol=protocol)
+            return _without_orphans(
+                check_history([*previous_output, *items], protocol=protocol), unseen_calls
+            )
         # A response never recorded here: its calls are unknown, so a result answering one
         # of them cannot be called an orphan.
-        found = check_history(items, protocol=protocol)
-        return [v for v in found if v.kind is not ViolationKind.ORPHAN_TOOL_RESULT]
-    found = check_history(items, protocol=protocol)
+        return _without_orphans(check_history(items, protocol=protocol), True)
+    found = _without_orphans(check_history(items, protocol=protocol), unseen_calls)
     if previous_output is not None:
         flagged = {(v.kind, v.call_id) for v in found}  # one problem is reported once
         found += [
@@ -315,3 +319,9 @@ def check_request(
             if (v.kind, v.call_id) not in flagged
         ]
     return found
+
+
+def _without_orphans(found: list[Violation], unseen_calls: bool) -> list[Violation]:
+    if not unseen_calls:
+        return found
+    return [v for v in found if v.kind is not ViolationKind.ORPHAN_TOOL_RESULT]

@@ -1,4 +1,6 @@
-"""Places a request in a trace: explicit header, previous_response_id, or automatic threading.
+"""Places a request in a trace: explicit header, the response it continues (Responses
+`previous_response_id`, an Anthropic thread's `previous_message_id`), or automatic threading
+(the exact echo of a recorded step, else the tool call ids it echoes).
 
 Recent steps are found in memory; other replicas' steps in the store, with a short timeout
 so a slow database never holds a request back (the request then starts a new trace).
@@ -20,7 +22,15 @@ from gateway.errors import BadRequest
 from gateway.items import Item
 from gateway.protocols.base import ParsedRequest
 from gateway.store import queries
-from gateway.threading import Boundary, StepRef
+from gateway.threading import (
+    AMBIGUOUS,
+    Boundary,
+    CallTurn,
+    StepRef,
+    last_call_turn,
+    resolve_references,
+    sole_emitter,
+)
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +46,10 @@ class Placement:
     new_items: list[Item]
     previous: StepRef | None  # the step this request continues, if known
     input_state: bytes  # the continuation chain over the whole input
+    # The history with `item_reference`s replaced by the recorded items they name, and
+    # whether any stayed unknown (its target might be a call a result answers).
+    items: list[Item]
+    unresolved_references: bool = False
 
 
 async def place(deps: Deps, header: str | None, parsed: ParsedRequest) -> Placement:
@@ -44,40 +58,75 @@ async def place(deps: Deps, header: str | None, parsed: ParsedRequest) -> Placem
             "X-Loopwatch-Trace-Id must be 1-128 characters of A-Z a-z 0-9 . _ : -",
             param="X-Loopwatch-Trace-Id",
         )
-    if len(parsed.items) < LONG_HISTORY:
-        boundaries, state = deps.keys.boundaries(parsed.items)
+    items, unresolved = resolve_references(parsed.items, deps.recent.output_item)
+    if len(items) < LONG_HISTORY:
+        boundaries, state = deps.keys.boundaries(items)
     else:  # hashing a very long history would hold the event loop
-        boundaries, state = await asyncio.to_thread(deps.keys.boundaries, parsed.items)
+        boundaries, state = await asyncio.to_thread(deps.keys.boundaries, items)
+
+    def placed(trace_id: str, start: int, previous: StepRef | None) -> Placement:
+        return Placement(trace_id, items[start:], previous, state, items, unresolved)
+
     if parsed.previous_response_id:
         ref = await _by_response(deps, parsed.previous_response_id)
         if ref is not None:
             # The header still names the trace; the response's calls are what results answer.
-            trace_id = header or ref.trace_id
-            return Placement(trace_id, parsed.items, ref, state)
-    match = await _longest(deps, boundaries) if boundaries else None
+            return placed(header or ref.trace_id, 0, ref)
+    match = await _continued(deps, items, boundaries)
     if header is not None:
         if match is not None and match[1].trace_id == header:
-            return Placement(header, parsed.items[match[0].position :], match[1], state)
+            return placed(header, *match)
         # The history does not extend a recorded step: compare it with the trace's last one,
         # so a rewritten or dropped assistant turn is still checked against what was emitted.
-        return Placement(header, parsed.items, await _last_of(deps, header), state)
+        return placed(header, 0, await _last_of(deps, header))
     if match is not None:
-        boundary, ref = match
-        return Placement(ref.trace_id, parsed.items[boundary.position :], ref, state)
-    return Placement(ids.new_trace_id(), parsed.items, None, state)
+        return placed(match[1].trace_id, *match)
+    return placed(ids.new_trace_id(), 0, None)
 
 
-async def _longest(deps: Deps, boundaries: list[Boundary]) -> tuple[Boundary, StepRef] | None:
+async def _continued(
+    deps: Deps, items: list[Item], boundaries: list[Boundary]
+) -> tuple[int, StepRef] | None:
+    """The recorded step this history continues and where its new items start: the exact
+    echo of a step first, else the step that emitted the tool calls of its last call turn."""
     found = deps.recent.longest(boundaries)
     if found is not None:
-        return found
-    keys = [b.key for b in boundaries]
-    row = await _lookup(queries.find_continuation, deps, keys)
+        return found[0].position, found[1]
+    turn = last_call_turn(items)
+    if turn is not None:
+        ref = sole_emitter(deps.recent.emitters(turn.call_ids).values())
+        if ref is not None:
+            return turn.end, ref
+    if not boundaries and turn is None:
+        return None  # nothing in this history can continue a step: no store round trip
+    row = await _lookup(_stored_continuation, deps, (boundaries, turn))
     if row is None:
         return None
-    trace_id, step_id, key = row
-    boundary = next(b for b in boundaries if b.key == key)
-    return boundary, await _with_outputs(deps, trace_id, step_id)
+    position, trace_id, step_id = row
+    return position, await _with_outputs(deps, trace_id, step_id)
+
+
+def _stored_continuation(
+    engine: Engine, query: tuple[list[Boundary], CallTurn | None]
+) -> tuple[int, str, str] | None:
+    """Both store lookups in one trip off the event loop: (start of new items, trace, step)."""
+    boundaries, turn = query
+    row = queries.find_continuation(engine, [b.key for b in boundaries])
+    if row is not None:
+        trace_id, step_id, key = row
+        return next(b.position for b in boundaries if b.key == key), trace_id, step_id
+    if turn is None:
+        return None
+    emitters: dict[str, StepRef | str] = {}
+    for call_id, trace_id, step_id in queries.call_emitters(engine, list(turn.call_ids)):
+        earlier = emitters.get(call_id)
+        ref = StepRef(trace_id, step_id)
+        if isinstance(earlier, StepRef) and earlier.step_id != step_id:
+            emitters[call_id] = AMBIGUOUS
+        elif earlier is None:
+            emitters[call_id] = ref
+    found = sole_emitter(emitters.values())
+    return None if found is None else (turn.end, found.trace_id, found.step_id)
 
 
 async def _by_response(deps: Deps, response_id: str) -> StepRef | None:

@@ -278,11 +278,12 @@ def _history_violations(
 ) -> list[Violation]:
     previous = placement.previous
     return pairing.check_request(
-        parsed.items,
+        placement.items,
         protocol=adapter.name,
         new_items=placement.new_items,
         previous_output=None if previous is None else list(previous.output_items),
         continues_response=parsed.previous_response_id is not None,
+        unseen_calls=placement.unresolved_references,
     )
 
 

@@ -2,7 +2,8 @@
 
 A step's key is a keyed hash chained over its whole input plus its output. A later request
 whose history extends that step carries the same chain value at the end of the echoed
-assistant turn, so one indexed lookup per assistant-turn boundary finds the trace.
+assistant turn, so one indexed lookup per assistant-turn boundary finds the trace. When an
+echo was rewritten, the tool call ids it keeps name the step instead (`last_call_turn`).
 """
 
 from __future__ import annotations
@@ -10,13 +11,24 @@ from __future__ import annotations
 import contextlib
 import json
 from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from hashlib import blake2b
+from typing import Any
 
 from gateway.items import ASSISTANT_KINDS, Item, ItemKind
 
 # Kinds a client commonly drops or rewrites when it echoes an assistant turn.
 _IGNORED = frozenset({ItemKind.REASONING})
+ITEM_REFERENCE = "item_reference"
+
+
+def _skipped(item: Item) -> bool:
+    """Items left out of the chain: reasoning, and references nothing recorded resolves
+    (they most often stand for reasoning a client echoes by id)."""
+    return item.kind in _IGNORED or (
+        item.kind is ItemKind.OTHER and item.attrs.get("type") == ITEM_REFERENCE
+    )
 
 
 def _canonical(item: Item) -> bytes:
@@ -55,7 +67,7 @@ class ContinuationKeys:
 
     def chain(self, items: list[Item], state: bytes = b"") -> bytes:
         for item in items:
-            if item.kind not in _IGNORED:
+            if not _skipped(item):
                 state = self._step(state, item)
         return state
 
@@ -64,7 +76,7 @@ class ContinuationKeys:
         found: list[Boundary] = []
         state = b""
         for index, item in enumerate(items):
-            if item.kind in _IGNORED:
+            if _skipped(item):
                 continue
             state = self._step(state, item)
             following = _next_relevant(items, index + 1)
@@ -83,16 +95,98 @@ class ContinuationKeys:
 
 def _next_relevant(items: list[Item], start: int) -> Item | None:
     for item in items[start:]:
-        if item.kind not in _IGNORED:
+        if not _skipped(item):
             return item
     return None
 
 
 def _end_of_turn(items: list[Item], position: int) -> int:
     """Reasoning items right after a turn belong to it, not to what is new."""
-    while position < len(items) and items[position].kind in _IGNORED:
+    while position < len(items) and _skipped(items[position]):
         position += 1
     return position
+
+
+def real_call_id(item: Item) -> str | None:
+    """The call id the provider gave, or None for one the gateway invented."""
+    if not item.call_id or item.attrs.get("internal_call_id") or item.attrs.get("internal_id"):
+        return None
+    return item.call_id
+
+
+@dataclass(frozen=True, slots=True)
+class CallTurn:
+    """The last assistant turn of a history that echoes tool calls with provider ids."""
+
+    end: int  # the position right after the turn: what follows is new
+    call_ids: tuple[str, ...]
+
+
+def last_call_turn(items: list[Item]) -> CallTurn | None:
+    """Frameworks rewrite the text and reasoning of the turns they echo, but keep call ids."""
+    end: int | None = None
+    ids: list[str] = []
+    for position in range(len(items) - 1, -1, -1):
+        item = items[position]
+        in_turn = item.kind in ASSISTANT_KINDS or _skipped(item)
+        if end is not None and not in_turn:
+            break
+        call_id = real_call_id(item) if item.kind is ItemKind.TOOL_CALL else None
+        if call_id is not None:
+            if end is None:
+                end = _end_of_turn(items, position + 1)
+            ids.append(call_id)
+    if end is None:
+        return None
+    return CallTurn(end, tuple(reversed(ids)))
+
+
+# A call id more than one recorded step emitted (a provider that counts ids from 0 in every
+# response) names no step.
+AMBIGUOUS = "ambiguous"
+
+
+def sole_emitter(emitters: Iterable[StepRef | str | None]) -> StepRef | None:
+    """The one step that emitted every known id of a turn, or None if there is not exactly one."""
+    found: StepRef | None = None
+    for ref in emitters:
+        if ref is None:
+            continue
+        if isinstance(ref, str) or (found is not None and ref.step_id != found.step_id):
+            return None
+        found = ref
+    return found
+
+
+def resolve_references(
+    items: list[Item], recorded: Callable[[str], Item | None]
+) -> tuple[list[Item], bool]:
+    """Responses `item_reference` inputs replaced by the recorded output items they name.
+
+    Several references may name one recorded item (messages merged into one text): it is
+    kept once. Returns the history and whether any reference stayed unresolved.
+    """
+    if not any(
+        item.kind is ItemKind.OTHER and item.attrs.get("type") == ITEM_REFERENCE for item in items
+    ):
+        return items, False
+    resolved: list[Item] = []
+    unresolved = False
+    previous: Item | None = None
+    for item in items:
+        reference = item.attrs.get("id") if item.attrs.get("type") == ITEM_REFERENCE else None
+        target = recorded(reference) if isinstance(reference, str) else None
+        if reference is not None and target is None:
+            unresolved = True
+        if target is None:
+            resolved.append(item)
+            previous = None
+            continue
+        if target is not previous:
+            index = item.attrs.get("message_index")
+            resolved.append(target.with_changes(attrs={**target.attrs, "message_index": index}))
+        previous = target
+    return resolved, unresolved
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +207,8 @@ class RecentSteps:
         self._by_key: OrderedDict[str, StepRef] = OrderedDict()
         self._by_response: OrderedDict[str, StepRef] = OrderedDict()
         self._last_of_trace: OrderedDict[str, StepRef] = OrderedDict()
+        self._by_call_id: OrderedDict[str, StepRef | str] = OrderedDict()
+        self._by_item_id: OrderedDict[str, Item] = OrderedDict()
 
     def remember(self, key: str | None, response_id: str | None, ref: StepRef) -> None:
         pairs = (
@@ -122,10 +218,31 @@ class RecentSteps:
         )
         for index, value in pairs:
             if value:
-                index[value] = ref
-                index.move_to_end(value)
-                if len(index) > self._capacity:
-                    index.popitem(last=False)
+                self._put(index, value, ref)
+        for item in ref.output_items:
+            call_id = real_call_id(item) if item.kind is ItemKind.TOOL_CALL else None
+            if call_id is not None:
+                earlier = self._by_call_id.get(call_id)
+                same = isinstance(earlier, StepRef) and earlier.step_id == ref.step_id
+                emitter = ref if earlier is None or same else AMBIGUOUS
+                self._put(self._by_call_id, call_id, emitter)
+            for item_id in item.attrs.get("item_ids") or ():
+                if isinstance(item_id, str):
+                    self._put(self._by_item_id, item_id, item)
+
+    def _put(self, index: OrderedDict[str, Any], key: str, value: Any) -> None:
+        index[key] = value
+        index.move_to_end(key)
+        if len(index) > self._capacity:
+            index.popitem(last=False)
+
+    def emitters(self, call_ids: Iterable[str]) -> dict[str, StepRef | str]:
+        """The step that emitted each known call id (AMBIGUOUS where several did)."""
+        return {c: ref for c in call_ids if (ref := self._by_call_id.get(c)) is not None}
+
+    def output_item(self, item_id: str) -> Item | None:
+        """A recorded output item by the provider's item id (what `item_reference` names)."""
+        return self._by_item_id.get(item_id)
 
     def longest(self, boundaries: list[Boundary]) -> tuple[Boundary, StepRef] | None:
         for boundary in reversed(boundaries):

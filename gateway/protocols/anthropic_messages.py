@@ -154,6 +154,15 @@ def _clamped(body: dict[str, Any], current: int, limit: int) -> PreparedBody:
     return PreparedBody({**body, **changes}, clamped_max_tokens=limit)
 
 
+def _continued_message(thread: Any) -> str | None:
+    """A message thread's `continue` names the response it resumes from: the server holds
+    the earlier turns, so the request carries only the new one (like `previous_response_id`)."""
+    thread = as_dict(thread)
+    if thread.get("type") != "continue":
+        return None
+    return as_str(thread.get("previous_message_id"))
+
+
 class AnthropicMessagesAdapter:
     """`POST /v1/messages`, streamed or not."""
 
@@ -172,6 +181,7 @@ class AnthropicMessagesAdapter:
             model=as_str(body.get("model")),
             stream=body.get("stream") is True,
             items=items,
+            previous_response_id=_continued_message(body.get("thread")),
             max_output_tokens=as_int(body.get("max_tokens")),
         )
 

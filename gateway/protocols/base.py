@@ -24,6 +24,8 @@ class ParsedRequest:
     model: str | None
     stream: bool
     items: list[Item]  # the whole history the client sent, in order
+    # The response this request continues on the provider's side (Responses
+    # `previous_response_id`, an Anthropic message thread's `previous_message_id`).
     previous_response_id: str | None = None
     max_output_tokens: int | None = None  # the request's own completion limit, if any
     attrs: dict[str, Any] = field(default_factory=dict)

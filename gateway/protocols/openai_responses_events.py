@@ -15,6 +15,7 @@ from gateway.stream.deltas import (
     EndDelta,
     ErrorDelta,
     FinishDelta,
+    MessageIdDelta,
     MetaDelta,
     ReasoningDelta,
     ReasoningSummaryDelta,
@@ -201,15 +202,23 @@ class ResponsesEventDecoder:
             return [*self._start_call(index, item), *self._end_call(index, item.get("arguments"))]
         if kind == "reasoning":
             return self._reasoning_done(index, item)
-        if kind == "message" and index not in self._content_streamed:
-            deltas: list[Delta] = []
+        if kind == "message":
+            return self._message_id(item) + self._message_done(index, item)
+        return []
+
+    def _message_id(self, item: dict[str, Any]) -> list[Delta]:
+        item_id = as_str(item.get("id"))
+        return [MessageIdDelta(item_id)] if item_id else []
+
+    def _message_done(self, index: int, item: dict[str, Any]) -> list[Delta]:
+        deltas: list[Delta] = []
+        if index not in self._content_streamed:
             for part in map(as_dict, as_list(item.get("content"))):
                 if part.get("type") == "output_text":
                     deltas += self._text(index, as_str(part.get("text")) or "")
                 elif part.get("type") == "refusal":
                     deltas += self._refusal(index, as_str(part.get("refusal")) or "")
-            return deltas
-        return []
+        return deltas
 
     def terminal(self, response: dict[str, Any]) -> list[Delta]:
         """Usage, stop reason and the completion marker of a finished response."""
@@ -238,7 +247,8 @@ class ResponsesEventDecoder:
             return []
         self._calls_started.add(index)
         self._facts.calls = True
-        return [ToolCallStart(index, as_str(item.get("call_id")), as_str(item.get("name")))]
+        call_id, name = as_str(item.get("call_id")), as_str(item.get("name"))
+        return [ToolCallStart(index, call_id, name, item_id=as_str(item.get("id")))]
 
     def _end_call(self, index: int, arguments: Any) -> list[Delta]:
         if index in self._calls_ended:
@@ -251,7 +261,7 @@ class ResponsesEventDecoder:
             return []
         self._reasoning_started.add(index)
         item_id = as_str(item.get("id"))
-        return [ReasoningDelta(chars=0, attrs={"item_id": item_id} if item_id else {})]
+        return [ReasoningDelta(chars=0, item_id=item_id)]
 
     def _reasoning_done(self, index: int, item: dict[str, Any]) -> list[Delta]:
         deltas = self._start_reasoning(index, item)

@@ -214,6 +214,20 @@ def find_continuation(engine: Engine, keys: list[str]) -> tuple[str, str, str] |
     return best.trace_id, best.id, best.continuation_key
 
 
+def call_emitters(engine: Engine, call_ids: list[str]) -> list[tuple[str, str, str]]:
+    """(call_id, trace_id, step_id) for every recorded step that emitted one of `call_ids`."""
+    if not call_ids:
+        return []
+    i, s = ITEMS.c, STEPS.c
+    query = (
+        sa.select(i.call_id, s.trace_id, s.id)
+        .join(STEPS, s.id == i.step_id)
+        .where(i.call_id.in_(call_ids), i.direction == "output", i.kind == "tool_call")
+    )
+    with _reading(engine) as conn:
+        return [(row.call_id, row.trace_id, row.id) for row in conn.execute(query)]
+
+
 def list_violations(
     engine: Engine,
     *,

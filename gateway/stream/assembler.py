@@ -17,6 +17,7 @@ from gateway.stream.deltas import (
     EndDelta,
     ErrorDelta,
     FinishDelta,
+    MessageIdDelta,
     MetaDelta,
     ReasoningDelta,
     ReasoningSummaryDelta,
@@ -79,6 +80,7 @@ _EVENT_OF: dict[type, Event] = {
     ReasoningDelta: Event.CONTENT,
     ReasoningSummaryDelta: Event.CONTENT,
     ToolCallStart: Event.CONTENT,
+    MessageIdDelta: Event.CONTENT,
     ToolCallArgs: Event.CONTENT,
     ToolCallEnd: Event.CONTENT,
     UsageDelta: Event.USAGE,
@@ -94,6 +96,7 @@ class _Call:
     name: str | None = None
     fragments: list[str] = field(default_factory=list)
     ended: bool = False
+    item_id: str | None = None
 
 
 @dataclass(slots=True)
@@ -103,6 +106,10 @@ class _Choice:
     reasoning_chars: int | None = None  # None: no reasoning seen
     reasoning_attrs: dict[str, Any] = field(default_factory=dict)
     summary: list[str] = field(default_factory=list)
+    # The provider's ids of the output items merged into one item here (Responses), so an
+    # echoed `item_reference` can be resolved to what it stands for.
+    message_ids: list[str] = field(default_factory=list)
+    reasoning_ids: list[str] = field(default_factory=list)
     calls: dict[int, _Call] = field(default_factory=dict)
     finish: FinishDelta | None = None
 
@@ -139,6 +146,8 @@ class Assembler:
             choice = self._content(delta.choice)
             choice.reasoning_chars = (choice.reasoning_chars or 0) + delta.chars
             choice.reasoning_attrs.update(delta.attrs)
+            if delta.item_id and delta.item_id not in choice.reasoning_ids:
+                choice.reasoning_ids.append(delta.item_id)
         elif isinstance(delta, RefusalDelta):
             self._content(delta.choice).refusal.append(delta.text)
         elif isinstance(delta, ReasoningSummaryDelta):
@@ -159,6 +168,10 @@ class Assembler:
             self._model = delta.model or self._model
         elif isinstance(delta, ErrorDelta):
             self._error = {"message": delta.message, "type": delta.type, "code": delta.code}
+        elif isinstance(delta, MessageIdDelta):
+            ids = self._content(delta.choice).message_ids
+            if delta.item_id not in ids:
+                ids.append(delta.item_id)
 
     def _choice(self, index: int) -> _Choice:
         choice = self._choices.get(index)
@@ -192,6 +205,8 @@ class Assembler:
                 )
         if delta.name and call.name is None:
             call.name = delta.name
+        if delta.item_id and call.item_id is None:
+            call.item_id = delta.item_id
 
     @property
     def usage(self) -> Usage:
@@ -241,13 +256,14 @@ class Assembler:
         items: list[Item] = []
         if choice.reasoning_chars is not None:
             attrs = {**base, "chars": choice.reasoning_chars, **choice.reasoning_attrs}
+            if choice.reasoning_ids:
+                attrs["item_ids"] = choice.reasoning_ids
             summary = "".join(choice.summary) or None
             items.append(Item(ItemKind.REASONING, role="assistant", text=summary, attrs=attrs))
         text = "".join(choice.text)
         if text:
-            items.append(
-                Item(ItemKind.ASSISTANT_TEXT, role="assistant", text=text, attrs=dict(base))
-            )
+            attrs = {**base, "item_ids": choice.message_ids} if choice.message_ids else dict(base)
+            items.append(Item(ItemKind.ASSISTANT_TEXT, role="assistant", text=text, attrs=attrs))
         refusal = "".join(choice.refusal)
         if refusal:
             items.append(Item(ItemKind.REFUSAL, role="assistant", text=refusal, attrs=dict(base)))
@@ -275,6 +291,8 @@ def _call_item(choice: int, index: int, call: _Call, finished: bool, base: dict[
         attrs["internal_id"] = f"lwcall_{choice}_{index}"
     if not (finished or call.ended):
         attrs["incomplete"] = True
+    if call.item_id:
+        attrs["item_ids"] = [call.item_id]
     return Item(
         ItemKind.TOOL_CALL,
         role="assistant",

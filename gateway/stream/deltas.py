@@ -42,6 +42,7 @@ class ReasoningDelta:
     chars: int = 0
     choice: int = 0
     attrs: dict[str, Any] = field(default_factory=dict)
+    item_id: str | None = None  # the provider's id of the reasoning item (Responses `rs_…`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +60,16 @@ class ToolCallStart:
     index: int
     call_id: str | None = None
     name: str | None = None
+    choice: int = 0
+    item_id: str | None = None  # the provider's id of the output item (Responses `fc_…`)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageIdDelta:
+    """The provider's id of an output message (Responses `msg_…`), which a client may later
+    echo as an `item_reference` instead of the message itself."""
+
+    item_id: str
     choice: int = 0
 
 
@@ -113,6 +124,7 @@ Delta = (
     | ReasoningDelta
     | ReasoningSummaryDelta
     | ToolCallStart
+    | MessageIdDelta
     | ToolCallArgs
     | ToolCallEnd
     | UsageDelta

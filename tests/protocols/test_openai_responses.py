@@ -82,8 +82,18 @@ def test_parallel_function_calls_stream() -> None:
     deltas = _decode(_raw("stream_parallel_function_calls.sse"))
     starts = [d for d in deltas if isinstance(d, ToolCallStart)]
     assert starts == [
-        ToolCallStart(0, "call_Wq3nT8rLk2Pz9vYb1Xc4Md7e", "get_weather"),
-        ToolCallStart(1, "call_Hj6sF0aGm5Ue2Ri8Oy3Tn1Kw", "get_weather"),
+        ToolCallStart(
+            0,
+            "call_Wq3nT8rLk2Pz9vYb1Xc4Md7e",
+            "get_weather",
+            item_id="fc_68f1a2b3c4d5e6f7aaaa000000000001",
+        ),
+        ToolCallStart(
+            1,
+            "call_Hj6sF0aGm5Ue2Ri8Oy3Tn1Kw",
+            "get_weather",
+            item_id="fc_68f1a2b3c4d5e6f7aaaa000000000002",
+        ),
     ]
     first_args = [d.fragment for d in deltas if isinstance(d, ToolCallArgs) and d.index == 0]
     assert first_args == ['{"ci', 'ty":', ' "Par', 'is", "un', 'it": "c"}']
@@ -113,9 +123,7 @@ def test_parallel_function_calls_stream() -> None:
 def test_reasoning_summary_and_encrypted_content_stream() -> None:
     deltas = _decode(_raw("stream_reasoning_summary_encrypted.sse"))
     reasoning = [d for d in deltas if isinstance(d, ReasoningDelta)]
-    assert reasoning[0] == ReasoningDelta(
-        chars=0, attrs={"item_id": "rs_68f1b0c0ffee0011aaaa0000000000aa"}
-    )
+    assert reasoning[0] == ReasoningDelta(chars=0, item_id="rs_68f1b0c0ffee0011aaaa0000000000aa")
     assert ReasoningDelta(chars=0, attrs={"encrypted": True}) in reasoning
     assert sum(d.chars for d in reasoning) == len("thinking: " + MARKER)
     summary = "".join(d.text for d in deltas if isinstance(d, ReasoningSummaryDelta))
@@ -268,7 +276,7 @@ def test_body_with_reasoning_and_function_call() -> None:
         "\n\n**Plan**\n\nThen report the status."
     )
     assert thought.attrs["encrypted"] is True and thought.attrs["tokens"] == 192
-    assert thought.attrs["item_id"] == "rs_68f1e0e0e0e0e0e0aaaa0000000000a1"
+    assert thought.attrs["item_ids"] == ["rs_68f1e0e0e0e0e0e0aaaa0000000000a1"]
     assert (call.kind, call.call_id, call.tool_name, call.arguments) == (
         ItemKind.TOOL_CALL,
         "call_Zr4tY7uI0oP3aS6dF9gH2jK5",
