@@ -35,7 +35,8 @@ def _canonical(item: Item) -> bytes:
     """The fields that identify an item across an echo; null and "" are the same text."""
     arguments = item.arguments
     if arguments:
-        with contextlib.suppress(ValueError):
+        # Deeply nested arguments compare as the text they are.
+        with contextlib.suppress(ValueError, RecursionError):
             arguments = json.dumps(json.loads(arguments), sort_keys=True, separators=(",", ":"))
     parts = (
         item.kind.value,
