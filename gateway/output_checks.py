@@ -48,6 +48,8 @@ def arguments_problem(arguments: str | None) -> str | None:
         value = json.loads(arguments)
     except json.JSONDecodeError as exc:
         return f"not valid JSON ({exc.msg} at character {exc.pos})"
+    except RecursionError:  # a hostile provider's arguments: flagged, never a lost step
+        return "JSON nested too deeply to read"
     if not isinstance(value, dict):
         return f"valid JSON but not an object (a {type(value).__name__})"
     return None

@@ -227,7 +227,8 @@ class RecentSteps:
                 same = isinstance(earlier, StepRef) and earlier.step_id == ref.step_id
                 emitter = ref if earlier is None or same else AMBIGUOUS
                 self._put(self._by_call_id, call_id, emitter)
-            for item_id in item.attrs.get("item_ids") or ():
+            item_ids = item.attrs.get("item_ids")
+            for item_id in item_ids if isinstance(item_ids, list) else ():
                 if isinstance(item_id, str):
                     self._put(self._by_item_id, item_id, item)
 
