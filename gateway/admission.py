@@ -1,7 +1,8 @@
 """Budget admission: reserve a step (and tokens) in the ledger before the provider is called.
 
-A ledger that does not answer in time lets the request through unbudgeted (logged): a slow
-database must not stop agents. With no budget configured the ledger is never touched.
+The ledger keeps enforcing from local counts while the store does not answer
+(store/ledger_fallback.py); only if the ledger itself fails is a request let through
+unbudgeted (logged). With no budget configured the ledger is never touched.
 """
 
 from __future__ import annotations

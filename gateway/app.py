@@ -21,6 +21,7 @@ from gateway.redaction import Redactor, without_reasoning_summaries
 from gateway.step import RefusalRecord, StepRecord
 from gateway.store.engine import create_schema, install_secret, make_engine
 from gateway.store.ledger import Ledger, ThreadLedger
+from gateway.store.ledger_fallback import FallbackLedger
 from gateway.store.ledger_pg import PostgresLedger
 from gateway.store.writer import StoreWriter
 from gateway.threading import ContinuationKeys, RecentSteps
@@ -109,12 +110,13 @@ async def _lifecycle(
 
 
 async def _open_ledger(settings: Settings, engine: Engine, injected: bool) -> Ledger:
-    """PostgreSQL gets a native async ledger; SQLite (or a given engine) a threaded one."""
+    """PostgreSQL gets a native async ledger; SQLite (or a given engine) a threaded one.
+    Either way budgets keep holding from local counts while the store does not answer."""
     if injected or engine.dialect.name != "postgresql":
-        return ThreadLedger(engine)
+        return FallbackLedger(ThreadLedger(engine))
     postgres = PostgresLedger(settings.database_url)
     await postgres.open()
-    return postgres
+    return FallbackLedger(postgres)
 
 
 async def _start_webhooks(

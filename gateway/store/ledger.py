@@ -62,6 +62,15 @@ SETTLE = """
     WHERE trace_id = :trace_id
 """
 
+# Counts admitted while the ledger was unreachable, added when it answers again.
+ADD = """
+    INSERT INTO budget_ledger (trace_id, steps, tokens_spent, tokens_in_flight, last_reserved)
+    VALUES (:trace_id, :steps, :tokens, 0, 0)
+    ON CONFLICT (trace_id) DO UPDATE SET
+        steps = budget_ledger.steps + :steps,
+        tokens_spent = budget_ledger.tokens_spent + :tokens
+"""
+
 
 class Ledger(Protocol):
     """Where budgets are counted: in a thread over SQLAlchemy, or natively async (PostgreSQL)."""
@@ -80,6 +89,14 @@ class Ledger(Protocol):
 
     def settle_later(self, settlement: Settlement) -> None:
         """Write a settlement in the background; a failure is logged."""
+        ...
+
+    async def settle(self, settlement: Settlement) -> None:
+        """Write a settlement now; raises when the store does not take it."""
+        ...
+
+    async def add(self, trace_id: str, steps: int, tokens: int) -> None:
+        """Add steps and spent tokens admitted elsewhere (during an outage); raises on failure."""
         ...
 
     async def close(self) -> None: ...
@@ -156,6 +173,17 @@ class ThreadLedger:
     def _settle(self, settlement: Settlement) -> None:
         with _statements(self._engine) as execute:
             execute(SETTLE, settle_params(settlement))
+
+    async def settle(self, settlement: Settlement) -> None:
+        await asyncio.to_thread(self._settle, settlement)
+
+    async def add(self, trace_id: str, steps: int, tokens: int) -> None:
+        params = {"trace_id": trace_id, "steps": steps, "tokens": tokens}
+        await asyncio.to_thread(self._add, params)
+
+    def _add(self, params: dict[str, Any]) -> None:
+        with _statements(self._engine) as execute:
+            execute(ADD, params)
 
     async def close(self) -> None:
         await self._writing.drain()

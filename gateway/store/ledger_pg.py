@@ -16,6 +16,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from gateway.budgets import Limits, Reservation, Settlement, Spent
 from gateway.store.ledger import (
+    ADD,
     RESERVE,
     SETTLE,
     SPENT,
@@ -28,7 +29,7 @@ from gateway.store.ledger import (
 
 log = logging.getLogger(__name__)
 
-_RESERVE, _SETTLE, _SPENT = pyformat(RESERVE), pyformat(SETTLE), pyformat(SPENT)
+_RESERVE, _SETTLE, _SPENT, _ADD = map(pyformat, (RESERVE, SETTLE, SPENT, ADD))
 
 
 async def _configure(connection: psycopg.AsyncConnection[Any]) -> None:
@@ -73,6 +74,14 @@ class PostgresLedger:
     async def _settle(self, settlement: Settlement) -> None:
         async with self._pool.connection() as connection:
             await connection.execute(_SETTLE, settle_params(settlement))
+
+    async def settle(self, settlement: Settlement) -> None:
+        await self._settle(settlement)
+
+    async def add(self, trace_id: str, steps: int, tokens: int) -> None:
+        params = {"trace_id": trace_id, "steps": steps, "tokens": tokens}
+        async with self._pool.connection() as connection:
+            await connection.execute(_ADD, params)
 
     async def close(self) -> None:
         await self._writing.drain()

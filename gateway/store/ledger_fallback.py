@@ -1,0 +1,242 @@
+"""Budgets that hold through a store outage: a local ledger beside the store's.
+
+While the store answers it is the source of truth, and each answer is remembered per trace.
+When it fails or is slow, this replica enforces every budget from the counts it last read
+plus what it admitted since, without waiting on the store again for `retry_seconds`; what it
+admitted meanwhile is added to the store's counts once the store answers again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from gateway.budgets import Limits, Reservation, Settlement, Spent
+from gateway.store.ledger import Ledger
+
+log = logging.getLogger(__name__)
+
+STORE_SECONDS = 1.0  # a reservation the store has not answered by then is made locally
+RETRY_SECONDS = 5.0  # how long the store is left alone after it failed
+KNOWN_TRACES = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class LocalReservation(Reservation):
+    """A reservation made while the store was unreachable."""
+
+
+@dataclass(slots=True)
+class _Count:
+    steps: int = 0
+    tokens: int = 0  # spent plus held in flight
+
+
+def _succeeded(task: asyncio.Task[Any]) -> bool:
+    return not task.cancelled() and task.exception() is None
+
+
+class FallbackLedger:
+    """Wraps the store's ledger; same interface."""
+
+    def __init__(
+        self,
+        store: Ledger,
+        *,
+        store_seconds: float = STORE_SECONDS,
+        retry_seconds: float = RETRY_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._store = store
+        self._store_seconds = store_seconds
+        self.retry_seconds = retry_seconds
+        self._clock = clock
+        self._known: OrderedDict[str, _Count] = OrderedDict()
+        self._unsent: dict[str, _Count] = {}  # admitted locally, not yet in the store
+        self._unsent_settlements: list[Settlement] = []
+        self._down_until: float | None = None
+        self._probing = False
+        self._background: set[asyncio.Task[None]] = set()
+
+    @property
+    def degraded(self) -> bool:
+        """True while budgets are enforced from local counts."""
+        return self._down_until is not None
+
+    async def reserve(
+        self, trace_id: str, limits: Limits, wanted_tokens: int | None
+    ) -> Reservation | Spent:
+        if self._down_until is not None and (self._probing or self._clock() < self._down_until):
+            return self._reserve_locally(trace_id, limits, wanted_tokens)
+        try:
+            if self._down_until is not None:
+                self._probing = True
+                await self._send_unsent()
+            granted = await self._reserve_in_store(trace_id, limits, wanted_tokens)
+        except Exception as exc:
+            self._went_down(exc)
+            return self._reserve_locally(trace_id, limits, wanted_tokens)
+        finally:
+            self._probing = False
+        if self._down_until is not None:
+            log.warning("budget ledger: the store answers again; local counts were added to it")
+            self._down_until = None
+        self._learn(trace_id, limits, granted)
+        return granted
+
+    async def _reserve_in_store(
+        self, trace_id: str, limits: Limits, wanted_tokens: int | None
+    ) -> Reservation | Spent:
+        """The store's reservation within `store_seconds`. One that takes longer is not
+        cancelled (a thread cannot be, and a sent statement may still commit): if the
+        store makes it after all, the step (also counted locally) is taken back out."""
+        task = asyncio.ensure_future(self._store.reserve(trace_id, limits, wanted_tokens))
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), self._store_seconds)
+        except TimeoutError:
+            task.add_done_callback(partial(self._late_reservation, trace_id))
+            raise
+
+    def _late_reservation(self, trace_id: str, task: asyncio.Task[Reservation | Spent]) -> None:
+        if not _succeeded(task):
+            return
+        granted = task.result()
+        if not isinstance(granted, Reservation):
+            return
+        release = Settlement(granted, 0)
+        if self._down_until is None:
+            self._spawn(self._store.add(trace_id, -1, 0))
+            self._store.settle_later(release)
+        else:
+            self._unsent.setdefault(trace_id, _Count()).steps -= 1
+            self._unsent_settlements.append(release)
+
+    async def _in_time(self, write: Coroutine[Any, Any, None], resend: Callable[[], None]) -> None:
+        """A store write within `store_seconds`, else raise. A write that failed is queued
+        again; one still under way is queued again only if it fails in the end."""
+        task = asyncio.ensure_future(write)
+        try:
+            await asyncio.wait_for(asyncio.shield(task), self._store_seconds)
+        except TimeoutError:
+            task.add_done_callback(lambda done: None if _succeeded(done) else resend())
+            raise
+        except Exception:
+            resend()
+            raise
+
+    def settle_later(self, settlement: Settlement) -> None:
+        reservation = settlement.reservation
+        count = self._known.get(reservation.trace_id)
+        if count is not None:
+            count.tokens += settlement.used_tokens - reservation.tokens
+        if isinstance(reservation, LocalReservation):
+            if self._down_until is None:
+                self._spawn(self._store.add(reservation.trace_id, 0, settlement.used_tokens))
+            else:
+                self._unsent.setdefault(
+                    reservation.trace_id, _Count()
+                ).tokens += settlement.used_tokens
+        elif self._down_until is None:
+            self._store.settle_later(settlement)
+        else:
+            self._unsent_settlements.append(settlement)
+
+    async def settle(self, settlement: Settlement) -> None:
+        await self._store.settle(settlement)
+
+    async def add(self, trace_id: str, steps: int, tokens: int) -> None:
+        await self._store.add(trace_id, steps, tokens)
+
+    async def close(self) -> None:
+        if self._unsent or self._unsent_settlements:
+            try:  # one last chance for what this replica admitted while the store was away
+                await self._send_unsent()
+            except Exception as exc:
+                log.warning("budget ledger: local counts not added to the store: %r", exc)
+        if self._background:
+            await asyncio.wait(list(self._background), timeout=5)
+        await self._store.close()
+
+    def _reserve_locally(
+        self, trace_id: str, limits: Limits, wanted_tokens: int | None
+    ) -> Reservation | Spent:
+        """The store's reservation rule (see ledger.RESERVE) over what this replica knows."""
+        count = self._count(trace_id)
+        if limits.max_steps is not None and count.steps >= limits.max_steps:
+            return Spent("steps", count.steps, count.tokens)
+        if limits.max_tokens is not None and count.tokens >= limits.max_tokens:
+            return Spent("tokens", count.steps, count.tokens)
+        held = 0
+        if limits.max_tokens is not None:
+            left = limits.max_tokens - count.tokens
+            held = left if wanted_tokens is None else min(wanted_tokens, left)
+        count.steps += 1
+        count.tokens += held
+        self._unsent.setdefault(trace_id, _Count()).steps += 1
+        if limits.max_tokens is None:
+            return LocalReservation(trace_id, 0, count.steps, None, None)
+        return LocalReservation(trace_id, held, count.steps, limits.max_tokens - count.tokens, held)
+
+    def _learn(self, trace_id: str, limits: Limits, granted: Reservation | Spent) -> None:
+        count = self._count(trace_id)
+        count.steps = granted.steps_used
+        if isinstance(granted, Spent):
+            count.tokens = granted.tokens_used
+        elif limits.max_tokens is not None and granted.tokens_left is not None:
+            count.tokens = limits.max_tokens - granted.tokens_left
+
+    def _count(self, trace_id: str) -> _Count:
+        count = self._known.get(trace_id)
+        if count is None:
+            count = self._known[trace_id] = _Count()
+            if len(self._known) > KNOWN_TRACES:
+                self._known.popitem(last=False)
+        else:
+            self._known.move_to_end(trace_id)
+        return count
+
+    async def _send_unsent(self) -> None:
+        """Add what was admitted locally to the store, before it decides again."""
+        while self._unsent:
+            trace_id, count = self._unsent.popitem()
+            resend = partial(self._resend_add, trace_id, count)
+            await self._in_time(self._store.add(trace_id, count.steps, count.tokens), resend)
+        while self._unsent_settlements:
+            settlement = self._unsent_settlements.pop()
+            resend = partial(self._resend_settlement, settlement)
+            await self._in_time(self._store.settle(settlement), resend)
+
+    def _resend_add(self, trace_id: str, count: _Count) -> None:
+        merged = self._unsent.setdefault(trace_id, _Count())
+        merged.steps += count.steps
+        merged.tokens += count.tokens
+
+    def _resend_settlement(self, settlement: Settlement) -> None:
+        self._unsent_settlements.append(settlement)
+
+    def _went_down(self, exc: BaseException) -> None:
+        log.debug("budget ledger: the store failed: %r", exc)
+        if self._down_until is None:
+            log.warning(
+                "budget ledger: the store does not answer (%r); enforcing budgets from "
+                "this replica's counts until it does",
+                exc,
+            )
+        self._down_until = self._clock() + self.retry_seconds
+
+    def _spawn(self, write: Coroutine[Any, Any, None]) -> None:
+        async def run() -> None:
+            try:
+                await write
+            except Exception as exc:
+                log.warning("budget ledger: adding a local settlement failed: %r", exc)
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
