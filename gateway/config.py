@@ -10,6 +10,7 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
@@ -72,6 +73,22 @@ class Route(_Frozen):
         return _check_url(value)
 
 
+# Prices are USD per million tokens; a bound catches a price typed per token by mistake.
+MAX_PRICE = Decimal(1_000_000)
+
+
+class PriceOverride(_Frozen):
+    """`[prices."<model glob>"]`: USD per million tokens, preferred to genai-prices.
+
+    `cached` (cache reads) and `cache_write` default to `input` when not given.
+    """
+
+    input: Decimal = Field(ge=0, le=MAX_PRICE)
+    output: Decimal = Field(ge=0, le=MAX_PRICE)
+    cached: Decimal | None = Field(default=None, ge=0, le=MAX_PRICE)
+    cache_write: Decimal | None = Field(default=None, ge=0, le=MAX_PRICE)
+
+
 class KeyBudget(_Frozen):
     """Budget defaults for requests made with one API key, matched by fingerprint."""
 
@@ -106,6 +123,15 @@ class Settings(_Frozen):
     metrics_max_models: int = Field(default=50, ge=1)
     webhook_urls: tuple[str, ...] = ()
     public_url: str | None = None  # base of links in webhook events, e.g. https://lw.example
+    prices: dict[str, PriceOverride] = Field(default_factory=dict)  # by fnmatch model glob
+
+    @field_validator("prices")
+    @classmethod
+    def _price_globs(cls, value: dict[str, PriceOverride]) -> dict[str, PriceOverride]:
+        for glob in value:
+            if not glob.strip() or len(glob) > 256:
+                raise ValueError(f"model glob {glob!r} must be 1 to 256 characters")
+        return value
 
     @field_validator("webhook_urls", mode="before")
     @classmethod
