@@ -111,6 +111,8 @@ class Settings(_Frozen):
     max_steps: int | None = Field(default=None, ge=1)
     max_tokens: int | None = Field(default=None, ge=1)
     pairing: Literal["enforce", "observe"] = "enforce"
+    loop_threshold: int = Field(default=3, ge=2)  # same tool, same arguments, this often
+    loops: Literal["observe", "enforce"] = "observe"
     admin_token: str | None = None
     store_reasoning_summary: bool = True
     recorder_queue_size: int = Field(default=10_000, ge=1)
@@ -195,6 +197,8 @@ ENV_SETTINGS = (
     "max_steps",
     "max_tokens",
     "pairing",
+    "loop_threshold",
+    "loops",
     "admin_token",
     "store_reasoning_summary",
     "recorder_queue_size",

@@ -30,6 +30,7 @@ LAYERS: dict[str, int] = {
     "gateway.output_checks": 1,
     "gateway.pricing": 1,
     "gateway.tool_checks": 1,
+    "gateway.loops": 1,
     "gateway.routing": 1,
     "gateway.tap": 1,
     "gateway.upstream": 2,
