@@ -111,6 +111,7 @@ class Settings(_Frozen):
     max_steps: int | None = Field(default=None, ge=1)
     max_tokens: int | None = Field(default=None, ge=1)
     pairing: Literal["enforce", "observe"] = "enforce"
+    trace_idle_seconds: float = Field(default=300.0, gt=0)  # quiet this long: a trace is over
     loop_threshold: int = Field(default=3, ge=2)  # same tool, same arguments, this often
     loops: Literal["observe", "enforce"] = "observe"
     admin_token: str | None = None
@@ -197,6 +198,7 @@ ENV_SETTINGS = (
     "max_steps",
     "max_tokens",
     "pairing",
+    "trace_idle_seconds",
     "loop_threshold",
     "loops",
     "admin_token",
