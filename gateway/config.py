@@ -75,6 +75,8 @@ class Route(_Frozen):
 
 # Prices are USD per million tokens; a bound catches a price typed per token by mistake.
 MAX_PRICE = Decimal(1_000_000)
+# A cost budget is kept in whole nano-dollars in a signed 64-bit column.
+MAX_BUDGET_USD = Decimal(1_000_000_000)
 
 
 class PriceOverride(_Frozen):
@@ -95,6 +97,8 @@ class KeyBudget(_Frozen):
     key_fingerprint: str = Field(pattern=r"^[0-9a-f]{16,64}$")
     max_steps: int | None = Field(default=None, ge=1)
     max_tokens: int | None = Field(default=None, ge=1)
+    max_cost_usd: Decimal | None = Field(default=None, gt=0, le=MAX_BUDGET_USD)
+    max_duration_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     pairing: Literal["enforce", "observe"] | None = None
 
 
@@ -110,6 +114,9 @@ class Settings(_Frozen):
     max_body_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
     max_steps: int | None = Field(default=None, ge=1)
     max_tokens: int | None = Field(default=None, ge=1)
+    max_cost_usd: Decimal | None = Field(default=None, gt=0, le=MAX_BUDGET_USD)
+    # Wall clock from the trace's first request.
+    max_duration_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     pairing: Literal["enforce", "observe"] = "enforce"
     trace_idle_seconds: float = Field(default=300.0, gt=0)  # quiet this long: a trace is over
     loop_threshold: int = Field(default=3, ge=2)  # same tool, same arguments, this often
@@ -197,6 +204,8 @@ ENV_SETTINGS = (
     "max_body_bytes",
     "max_steps",
     "max_tokens",
+    "max_cost_usd",
+    "max_duration_s",
     "pairing",
     "trace_idle_seconds",
     "loop_threshold",

@@ -239,10 +239,3 @@ def _output_rates(prices: ModelPrice) -> list[Decimal]:
         elif isinstance(value, Decimal):
             rates.append(value)
     return rates
-
-
-def to_nano_usd(usd: Decimal) -> int:
-    """Whole nano-dollars, rounded up: the exact integer unit a ledger can add in SQL."""
-    nano = usd * 1_000_000_000
-    whole = int(nano)
-    return whole + 1 if nano > whole else whole

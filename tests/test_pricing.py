@@ -18,7 +18,6 @@ from gateway.pricing import (
     Pricer,
     matching_override,
     normalized,
-    to_nano_usd,
 )
 
 OPENAI = "https://api.openai.com/v1"
@@ -182,12 +181,6 @@ def test_lookups_are_cached_and_bounded() -> None:
     for n in range(10):
         pricer.cost(Usage(1, 1), f"unknown-{n}")
     assert pricer.cache_info().currsize == 2
-
-
-def test_nano_dollars_round_up() -> None:
-    assert to_nano_usd(Decimal("0.0045")) == 4_500_000
-    assert to_nano_usd(Decimal("0.0000000001")) == 1
-    assert to_nano_usd(Decimal(0)) == 0
 
 
 def test_prices_need_no_network() -> None:
