@@ -16,12 +16,12 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from enum import StrEnum
 
-from genai_prices import Usage as CatalogueUsage
 from genai_prices import data_snapshot
 from genai_prices.types import ModelInfo, ModelPrice, Provider, TieredPrices
 
 from gateway.config import PriceOverride
 from gateway.items import Usage
+from gateway.price_formula import Formula, Tokens, catalogue_usage, formula
 
 log = logging.getLogger(__name__)
 
@@ -48,18 +48,6 @@ class CostSource(StrEnum):
 class Cost:
     usd: Decimal | None
     source: CostSource
-
-
-@dataclass(frozen=True, slots=True)
-class Tokens:
-    """Usage in genai-prices' convention: `input` includes cache reads and writes, `output`
-    includes reasoning."""
-
-    input: int
-    cache_read: int
-    cache_write: int
-    output: int
-    reasoning: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +122,8 @@ class Pricer:
         self._overrides = dict(overrides or {})
         self._lookup = functools.lru_cache(maxsize=cache_size)(self._resolve)
         self._failed: set[str] = set()
+        # By id() of genai-prices' ModelPrice objects, which live as long as its data.
+        self._formulas: dict[int, tuple[ModelPrice, Formula | None]] = {}
 
     def cost(
         self,
@@ -188,22 +178,26 @@ class Pricer:
     def _catalogue_cost(
         self, price: _Catalogued, tokens: Tokens, at: datetime | None
     ) -> Decimal | None:
-        usage = CatalogueUsage(
-            input_tokens=tokens.input,
-            cache_read_tokens=tokens.cache_read,
-            cache_write_tokens=tokens.cache_write,
-            output_tokens=tokens.output,
-            output_reasoning_tokens=tokens.reasoning,
-        )
         try:
-            result = price.model.calc_price(usage, price.provider, genai_request_timestamp=at)
+            prices = price.model.get_prices(at or datetime.now(tz=UTC))
+            known = self._formula_for(prices)
+            if known is not None:
+                return known.cost(tokens)
+            return prices.calc_price(catalogue_usage(tokens))["total_price"]
         except (ValueError, ArithmeticError, LookupError) as exc:
             # Normalized usage is consistent, so this is the price data's fault: say it once.
             if price.model.id not in self._failed:
                 self._failed.add(price.model.id)
                 log.warning("cannot price model %s: %s", price.model.id, exc)
             return None
-        return result.total_price
+
+    def _formula_for(self, prices: ModelPrice) -> Formula | None:
+        known = self._formulas.get(id(prices))
+        if known is not None and known[0] is prices:
+            return known[1]
+        found = formula(prices)
+        self._formulas[id(prices)] = (prices, found)
+        return found
 
 
 def catalogued(model: str, upstream_url: str | None) -> _Catalogued | None:

@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "gateway.redaction": 1,
     "gateway.output_checks": 1,
     "gateway.pricing": 1,
+    "gateway.price_formula": 1,
     "gateway.tool_checks": 1,
     "gateway.loops": 1,
     "gateway.trace_status": 1,

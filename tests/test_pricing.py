@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 import genai_prices
+import genai_prices.data
 import pytest
 
 from gateway.config import PriceOverride
@@ -201,7 +202,7 @@ print(cost.usd)
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "0.0045"
+    assert Decimal(done.stdout) == Decimal("0.0045")
 
 
 @pytest.mark.parametrize("model", ["gpt-4o", "claude-sonnet-4-5", "deepseek-chat", "o3-mini"])
@@ -212,3 +213,56 @@ def test_cost_and_output_price_agree(model: str) -> None:
     cost = pricer.cost(Usage(prompt_tokens=0, completion_tokens=1000), model).usd
     assert price is not None and cost is not None
     assert cost <= price * 1000
+
+
+PROVIDER_URLS = {
+    "openai": OPENAI,
+    "anthropic": ANTHROPIC,
+    "deepseek": DEEPSEEK,
+    "google": "https://generativelanguage.googleapis.com/v1beta/openai",
+    "mistral": "https://api.mistral.ai/v1",
+    "x-ai": "https://api.x.ai/v1",
+    "perplexity": "https://api.perplexity.ai",  # prices per request too
+    "groq": "https://api.groq.com/openai/v1",
+}
+USAGES = [
+    Usage(prompt_tokens=1234, completion_tokens=567, cached_tokens=200, reasoning_tokens=100),
+    Usage(
+        prompt_tokens=250_000,  # past the 200k tier of tiered models
+        completion_tokens=4000,
+        cached_tokens=100_000,
+        cache_creation_tokens=50_000,
+    ),
+    Usage(prompt_tokens=0, completion_tokens=0),
+    Usage(prompt_tokens=200_000, completion_tokens=10),  # on a tier's start: still below it
+    Usage(prompt_tokens=200_001, completion_tokens=10, cached_tokens=1),
+]
+
+
+@pytest.mark.parametrize("provider", sorted(PROVIDER_URLS))
+def test_every_model_of_a_provider_costs_what_the_library_says(provider: str) -> None:
+    """Fast (affine) and tiered paths alike agree with genai-prices to the last digit."""
+    when = datetime(2026, 3, 1, tzinfo=UTC)
+    pricer = Pricer()
+    catalogue = next(p for p in genai_prices.data.providers if p.id == provider)
+    for model in catalogue.models:
+        for usage in USAGES:
+            tokens = normalized(usage)
+            assert tokens is not None
+            try:
+                expected: Decimal | None = genai_prices.calc_price(
+                    genai_prices.Usage(
+                        input_tokens=tokens.input,
+                        cache_read_tokens=tokens.cache_read,
+                        cache_write_tokens=tokens.cache_write,
+                        output_tokens=tokens.output,
+                        output_reasoning_tokens=tokens.reasoning,
+                    ),
+                    model.id,
+                    provider_id=provider,
+                    genai_request_timestamp=when,
+                ).total_price
+            except (LookupError, ValueError):
+                expected = None
+            cost = pricer.cost(usage, model.id, upstream_url=PROVIDER_URLS[provider], at=when)
+            assert cost.usd == expected, (model.id, usage)
