@@ -114,7 +114,8 @@ def matching_override(overrides: Mapping[str, PriceOverride], model: str) -> Pri
 
 
 class Pricer:
-    """Prices steps; one per app. Lookups are cached per (model, upstream), bounded."""
+    """Prices steps; one per app, safe to share between threads. Lookups are cached per
+    (model, upstream), bounded."""
 
     def __init__(
         self, overrides: Mapping[str, PriceOverride] | None = None, *, cache_size: int = CACHE_SIZE
