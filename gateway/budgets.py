@@ -6,9 +6,14 @@ each source may only tighten what the one before allowed. The ledger keeps the c
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
+from decimal import ROUND_DOWN, Decimal
 from hashlib import blake2b
+from typing import TypeVar
 
 from gateway.config import KeyBudget, Settings
 from gateway.errors import BadRequest, BudgetExceeded
@@ -16,16 +21,31 @@ from gateway.items import Violation, ViolationKind
 
 STEPS_HEADER = "X-Loopwatch-Max-Steps"
 TOKENS_HEADER = "X-Loopwatch-Max-Tokens"
+COST_HEADER = "X-Loopwatch-Max-Cost-Usd"
+DURATION_HEADER = "X-Loopwatch-Max-Duration-S"
+COST_REMAINING_HEADER = "X-Loopwatch-Cost-Remaining-Usd"
+NANO = Decimal(1_000_000_000)  # the ledger counts dollars in whole nano-dollars
+# Plain decimals only: no exponent, sign, "inf" or "nan"; digits bounded so nothing is huge.
+_DECIMAL = re.compile(r"\d{1,10}(\.\d{1,9})?")
 
 
 @dataclass(frozen=True, slots=True)
 class Limits:
     max_steps: int | None = None
     max_tokens: int | None = None
+    max_cost_usd: Decimal | None = None
+    max_duration_s: float | None = None
 
     @property
     def any(self) -> bool:
-        return self.max_steps is not None or self.max_tokens is not None
+        return any(
+            limit is not None
+            for limit in (self.max_steps, self.max_tokens, self.max_cost_usd, self.max_duration_s)
+        )
+
+    @property
+    def max_cost_nano(self) -> int | None:
+        return None if self.max_cost_usd is None else int(self.max_cost_usd * NANO)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,18 +57,25 @@ class Reservation:
     steps_used: int
     tokens_left: int | None  # after this reservation
     clamp: int | None  # the completion limit to impose, if any
+    cost_held_nano: int = 0  # dollars held in flight for the answer (0 without a cost budget)
+    cost_left_nano: int | None = None  # after this reservation
 
 
 @dataclass(frozen=True, slots=True)
 class Spent:
     """The ledger refused: which budget is spent, and the spend."""
 
-    budget: str  # "steps" or "tokens"
+    budget: str  # "steps", "tokens", "cost" or "time"
     steps_used: int
     tokens_used: int
+    cost_used_nano: int = 0
+    elapsed_s: float = 0.0
 
 
-def _tighter(current: int | None, new: int | None) -> int | None:
+_N = TypeVar("_N", int, float, Decimal)
+
+
+def _tighter(current: _N | None, new: _N | None) -> _N | None:
     if new is None:
         return current
     return new if current is None else min(current, new)
@@ -61,6 +88,16 @@ def _header_limit(headers: Mapping[str, str], name: str) -> int | None:
     if not raw.strip().isdigit() or int(raw) < 1:
         raise BadRequest(f"{name} must be a whole number of at least 1", param=name)
     return int(raw)
+
+
+def _header_decimal(headers: Mapping[str, str], name: str, unit: str) -> Decimal | None:
+    raw = headers.get(name)
+    if raw is None:
+        return None
+    value = raw.strip()
+    if not _DECIMAL.fullmatch(value) or Decimal(value) <= 0:
+        raise BadRequest(f"{name} must be a positive number of {unit}, like 2.5", param=name)
+    return Decimal(value)
 
 
 def key_fingerprint(secret: bytes, api_key: str) -> str:
@@ -86,39 +123,150 @@ def key_settings(settings: Settings, secret: bytes, headers: Mapping[str, str]) 
 
 
 def limits_for(settings: Settings, key: KeyBudget | None, headers: Mapping[str, str]) -> Limits:
+    """Each source tightens the one before; a budget header that does not parse is a 400."""
     steps, tokens = settings.max_steps, settings.max_tokens
+    cost, seconds = settings.max_cost_usd, settings.max_duration_s
     if key is not None:
         steps, tokens = _tighter(steps, key.max_steps), _tighter(tokens, key.max_tokens)
+        cost, seconds = _tighter(cost, key.max_cost_usd), _tighter(seconds, key.max_duration_s)
     steps = _tighter(steps, _header_limit(headers, STEPS_HEADER))
     tokens = _tighter(tokens, _header_limit(headers, TOKENS_HEADER))
-    return Limits(steps, tokens)
+    cost = _tighter(cost, _header_decimal(headers, COST_HEADER, "US dollars"))
+    duration = _header_decimal(headers, DURATION_HEADER, "seconds")
+    seconds = _tighter(seconds, None if duration is None else float(duration))
+    return Limits(steps, tokens, cost, seconds)
 
 
 def refusal(spent: Spent, limits: Limits) -> tuple[BudgetExceeded, Violation]:
-    if spent.budget == "steps":
-        kind = ViolationKind.STEP_BUDGET_EXCEEDED
-        detail = f"Step budget spent: {spent.steps_used} of {limits.max_steps} steps used."
-    else:
-        kind = ViolationKind.TOKEN_BUDGET_EXCEEDED
-        detail = f"Token budget spent: {spent.tokens_used} of {limits.max_tokens} tokens used."
+    kind, detail = _spent_detail(spent, limits)
     error = BudgetExceeded(
         f"Loopwatch refused this request: {detail} This agent run may not call the model again.",
         code=kind.value,
-        headers=remaining_headers(limits, spent.steps_used, spent.tokens_used),
+        headers=remaining_headers(
+            limits, spent.steps_used, spent.tokens_used, cost_used_nano=spent.cost_used_nano
+        ),
     )
     return error, Violation(kind, detail, enforced=True)
 
 
-def remaining_headers(limits: Limits, steps_used: int, tokens_used: int) -> dict[str, str]:
+def _spent_detail(spent: Spent, limits: Limits) -> tuple[ViolationKind, str]:
+    if spent.budget == "steps":
+        detail = f"Step budget spent: {spent.steps_used} of {limits.max_steps} steps used."
+        return ViolationKind.STEP_BUDGET_EXCEEDED, detail
+    if spent.budget == "cost":
+        used = dollars(Decimal(spent.cost_used_nano) / NANO)
+        detail = f"Cost budget spent: ${used} of ${dollars(limits.max_cost_usd)} used."
+        return ViolationKind.COST_BUDGET_EXCEEDED, detail
+    if spent.budget == "time":
+        detail = (
+            f"Time budget spent: {spent.elapsed_s:.0f} s of {limits.max_duration_s:g} s "
+            "since the run's first request."
+        )
+        return ViolationKind.TIME_BUDGET_EXCEEDED, detail
+    detail = f"Token budget spent: {spent.tokens_used} of {limits.max_tokens} tokens used."
+    return ViolationKind.TOKEN_BUDGET_EXCEEDED, detail
+
+
+def remaining_headers(
+    limits: Limits, steps_used: int, tokens_used: int, *, cost_used_nano: int | None = None
+) -> dict[str, str]:
     headers: dict[str, str] = {}
     if limits.max_steps is not None:
         headers["X-Loopwatch-Steps-Remaining"] = str(max(0, limits.max_steps - steps_used))
     if limits.max_tokens is not None:
         headers["X-Loopwatch-Tokens-Remaining"] = str(max(0, limits.max_tokens - tokens_used))
+    cap = limits.max_cost_nano
+    if cap is not None and cost_used_nano is not None:
+        headers[COST_REMAINING_HEADER] = dollars(Decimal(max(0, cap - cost_used_nano)) / NANO)
     return headers
+
+
+def dollars(usd: Decimal | None) -> str:
+    """Dollars to the micro-dollar, rounded down, without an exponent: `0.012345`."""
+    if usd is None:
+        return "unlimited"
+    return str(usd.quantize(Decimal("0.000001"), rounding=ROUND_DOWN))
+
+
+def time_spent(limits: Limits, started_at: datetime | None, now: datetime) -> Spent | None:
+    """The time budget is spent once `max_duration_s` have passed since the trace's first
+    request (`started_at`; None: this request starts the trace)."""
+    if limits.max_duration_s is None or started_at is None:
+        return None
+    elapsed = (now - started_at).total_seconds()
+    if elapsed < limits.max_duration_s:
+        return None
+    return Spent("time", 0, 0, elapsed_s=elapsed)
+
+
+def cost_wanted_nano(
+    limits: Limits, wanted_tokens: int | None, output_price: Decimal | None
+) -> int | None:
+    """Nano-dollars to hold for the answer: 0 without a cost budget or a known output price
+    (nothing to clamp by); None when the request sets no completion limit (hold all that
+    remains, as the token budget does)."""
+    if limits.max_cost_usd is None or output_price is None or output_price <= 0:
+        return 0
+    if wanted_tokens is None:
+        return None
+    return math.ceil(wanted_tokens * output_price * NANO)
+
+
+def cost_hold(
+    limits: Limits, used_nano: int, wanted_nano: int | None, *, floor_nano: int = 1
+) -> int | None:
+    """What the ledger's reservation holds of the cost budget: the wanted dollars, at most
+    what remains; None (refused) when what remains is below `floor_nano`, the price of one
+    output token, so a granted request can always produce something. `used_nano` is the
+    trace's spend plus what is in flight.
+
+    The ledger does this inside its one conditional upsert (as for tokens), so concurrent
+    requests of a trace never hold more than the budget between them.
+    """
+    cap = limits.max_cost_nano
+    if cap is None:
+        return 0
+    left = cap - used_nano
+    if left <= 0 or left < floor_nano:
+        return None
+    return left if wanted_nano is None else min(wanted_nano, left)
+
+
+def token_price_nano(output_price: Decimal | None) -> int:
+    """One output token in whole nano-dollars, rounded up (1 when the price is unknown)."""
+    if output_price is None or output_price <= 0:
+        return 1
+    return max(1, math.ceil(output_price * NANO))
+
+
+def cost_clamp(held_nano: int, output_price: Decimal | None) -> int | None:
+    """The completion tokens that the held dollars buy at the model's output price."""
+    if output_price is None or output_price <= 0:
+        return None
+    return int(Decimal(max(held_nano, 0)) / (output_price * NANO))
+
+
+def tightest(*clamps: int | None) -> int | None:
+    """The completion limit to impose when several budgets each give one."""
+    known = [clamp for clamp in clamps if clamp is not None]
+    return min(known) if known else None
+
+
+def cost_used_nano(cost_usd: Decimal | None, held_nano: int, usage_known: bool) -> int:
+    """What a finished step adds to the trace's spend: its cost; the held dollars when its
+    usage never arrived (a cancelled stream); 0 when its model has no known price."""
+    if not usage_known:
+        return held_nano
+    return 0 if cost_usd is None else nano_usd(cost_usd)
+
+
+def nano_usd(usd: Decimal) -> int:
+    """Whole nano-dollars, rounded up: an exact integer a ledger can add in SQL."""
+    return math.ceil(usd * NANO)
 
 
 @dataclass(frozen=True, slots=True)
 class Settlement:
     reservation: Reservation
     used_tokens: int
+    used_cost_nano: int = 0

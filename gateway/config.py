@@ -10,6 +10,7 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
@@ -72,12 +73,32 @@ class Route(_Frozen):
         return _check_url(value)
 
 
+# Prices are USD per million tokens; a bound catches a price typed per token by mistake.
+MAX_PRICE = Decimal(1_000_000)
+# A cost budget is kept in whole nano-dollars in a signed 64-bit column.
+MAX_BUDGET_USD = Decimal(1_000_000_000)
+
+
+class PriceOverride(_Frozen):
+    """`[prices."<model glob>"]`: USD per million tokens, preferred to genai-prices.
+
+    `cached` (cache reads) and `cache_write` default to `input` when not given.
+    """
+
+    input: Decimal = Field(ge=0, le=MAX_PRICE)
+    output: Decimal = Field(ge=0, le=MAX_PRICE)
+    cached: Decimal | None = Field(default=None, ge=0, le=MAX_PRICE)
+    cache_write: Decimal | None = Field(default=None, ge=0, le=MAX_PRICE)
+
+
 class KeyBudget(_Frozen):
     """Budget defaults for requests made with one API key, matched by fingerprint."""
 
     key_fingerprint: str = Field(pattern=r"^[0-9a-f]{16,64}$")
     max_steps: int | None = Field(default=None, ge=1)
     max_tokens: int | None = Field(default=None, ge=1)
+    max_cost_usd: Decimal | None = Field(default=None, gt=0, le=MAX_BUDGET_USD)
+    max_duration_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     pairing: Literal["enforce", "observe"] | None = None
 
 
@@ -93,7 +114,13 @@ class Settings(_Frozen):
     max_body_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
     max_steps: int | None = Field(default=None, ge=1)
     max_tokens: int | None = Field(default=None, ge=1)
+    max_cost_usd: Decimal | None = Field(default=None, gt=0, le=MAX_BUDGET_USD)
+    # Wall clock from the trace's first request.
+    max_duration_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     pairing: Literal["enforce", "observe"] = "enforce"
+    trace_idle_seconds: float = Field(default=300.0, gt=0)  # quiet this long: a trace is over
+    loop_threshold: int = Field(default=3, ge=2)  # same tool, same arguments, this often
+    loops: Literal["observe", "enforce"] = "observe"
     admin_token: str | None = None
     store_reasoning_summary: bool = True
     recorder_queue_size: int = Field(default=10_000, ge=1)
@@ -106,6 +133,15 @@ class Settings(_Frozen):
     metrics_max_models: int = Field(default=50, ge=1)
     webhook_urls: tuple[str, ...] = ()
     public_url: str | None = None  # base of links in webhook events, e.g. https://lw.example
+    prices: dict[str, PriceOverride] = Field(default_factory=dict)  # by fnmatch model glob
+
+    @field_validator("prices")
+    @classmethod
+    def _price_globs(cls, value: dict[str, PriceOverride]) -> dict[str, PriceOverride]:
+        for glob in value:
+            if not glob.strip() or len(glob) > 256:
+                raise ValueError(f"model glob {glob!r} must be 1 to 256 characters")
+        return value
 
     @field_validator("webhook_urls", mode="before")
     @classmethod
@@ -168,7 +204,12 @@ ENV_SETTINGS = (
     "max_body_bytes",
     "max_steps",
     "max_tokens",
+    "max_cost_usd",
+    "max_duration_s",
     "pairing",
+    "trace_idle_seconds",
+    "loop_threshold",
+    "loops",
     "admin_token",
     "store_reasoning_summary",
     "recorder_queue_size",

@@ -57,6 +57,18 @@ class BudgetExceeded(GatewayError):
         super().__init__(message, headers=merged, code=code)
 
 
+class RepeatedToolCall(GatewayError):
+    """The trace called one tool with the same arguments `loop_threshold` times: refused
+    like a spent budget, so SDKs raise at once instead of retrying."""
+
+    status = 429
+    type = "loop_detected"
+    code = "repeated_tool_call"
+
+    def __init__(self, message: str, *, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message, headers={"x-should-retry": "false", **(headers or {})})
+
+
 class Unauthorized(GatewayError):
     status = 401
     type = "authentication_error"

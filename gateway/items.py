@@ -107,6 +107,10 @@ class ViolationKind(StrEnum):
     STREAM_INTERRUPTED = "stream_interrupted"
     STEP_BUDGET_EXCEEDED = "step_budget_exceeded"
     TOKEN_BUDGET_EXCEEDED = "token_budget_exceeded"
+    UNDECLARED_TOOL = "undeclared_tool"
+    REPEATED_TOOL_CALL = "repeated_tool_call"
+    COST_BUDGET_EXCEEDED = "cost_budget_exceeded"
+    TIME_BUDGET_EXCEEDED = "time_budget_exceeded"
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
+from decimal import Decimal
 from typing import Protocol
 
 from aiohttp import web
@@ -42,9 +43,13 @@ REQUEST_SECONDS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 
 OVERHEAD_SECONDS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1)
 BATCH_SECONDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 TRACE_STEPS = (1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233)
+# The agent's time between steps: a quick function call up to a human in the loop.
+TOOL_SECONDS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 BUDGETS = {
     ViolationKind.STEP_BUDGET_EXCEEDED: "steps",
     ViolationKind.TOKEN_BUDGET_EXCEEDED: "tokens",
+    ViolationKind.COST_BUDGET_EXCEEDED: "cost",
+    ViolationKind.TIME_BUDGET_EXCEEDED: "time",
 }
 # A trace is finished when the model gives its final answer (or refuses to answer).
 FINAL_STOPS = frozenset({StopReason.COMPLETED, StopReason.REFUSAL})
@@ -138,6 +143,7 @@ class MetricsSink:
         self._declare_loopwatch()
         self._declare_streams_and_background()
         self._declare_genai()
+        self._declare_run()
         self._preinitialize()
 
     def _declare_loopwatch(self) -> None:
@@ -226,6 +232,21 @@ class MetricsSink:
             registry=r,
         )
 
+    def _declare_run(self) -> None:
+        r = self.registry
+        self.cost_usd = Counter(
+            "loopwatch_cost_usd",
+            "Cost of proxied steps in US dollars, where the model's price is known.",
+            ["model"],
+            registry=r,
+        )
+        self.tool_seconds = Histogram(
+            "loopwatch_tool_seconds",
+            "Agent time between a step's response and its trace's next request (tools).",
+            buckets=TOOL_SECONDS,
+            registry=r,
+        )
+
     def _declare_genai(self) -> None:
         r = self.registry
         self.token_usage = Histogram(
@@ -298,6 +319,16 @@ class MetricsSink:
         if protocol in MODEL_PROTOCOLS:
             self._observe_genai(step, model, error_class or "")
             self._count_trace_step(step)
+
+    def step_costed(
+        self, model: str | None, cost_usd: Decimal | None, tool_ms: float | None
+    ) -> None:
+        """A finished step's cost (None: unknown price, not counted) and the tool time
+        before it (None: its trace's first step)."""
+        if cost_usd is not None and cost_usd > 0:
+            self.cost_usd.labels(self.models.label(model)).inc(float(cost_usd))
+        if tool_ms is not None and tool_ms >= 0:
+            self.tool_seconds.observe(tool_ms / 1000)
 
     def request_refused(self, refusal: RefusalRecord) -> None:
         self._count_violations(refusal.violations)

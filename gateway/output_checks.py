@@ -29,7 +29,7 @@ def check_output(assembled: Assembled) -> list[Violation]:
                 violations.append(
                     Violation(
                         ViolationKind.INVALID_TOOL_ARGUMENTS,
-                        f"The arguments of tool call {_name(call)} are {problem}.",
+                        f"The arguments of tool call {call_label(call)} are {problem}.",
                         call_id=call.call_id,
                     )
                 )
@@ -58,7 +58,7 @@ def arguments_problem(arguments: str | None) -> str | None:
 def _truncated(call: Item) -> Violation:
     return Violation(
         ViolationKind.TRUNCATED_TOOL_CALL,
-        f"Tool call {_name(call)} was cut off because the model hit its output token "
+        f"Tool call {call_label(call)} was cut off because the model hit its output token "
         "limit (finish reason length); its arguments are likely incomplete.",
         call_id=call.call_id,
     )
@@ -82,6 +82,7 @@ def _stop_reason_mismatch(assembled: Assembled, call_count: int) -> Violation | 
     return None
 
 
-def _name(call: Item) -> str:
+def call_label(call: Item) -> str:
+    """A tool call as details name it: `'get_weather' (call_1)`."""
     ident = call.call_id or call.attrs.get("internal_id") or "without id"
     return f"{call.tool_name or '(unnamed)'!r} ({ident})"

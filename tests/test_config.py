@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -59,3 +61,35 @@ def test_cli_reports_bad_setting_and_exits_2() -> None:
     )
     assert result.returncode == 2
     assert "invalid setting port" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("toml", "named"),
+    [
+        ('[prices."gpt-4o*"]\ninput = "cheap"\noutput = 1\n', "prices.gpt-4o*.input"),
+        ('[prices."gpt-4o*"]\ninput = -1\noutput = 1\n', "prices.gpt-4o*.input"),
+        ('[prices."my-*"]\ninput = 1\n', "prices.my-*.output: Field required"),
+        ('[prices."my-*"]\ninput = 1\noutput = 2\ncahced = 1\n', "prices.my-*.cahced: unknown"),
+        ('[prices."my-*"]\ninput = 1\noutput = 2000000\n', "prices.my-*.output"),
+        ('[prices." "]\ninput = 1\noutput = 2\n', "prices: Value error, model glob"),
+    ],
+)
+def test_a_price_override_that_does_not_parse_names_its_key(
+    tmp_path: Path, toml: str, named: str
+) -> None:
+    config = tmp_path / "lw.toml"
+    config.write_text(toml)
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        load_settings({"config": str(config)}, {})
+
+
+def test_price_overrides_load_exactly(tmp_path: Path) -> None:
+    config = tmp_path / "lw.toml"
+    config.write_text('[prices."gpt-4o*"]\ninput = 0.15\noutput = 0.6\ncached = 0.075\n')
+    price = load_settings({"config": str(config)}, {}).prices["gpt-4o*"]
+    assert (price.input, price.output, price.cached) == (
+        Decimal("0.15"),
+        Decimal("0.6"),
+        Decimal("0.075"),
+    )
+    assert price.cache_write is None

@@ -1,0 +1,191 @@
+"""How a trace ended: its status, derived from a summary folded over all its steps and
+refusals (in any order), plus the split a store needs to filter on it by index. Pure.
+
+`derive(summary, now, idle_seconds)`, first matching row wins ("last step" is the model
+step that started last; passthrough steps only count as activity; "idle" is
+`now - last_activity_at >= idle_seconds`):
+
+| # | condition                                                        | status            |
+|---|------------------------------------------------------------------|-------------------|
+| 1 | a refusal at or after the last step's start, by a budget          | `budget_exceeded` |
+| 2 | a refusal at or after the last step's start, by pairing or a loop | `refused`         |
+| 3 | last step stopped `error`, `interrupted`, `cancelled`, `length`   | `failed`          |
+|   | or `content_filter`                                              |                   |
+| 4 | last step stopped `completed` or `refusal`, no tool call open     | `completed`       |
+| 5 | not idle                                                         | `running`         |
+| 6 | idle, tool calls open (the agent died mid-loop)                  | `abandoned`       |
+| 7 | idle, nothing open (a `tool_calls` or `unknown` stop, no steps)   | `completed`       |
+
+Rows 1-4 hold whatever the time ("final"); rows 5-7 depend on it. A refusal is compared
+with the last step's start, not its end: a request refused while a step was still
+streaming came after that step's admission, so nothing was admitted after the refusal.
+
+Recommended storage (one row per trace; the writer folds each step and refusal into the
+summary columns and stores `settle(summary)` beside them):
+
+    traces.last_step_started_at, last_stop_reason (exists), open_calls,
+    last_refusal_at, last_refusal_kind       -- the summary, so a late write folds right
+    traces.status       -- settle().status: completed|failed|refused|budget_exceeded|abandoned
+    traces.status_final -- settle().final: the status holds whatever the time
+    traces.updated_at   -- last activity (exists)
+
+Reading, with `cut = now - trace_idle_seconds` (the SQL twin of `status_at`):
+
+    CASE WHEN status_final THEN status WHEN updated_at > :cut THEN 'running' ELSE status END
+
+    running          NOT status_final AND updated_at > :cut     ix_traces_updated: a range
+                                                                 over the idle window only
+    abandoned        status = 'abandoned' AND updated_at <= :cut  ix_traces_status_updated
+    completed        status = 'completed' AND (status_final OR updated_at <= :cut)  same
+    failed, refused, status = :status (always final)              same
+    budget_exceeded
+
+Both indexes exist today and serve the newest-first keyset order (`updated_at`, `id`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from gateway.items import Item, ItemKind, StopReason
+
+DEFAULT_IDLE_SECONDS = 300.0
+
+
+class TraceStatus(StrEnum):
+    RUNNING = "running"
+    COMPLETED = "completed"
+    ABANDONED = "abandoned"
+    FAILED = "failed"
+    REFUSED = "refused"
+    BUDGET_EXCEEDED = "budget_exceeded"
+
+
+class RefusalKind(StrEnum):
+    PAIRING = "pairing"
+    BUDGET = "budget"  # steps, tokens, cost or time
+    LOOP = "loop"
+
+
+FAILED_STOPS = frozenset(
+    {
+        StopReason.ERROR,
+        StopReason.INTERRUPTED,
+        StopReason.CANCELLED,
+        StopReason.LENGTH,
+        StopReason.CONTENT_FILTER,
+    }
+)
+# The model gave its final answer (or declined to): the run is over if nothing is open.
+FINAL_STOPS = frozenset({StopReason.COMPLETED, StopReason.REFUSAL})
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSummary:
+    """What status needs of a trace; built by folding every step and refusal in.
+
+    The folds keep the latest event by time, so applying them in any order (late writes,
+    several replicas) gives the same summary.
+    """
+
+    last_step_started_at: datetime | None = None
+    last_stop: StopReason | None = None
+    open_calls: int = 0  # tool calls the last step emitted: no later step answered them
+    last_refusal_at: datetime | None = None
+    last_refusal: RefusalKind | None = None
+    last_activity_at: datetime | None = None
+
+    def with_step(
+        self,
+        *,
+        started_at: datetime,
+        ended_at: datetime,
+        stop: StopReason,
+        open_calls: int,
+        model_step: bool = True,
+    ) -> TraceSummary:
+        folded = replace(self, last_activity_at=_latest(self.last_activity_at, ended_at))
+        if not model_step:
+            return folded
+        if self.last_step_started_at is not None and started_at < self.last_step_started_at:
+            return folded  # an older step finishing late
+        return replace(
+            folded, last_step_started_at=started_at, last_stop=stop, open_calls=open_calls
+        )
+
+    def with_refusal(self, kind: RefusalKind, at: datetime) -> TraceSummary:
+        folded = replace(self, last_activity_at=_latest(self.last_activity_at, at))
+        if self.last_refusal_at is not None and at < self.last_refusal_at:
+            return folded
+        return replace(folded, last_refusal_at=at, last_refusal=kind)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredStatus:
+    """The time-free part of a status: what it is once idle, and whether time matters."""
+
+    status: TraceStatus  # never RUNNING
+    final: bool
+
+
+def settle(summary: TraceSummary) -> StoredStatus:
+    """Rows 1-4 (final) or the status rows 6-7 give once the trace is idle."""
+    refusal = _refusal_after_last_step(summary)
+    if refusal is RefusalKind.BUDGET:
+        return StoredStatus(TraceStatus.BUDGET_EXCEEDED, final=True)
+    if refusal is not None:
+        return StoredStatus(TraceStatus.REFUSED, final=True)
+    if summary.last_stop in FAILED_STOPS:
+        return StoredStatus(TraceStatus.FAILED, final=True)
+    if summary.last_stop in FINAL_STOPS and summary.open_calls == 0:
+        return StoredStatus(TraceStatus.COMPLETED, final=True)
+    if summary.open_calls > 0:
+        return StoredStatus(TraceStatus.ABANDONED, final=False)
+    return StoredStatus(TraceStatus.COMPLETED, final=False)
+
+
+def status_at(
+    stored: StoredStatus,
+    last_activity_at: datetime | None,
+    now: datetime,
+    idle_seconds: float = DEFAULT_IDLE_SECONDS,
+) -> TraceStatus:
+    """Rows 5-7: a status that is not final is `running` until the trace has been idle."""
+    if stored.final:
+        return stored.status
+    if last_activity_at is not None and now - last_activity_at < timedelta(seconds=idle_seconds):
+        return TraceStatus.RUNNING
+    return stored.status
+
+
+def derive(
+    summary: TraceSummary, now: datetime, idle_seconds: float = DEFAULT_IDLE_SECONDS
+) -> TraceStatus:
+    return status_at(settle(summary), summary.last_activity_at, now, idle_seconds)
+
+
+def emitted_calls(output_items: Iterable[Item]) -> int:
+    """A step's tool calls the agent is to answer: the first choice's, not cut off."""
+    return sum(
+        1
+        for item in output_items
+        if item.kind is ItemKind.TOOL_CALL
+        and not item.attrs.get("choice")
+        and not item.attrs.get("incomplete")
+    )
+
+
+def _refusal_after_last_step(summary: TraceSummary) -> RefusalKind | None:
+    if summary.last_refusal is None or summary.last_refusal_at is None:
+        return None
+    started = summary.last_step_started_at
+    if started is not None and summary.last_refusal_at < started:
+        return None  # a later request was admitted: the refusal did not end the trace
+    return summary.last_refusal
+
+
+def _latest(current: datetime | None, new: datetime) -> datetime:
+    return new if current is None or new > current else current
