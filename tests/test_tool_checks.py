@@ -186,7 +186,7 @@ def test_local_refs_and_older_drafts_work() -> None:
 def test_deep_and_huge_inputs_never_raise(caplog: pytest.LogCaptureFixture) -> None:
     checker = ToolChecker()
     deep_arguments = '{"a": ' + "[" * 50_000 + "]" * 50_000 + "}"
-    assert arguments_problem(deep_arguments) == "nested too deeply to parse"
+    assert arguments_problem(deep_arguments) == "JSON nested too deeply to read"
     assert checker.check(TOOLS, [call(deep_arguments)]) == []
     huge = json.dumps({"location": {"city": "x" * MAX_ARGUMENT_CHARS, "unit": "k"}})
     assert checker.check(TOOLS, [call(huge)]) == []
