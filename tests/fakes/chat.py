@@ -78,8 +78,10 @@ def stream_chunks(
     use: dict[str, Any] | None = None,
     reasoning: str | None = None,
     done: bool = True,
+    usage_chunk: bool = True,
 ) -> list[bytes]:
-    """A stream as OpenAI sends it: role, content pieces, tool-call fragments, finish, usage."""
+    """A stream as OpenAI sends it: role, content pieces, tool-call fragments, finish, usage
+    (the usage chunk only when asked for, as `stream_options.include_usage` does)."""
     payloads: list[dict[str, Any]] = [_chunk(response_id, {"role": "assistant", "content": ""})]
     if reasoning:
         for piece in (reasoning[: len(reasoning) // 2], reasoning[len(reasoning) // 2 :]):
@@ -98,8 +100,8 @@ def stream_chunks(
             frag = {"index": index, "function": {"arguments": piece}}
             payloads.append(_chunk(response_id, {"tool_calls": [frag]}))
     payloads.append(_chunk(response_id, {}, finish or ("tool_calls" if tool_calls else "stop")))
-    last = {**_chunk(response_id, {}), "choices": [], "usage": use or usage()}
-    payloads.append(last)
+    if usage_chunk:
+        payloads.append({**_chunk(response_id, {}), "choices": [], "usage": use or usage()})
     return sse(*payloads, done=done)
 
 
