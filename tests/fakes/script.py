@@ -123,7 +123,9 @@ def check_pairing(history: list[Said]) -> None:
     for said in history:
         if said.role == "tool":
             if said.call_id not in pending:
-                raise BadRequest(f"no tool call found for the tool result with call id {said.call_id}")
+                raise BadRequest(
+                    f"no tool call found for the tool result with call id {said.call_id}"
+                )
             pending.discard(said.call_id)
             continue
         if pending:

@@ -1,14 +1,37 @@
-"""What a user checks through the read API after one framework run: one clean, paired trace."""
+"""The gateway a framework run goes through, and what a user checks through the read API
+afterwards: one clean trace, each tool call paired with its result."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from tests.fakes.script import EXPECTED_ANSWER, QUESTION, time_tool, weather_tool
-from tests.harness import Gateway
+from tests.fakes.script import (
+    EXPECTED_ANSWER,
+    QUESTION,
+    time_tool,
+    weather_and_time,
+    weather_tool,
+)
+from tests.fakes.scripted import ScriptedModel
+from tests.harness import Gateway, GatewayFactory
 
-__all__ = ["EXPECTED_ANSWER", "QUESTION", "assert_one_clean_trace", "time_tool", "weather_tool"]
+__all__ = [
+    "EXPECTED_ANSWER",
+    "QUESTION",
+    "assert_one_clean_trace",
+    "scripted_gateway",
+    "time_tool",
+    "weather_tool",
+]
+
+
+async def scripted_gateway(make: GatewayFactory, *, parallel: bool, **settings: Any) -> Gateway:
+    """A gateway (with these settings) whose provider answers from the weather-and-time script."""
+    gw = await make(**settings)
+    gw.provider.responder = ScriptedModel(weather_and_time(parallel=parallel))
+    return gw
+
 
 INSTRUCTIONS = "You are a travel assistant. Use the tools, then answer in one sentence."
 

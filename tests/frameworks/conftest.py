@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests import harness
-from tests.fakes.script import weather_and_time
-from tests.fakes.scripted import ScriptedModel
+from tests.frameworks.checks import scripted_gateway
 from tests.harness import Gateway, GatewayFactory
 
 # The gateway fixtures, by assignment (SQLite only: the frameworks are what varies here).
@@ -22,9 +21,7 @@ def parallel(request: pytest.FixtureRequest) -> bool:
 
 @pytest.fixture
 async def gateway(make_gateway: GatewayFactory, parallel: bool) -> Gateway:
-    gw = await make_gateway()
-    gw.provider.responder = ScriptedModel(weather_and_time(parallel=parallel))
-    return gw
+    return await scripted_gateway(make_gateway, parallel=parallel)
 
 
 @pytest.fixture

@@ -60,8 +60,8 @@ async def run(gw: Gateway, api: str, *, stream: bool) -> str:
     inputs: Any = {"messages": [("user", QUESTION)]}
     if stream:
         state: Any = None
-        async for state in agent.astream(inputs, stream_mode="values"):
-            pass
+        async for values in agent.astream(inputs, stream_mode="values"):
+            state = values
     else:
         state = await agent.ainvoke(inputs)
     final = state["messages"][-1]
