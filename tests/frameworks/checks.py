@@ -33,6 +33,7 @@ async def scripted_gateway(make: GatewayFactory, *, parallel: bool, **settings: 
     return gw
 
 
+NEEDS_EXTRA = "needs the frameworks extra: pip install -e '.[test,frameworks]'"
 INSTRUCTIONS = "You are a travel assistant. Use the tools, then answer in one sentence."
 
 

@@ -8,10 +8,15 @@ only the new user turn (the tool results), without system prompt and tools.
 
 from __future__ import annotations
 
+import pytest
+
+from tests.frameworks.checks import NEEDS_EXTRA
+
+pytest.importorskip("anthropic", minversion="2.14", reason=NEEDS_EXTRA)  # threads
+
 from typing import Any
 
 import anthropic
-import pytest
 from anthropic import beta_async_tool
 
 from tests.fakes.scripted import ScriptedModel, bodies

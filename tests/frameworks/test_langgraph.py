@@ -3,9 +3,14 @@ Completions and the Responses API, streamed and not, each run one clean trace.""
 
 from __future__ import annotations
 
+import pytest
+
+from tests.frameworks.checks import NEEDS_EXTRA
+
+pytest.importorskip("langgraph.prebuilt", reason=NEEDS_EXTRA)
+
 from typing import Any
 
-import pytest
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI

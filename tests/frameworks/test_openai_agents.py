@@ -3,8 +3,13 @@ Completions model, streamed and not, each run one clean trace."""
 
 from __future__ import annotations
 
-import openai
 import pytest
+
+from tests.frameworks.checks import NEEDS_EXTRA
+
+pytest.importorskip("agents", reason=NEEDS_EXTRA)
+
+import openai
 from agents import (
     Agent,
     OpenAIChatCompletionsModel,

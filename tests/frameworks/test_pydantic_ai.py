@@ -9,9 +9,14 @@ their item ids: the history no longer matches what the provider sent, yet it is 
 
 from __future__ import annotations
 
+import pytest
+
+from tests.frameworks.checks import NEEDS_EXTRA
+
+pytest.importorskip("pydantic_ai", reason=NEEDS_EXTRA)
+
 from typing import Any
 
-import pytest
 from pydantic_ai import Agent, AgentRunResultEvent
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.providers.openai import OpenAIProvider
