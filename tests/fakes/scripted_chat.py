@@ -41,13 +41,16 @@ def answer(body: dict[str, Any], move: Move, ids: Ids) -> Reply:
     calls = [chat.call(ids.openai_call(), c.name, c.arguments) for c in move.calls]
     content = move.text or None
     use = chat.usage(estimate_tokens(body), estimate_tokens([content, calls]))
-    response_id = ids.chat_completion()
+    fields: dict[str, Any] = {
+        "tool_calls": calls,
+        "response_id": ids.chat_completion(),
+        "use": use,
+        "model": str(body.get("model", chat.MODEL)),
+    }
     if not body.get("stream"):
-        return chat.completion(content, tool_calls=calls, response_id=response_id, use=use)
+        return chat.completion(content, **fields)
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-    return chat.streamed(
-        content, tool_calls=calls, response_id=response_id, use=use, usage_chunk=include_usage
-    )
+    return chat.streamed(content, usage_chunk=include_usage, **fields)
 
 
 def error(status: int, message: str, code: str | None = None) -> Reply:

@@ -110,6 +110,8 @@ def answer(
         previous_response_id=body.get("previous_response_id"),
     )
     result["store"] = body.get("store", True) is not False
+    result["model"] = str(body.get("model", responses.MODEL))
+    result["instructions"] = body.get("instructions")
     result["tools"] = body.get("tools") or []
     if result["store"]:
         store.items.update((i["id"], i) for i in output)
