@@ -35,6 +35,7 @@ def completion(
     response_id: str = "chatcmpl-fake1",
     use: dict[str, Any] | None = None,
     extra_message: dict[str, Any] | None = None,
+    model: str = MODEL,
 ) -> Reply:
     message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
     if tool_calls:
@@ -44,7 +45,7 @@ def completion(
         "id": response_id,
         "object": "chat.completion",
         "created": 1766084439,
-        "model": MODEL,
+        "model": model,
         "choices": [
             {
                 "index": 0,
@@ -59,12 +60,14 @@ def completion(
     return Reply(body=body, headers={"x-request-id": f"req_{response_id}"})
 
 
-def _chunk(response_id: str, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+def _chunk(
+    response_id: str, delta: dict[str, Any], finish: str | None = None, model: str = MODEL
+) -> dict[str, Any]:
     return {
         "id": response_id,
         "object": "chat.completion.chunk",
         "created": 1766084439,
-        "model": MODEL,
+        "model": model,
         "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
     }
 
@@ -78,14 +81,18 @@ def stream_chunks(
     use: dict[str, Any] | None = None,
     reasoning: str | None = None,
     done: bool = True,
+    usage_chunk: bool = True,
+    model: str = MODEL,
 ) -> list[bytes]:
-    """A stream as OpenAI sends it: role, content pieces, tool-call fragments, finish, usage."""
-    payloads: list[dict[str, Any]] = [_chunk(response_id, {"role": "assistant", "content": ""})]
+    """A stream as OpenAI sends it: role, content pieces, tool-call fragments, finish, usage
+    (the usage chunk only when asked for, as `stream_options.include_usage` does)."""
+    first = {"role": "assistant", "content": ""}
+    payloads: list[dict[str, Any]] = [_chunk(response_id, first, model=model)]
     if reasoning:
         for piece in (reasoning[: len(reasoning) // 2], reasoning[len(reasoning) // 2 :]):
-            payloads.append(_chunk(response_id, {"reasoning_content": piece}))
+            payloads.append(_chunk(response_id, {"reasoning_content": piece}, model=model))
     for piece in _pieces(text or ""):
-        payloads.append(_chunk(response_id, {"content": piece}))
+        payloads.append(_chunk(response_id, {"content": piece}, model=model))
     for index, tc in enumerate(tool_calls or []):
         start = {
             "index": index,
@@ -93,13 +100,15 @@ def stream_chunks(
             "type": "function",
             "function": {"name": tc["function"]["name"], "arguments": ""},
         }
-        payloads.append(_chunk(response_id, {"tool_calls": [start]}))
+        payloads.append(_chunk(response_id, {"tool_calls": [start]}, model=model))
         for piece in _pieces(tc["function"]["arguments"], 7):
             frag = {"index": index, "function": {"arguments": piece}}
-            payloads.append(_chunk(response_id, {"tool_calls": [frag]}))
-    payloads.append(_chunk(response_id, {}, finish or ("tool_calls" if tool_calls else "stop")))
-    last = {**_chunk(response_id, {}), "choices": [], "usage": use or usage()}
-    payloads.append(last)
+            payloads.append(_chunk(response_id, {"tool_calls": [frag]}, model=model))
+    finish = finish or ("tool_calls" if tool_calls else "stop")
+    payloads.append(_chunk(response_id, {}, finish, model))
+    if usage_chunk:
+        last = _chunk(response_id, {}, model=model)
+        payloads.append({**last, "choices": [], "usage": use or usage()})
     return sse(*payloads, done=done)
 
 

@@ -1,7 +1,8 @@
 """A fake model provider: a real aiohttp server replaying scripted replies over real HTTP/SSE.
 
-Tests queue replies; each request takes the next one. Every request is kept (headers and body)
-so a test can assert what reached the provider — and what did not.
+Tests queue replies; each request takes the next one, or, with none queued, the reply of the
+`responder` (a scripted model) if one is set. Every request is kept (headers and body) so a
+test can assert what reached the provider — and what did not.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class FakeProvider:
     def __init__(self) -> None:
         self.replies: deque[Reply | Callable[[Received], Reply]] = deque()
         self.received: list[Received] = []
+        self.responder: Callable[[Received], Reply] | None = None
         self.sent_all = asyncio.Event()  # the last event of a streamed reply was written
         self.disconnected = asyncio.Event()  # a client went away mid-stream
         self.app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -67,9 +69,12 @@ class FakeProvider:
             request.raw_path,
         )
         self.received.append(received)
-        if not self.replies:
+        if self.replies:
+            reply = self.replies.popleft()
+        elif self.responder is not None:
+            reply = self.responder
+        else:
             return web.json_response({"error": {"message": "no reply queued"}}, status=599)
-        reply = self.replies.popleft()
         if callable(reply):
             reply = reply(received)
         if reply.delay:

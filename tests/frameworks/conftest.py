@@ -1,0 +1,30 @@
+"""Fixtures for the framework runs: the gateway in front of the fake provider, whose replies
+come from a scripted model (tool calls first, then a final answer from the tool results)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import harness
+from tests.frameworks.checks import scripted_gateway
+from tests.harness import Gateway, GatewayFactory
+
+# The gateway fixtures, by assignment (SQLite only: the frameworks are what varies here).
+provider, database_url, make_gateway = harness.provider, harness.database_url, harness.make_gateway
+
+
+@pytest.fixture(params=[True, False], ids=["parallel", "sequential"])
+def parallel(request: pytest.FixtureRequest) -> bool:
+    """Both tool calls in one model turn, or one call a turn."""
+    return bool(request.param)
+
+
+@pytest.fixture
+async def gateway(make_gateway: GatewayFactory, parallel: bool) -> Gateway:
+    return await scripted_gateway(make_gateway, parallel=parallel)
+
+
+@pytest.fixture
+def steps(parallel: bool) -> int:
+    """Model requests of one run: a turn per round of tool calls, then the answer."""
+    return 2 if parallel else 3
