@@ -7,6 +7,7 @@ import asyncio
 import logging
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 
 from aiohttp import web
 
@@ -18,6 +19,7 @@ log = logging.getLogger("loopwatch")
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="loopwatch", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"loopwatch {version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the gateway")
     serve.add_argument("--host", help="address to bind (LOOPWATCH_HOST, default 127.0.0.1)")
@@ -45,6 +47,14 @@ def _parser() -> argparse.ArgumentParser:
     fingerprint.add_argument("--database-url", help="the gateway's database (holds the secret)")
     fingerprint.add_argument("--config", help="TOML config file (LOOPWATCH_CONFIG)")
     return parser
+
+
+def version() -> str:
+    """The installed distribution's version (pyproject.toml), not a second copy in code."""
+    try:
+        return metadata.version("loopwatch")
+    except metadata.PackageNotFoundError:  # a source tree on sys.path, never installed
+        return "unknown"
 
 
 def check_exposure(settings: Settings) -> None:
