@@ -84,3 +84,7 @@ class UpstreamTimeout(UpstreamError):
 
 class ConfigError(Exception):
     """A setting is invalid; the message names it. Stops start-up."""
+
+
+class StartupError(Exception):
+    """The gateway cannot start (database, port); the message is one line naming the cause."""

@@ -1,4 +1,4 @@
-"""Database engines (SQLite or PostgreSQL), schema creation and the per-install secret."""
+"""Database engines (SQLite or PostgreSQL), the schema (by migrations) and the install secret."""
 
 from __future__ import annotations
 
@@ -8,13 +8,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
-from sqlmodel import SQLModel
 
-from gateway.store.models import META  # importing models registers every table
+from gateway.store.migrate import upgrade_schema
+from gateway.store.models import META
 
 SECRET_KEY = "continuation_secret"
-# Any constant shared by every replica: serialises concurrent schema creation on PostgreSQL.
-_SCHEMA_LOCK_ID = 0x4C6F6F70
 
 
 def normalize_url(database_url: str) -> str:
@@ -63,12 +61,8 @@ def write_connection(engine: Engine) -> Connection:
 
 
 def create_schema(engine: Engine) -> None:
-    """Create missing tables and indexes; safe when several processes start at once."""
-    with write_connection(engine) as conn, conn.begin():
-        if conn.dialect.name == "postgresql":
-            # Two CREATE TABLEs racing on PostgreSQL fail on the catalog's unique index.
-            conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_SCHEMA_LOCK_ID)))
-        SQLModel.metadata.create_all(conn)
+    """Bring the schema to the newest migration; safe when several processes start at once."""
+    upgrade_schema(engine)
 
 
 def install_secret(engine: Engine) -> bytes:
