@@ -9,10 +9,9 @@ import sys
 from collections.abc import Sequence
 from importlib import metadata
 
-from aiohttp import web
-
 from gateway.config import Settings, load_settings
 from gateway.errors import ConfigError
+from gateway.logs import configure_logging
 
 log = logging.getLogger("loopwatch")
 
@@ -74,9 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"loopwatch: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(settings.log_level, settings.log_format)
     if args.command == "demo":
         from gateway.demo import run_demo
 
@@ -87,27 +84,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _serve(settings: Settings) -> int:
-    from gateway.app import create_app
+    from gateway import serving
 
     # The recorder's worker thread redacts and writes in batches; a short GIL switch
     # interval keeps it from holding the event loop for the default 5 ms at a time.
     sys.setswitchinterval(0.0005)
-    log.info(
-        "loopwatch listening on http://%s:%s (upstream %s)",
-        settings.host,
-        settings.port,
-        settings.upstream_url,
-    )
-    web.run_app(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        print=None,
-        access_log=None,
-        handler_cancellation=True,
-        loop=_new_event_loop(),
-    )
-    return 0
+    return serving.run(settings, _new_event_loop)
 
 
 def _print_fingerprint(settings: Settings) -> int:

@@ -100,6 +100,8 @@ class Settings(_Frozen):
     recorder_batch_size: int = Field(default=200, ge=1)
     recorder_flush_seconds: float = Field(default=0.05, gt=0)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["text", "json"] = "text"
+    access_log: bool = True
     redaction: RedactionSettings = RedactionSettings()
     routes: tuple[Route, ...] = ()
     keys: tuple[KeyBudget, ...] = ()
@@ -175,6 +177,8 @@ ENV_SETTINGS = (
     "recorder_batch_size",
     "recorder_flush_seconds",
     "log_level",
+    "log_format",
+    "access_log",
     "metrics_max_models",
     "webhook_urls",
     "public_url",

@@ -42,8 +42,10 @@ LAYERS: dict[str, int] = {
     "gateway.admission": 4,
     "gateway.relay": 4,
     "gateway.ui": 4,
+    "gateway.logs": 4,
     "gateway.app": 5,
     "gateway.cli": 5,
+    "gateway.serving": 5,
     "gateway.demo": 5,
 }
 IO_LIBRARIES = ("aiohttp", "sqlalchemy", "sqlmodel", "prometheus_client", "psycopg")
