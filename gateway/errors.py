@@ -88,3 +88,13 @@ class ConfigError(Exception):
 
 class StartupError(Exception):
     """The gateway cannot start (database, port); the message is one line naming the cause."""
+
+
+class HeaderTooLarge(GatewayError):
+    status = 431
+    type = "invalid_request_error"
+    code = "request_header_too_large"
+
+
+class MalformedRequest(BadRequest):
+    code = "malformed_request"

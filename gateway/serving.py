@@ -25,6 +25,7 @@ from sqlalchemy.engine import make_url
 from gateway.app import create_app
 from gateway.config import Settings
 from gateway.errors import StartupError
+from gateway.http_server import GatewayRunner
 from gateway.logs import ACCESS_LOGGER, access_logger_class
 from gateway.redaction import Redactor
 
@@ -77,8 +78,8 @@ def store_failure(database_url: str, exc: BaseException) -> StartupError:
 
 def runner_for(app: web.Application, settings: Settings) -> web.AppRunner:
     if not settings.access_log:
-        return web.AppRunner(app, handler_cancellation=True, access_log=None)
-    return web.AppRunner(
+        return GatewayRunner(app, handler_cancellation=True, access_log=None)
+    return GatewayRunner(
         app,
         handler_cancellation=True,
         access_log=logging.getLogger(ACCESS_LOGGER),
