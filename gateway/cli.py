@@ -8,9 +8,10 @@ import logging
 import sys
 from collections.abc import Sequence
 from importlib import metadata
+from pathlib import Path
 
 from gateway.config import Settings, load_settings
-from gateway.errors import ConfigError
+from gateway.errors import ConfigError, StartupError
 from gateway.logs import configure_logging
 
 log = logging.getLogger("loopwatch")
@@ -95,17 +96,47 @@ def _serve(settings: Settings) -> int:
 def _print_fingerprint(settings: Settings) -> int:
     """The key comes on stdin, never as an argument (which shells and `ps` would keep)."""
     from gateway.budgets import key_fingerprint
-    from gateway.store.engine import create_schema, install_secret, make_engine
 
+    try:
+        secret = _existing_secret(settings.database_url)
+    except StartupError as exc:
+        print(f"loopwatch: {exc}", file=sys.stderr)
+        return 2
     key = sys.stdin.readline().strip()
     if not key:
         print("loopwatch: give the API key on standard input", file=sys.stderr)
         return 2
-    engine = make_engine(settings.database_url)
-    create_schema(engine)
-    print(key_fingerprint(install_secret(engine), key))
-    engine.dispose()
+    print(key_fingerprint(secret, key))
     return 0
+
+
+def _existing_secret(database_url: str) -> bytes:
+    """The gateway's install secret: a fingerprint made with any other would match nothing,
+    so a missing database or secret is refused, never created."""
+    from sqlalchemy.engine import make_url
+
+    from gateway.serving import STORE_ERRORS, store_failure
+    from gateway.store.engine import read_only_engine, read_secret
+
+    path = make_url(database_url).database if database_url.startswith("sqlite") else None
+    if path is not None and (path in ("", ":memory:") or not Path(path).is_file()):
+        raise StartupError(
+            f"no database at {path or database_url}: point --database-url (or "
+            "LOOPWATCH_DATABASE_URL) at the gateway's own, made by `loopwatch serve`"
+        )
+    engine = read_only_engine(database_url)
+    try:
+        secret = read_secret(engine)
+    except STORE_ERRORS as exc:
+        raise store_failure(database_url, exc) from exc
+    finally:
+        engine.dispose()
+    if secret is None:
+        raise StartupError(
+            f"{make_url(database_url).render_as_string(hide_password=True)} holds no install "
+            "secret: is it the gateway's database? `loopwatch serve` makes one"
+        )
+    return secret
 
 
 def _new_event_loop() -> asyncio.AbstractEventLoop:

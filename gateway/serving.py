@@ -32,7 +32,7 @@ from gateway.redaction import Redactor
 log = logging.getLogger("loopwatch")
 BACKLOG = 1024
 # What the database drivers raise when a database cannot be opened or reached.
-_STORE_ERRORS = (sa_exc.SQLAlchemyError, psycopg.Error, sqlite3.Error)
+STORE_ERRORS = (sa_exc.SQLAlchemyError, psycopg.Error, sqlite3.Error)
 
 
 def bind(host: str, port: int) -> list[socket.socket]:
@@ -99,7 +99,7 @@ async def running(
             await runner.setup()  # the app's start-up: the store, its migrations, the ledger
         except StartupError:
             raise
-        except _STORE_ERRORS as exc:
+        except STORE_ERRORS as exc:
             raise store_failure(settings.database_url, exc) from exc
         sites = [web.SockSite(runner, sock, backlog=BACKLOG) for sock in sockets]
         for site in sites:

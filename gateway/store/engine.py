@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+import urllib.parse
 from typing import Any
 
 import sqlalchemy as sa
@@ -29,6 +30,15 @@ def make_engine(database_url: str, *, busy_timeout_ms: int = 5000) -> Engine:
         return _sqlite_engine(url, busy_timeout_ms)
     # pre_ping: a replica survives a database restart without surfacing dead connections.
     return sa.create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=20)
+
+
+def read_only_engine(database_url: str) -> Engine:
+    """An engine that never writes; on SQLite it cannot even create the file."""
+    url = sa.engine.make_url(normalize_url(database_url))
+    if url.get_backend_name() != "sqlite":
+        return make_engine(database_url)
+    path = urllib.parse.quote(url.database or "")
+    return sa.create_engine(f"sqlite:///file:{path}?mode=ro&uri=true")
 
 
 def _sqlite_engine(url: str, busy_timeout_ms: int) -> Engine:
@@ -77,6 +87,15 @@ def install_secret(engine: Engine) -> bytes:
                 sa.select(META.c.value).where(META.c.key == SECRET_KEY)
             ).scalar_one()
     return bytes.fromhex(value)
+
+
+def read_secret(engine: Engine) -> bytes | None:
+    """The install secret if the database holds one; never creates it (nor any table)."""
+    with engine.connect() as conn:
+        if not sa.inspect(conn).has_table(META.name):
+            return None
+        value = conn.execute(sa.select(META.c.value).where(META.c.key == SECRET_KEY)).scalar()
+    return None if value is None else bytes.fromhex(value)
 
 
 def dialect_insert(conn: Connection, table: sa.Table) -> postgresql.Insert | sqlite.Insert:
