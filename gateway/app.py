@@ -126,6 +126,7 @@ async def _start_webhooks(
         settings.webhook_urls,
         redactor=redactor,
         public_url=settings.public_url,
+        secret=settings.webhook_secret,
         on_drop=lambda reason: metrics.webhook_dropped.labels(reason).inc(),
     )
     await webhooks.start()

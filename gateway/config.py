@@ -108,6 +108,7 @@ class Settings(_Frozen):
     metrics_max_models: int = Field(default=50, ge=1)
     webhook_urls: tuple[str, ...] = ()
     public_url: str | None = None  # base of links in webhook events, e.g. https://lw.example
+    webhook_secret: str | None = None  # HMAC key of X-Loopwatch-Signature
 
     @field_validator("webhook_urls", mode="before")
     @classmethod
@@ -135,7 +136,7 @@ class Settings(_Frozen):
             raise ValueError("must start with sqlite:// or postgresql://")
         return value
 
-    @field_validator("admin_token")
+    @field_validator("admin_token", "webhook_secret")
     @classmethod
     def _token(cls, value: str | None) -> str | None:
         if value is not None and len(value) < 16:
@@ -182,6 +183,7 @@ ENV_SETTINGS = (
     "metrics_max_models",
     "webhook_urls",
     "public_url",
+    "webhook_secret",
 )
 
 
