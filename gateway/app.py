@@ -16,6 +16,7 @@ from gateway.deps import Deps
 from gateway.errors import GatewayError, NotFound, Unauthorized
 from gateway.metrics import MetricsSink, metrics_response
 from gateway.protocols.registry import ADAPTERS, PATHS
+from gateway.readiness import Readiness
 from gateway.recorder import Recorder
 from gateway.redaction import Redactor, without_reasoning_summaries
 from gateway.step import RefusalRecord, StepRecord
@@ -31,6 +32,7 @@ from gateway.webhooks import WebhookSink
 log = logging.getLogger(__name__)
 
 DEPS = web.AppKey("deps", Deps)
+READINESS = web.AppKey("readiness", Readiness)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -50,6 +52,7 @@ def create_app(
         app.router.add_post(path, _bind(proxy.handle_model, ADAPTERS[protocol]))
     app.router.add_route("*", "/v1/{tail:.*}", _bind(proxy.handle_passthrough, ADAPTERS["chat"]))
     app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/readyz", _readyz)
     app.router.add_get("/metrics", _metrics)
     app.router.add_get("/api/traces", _with_deps(api.list_traces))
     app.router.add_get("/api/traces/{trace_id}", _with_deps(api.get_trace))
@@ -97,6 +100,7 @@ async def _lifecycle(
         clock=clock or (lambda: datetime.now(UTC)),
         sinks=(metrics,) if webhooks is None else (metrics, webhooks),
     )
+    app[READINESS] = Readiness(engine, recorder, settings.recorder_queue_size)
     try:
         yield
     finally:
@@ -162,6 +166,10 @@ async def _healthz(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok", "recorder_queue_depth": deps.recorder.queue_depth})
 
 
+async def _readyz(request: web.Request) -> web.Response:
+    return await request.app[READINESS].response()
+
+
 async def _metrics(request: web.Request) -> web.Response:
     return metrics_response(request.app[DEPS].sinks)
 
@@ -184,7 +192,7 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 def _needs_admin(path: str) -> bool:
     public = path.startswith(("/v1/", "/static/")) or path == auth.LOGIN_PATH
-    return not (public or path in ("/metrics", "/healthz"))
+    return not (public or path in ("/metrics", "/healthz", "/readyz"))
 
 
 @web.middleware

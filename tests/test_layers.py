@@ -44,6 +44,7 @@ LAYERS: dict[str, int] = {
     "gateway.ui": 4,
     "gateway.logs": 4,
     "gateway.http_server": 4,
+    "gateway.readiness": 4,
     "gateway.app": 5,
     "gateway.cli": 5,
     "gateway.serving": 5,

@@ -14,6 +14,7 @@ from gateway.store.migrate import upgrade_schema
 from gateway.store.models import META
 
 SECRET_KEY = "continuation_secret"
+CONNECT_TIMEOUT = 10  # seconds to reach PostgreSQL (a URL's own connect_timeout wins)
 
 
 def normalize_url(database_url: str) -> str:
@@ -29,7 +30,11 @@ def make_engine(database_url: str, *, busy_timeout_ms: int = 5000) -> Engine:
     if url.startswith("sqlite"):
         return _sqlite_engine(url, busy_timeout_ms)
     # pre_ping: a replica survives a database restart without surfacing dead connections.
-    return sa.create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=20)
+    # connect_timeout: an unreachable host fails in seconds, not after the TCP default.
+    connect_args = {} if "connect_timeout=" in url else {"connect_timeout": CONNECT_TIMEOUT}
+    return sa.create_engine(
+        url, pool_pre_ping=True, pool_size=5, max_overflow=20, connect_args=connect_args
+    )
 
 
 def read_only_engine(database_url: str) -> Engine:
