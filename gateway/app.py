@@ -19,6 +19,7 @@ from gateway.protocols.registry import ADAPTERS, PATHS
 from gateway.readiness import Readiness
 from gateway.recorder import Recorder
 from gateway.redaction import Redactor, without_reasoning_summaries
+from gateway.retention import Retention
 from gateway.step import RefusalRecord, StepRecord
 from gateway.store.engine import create_schema, install_secret, make_engine
 from gateway.store.ledger import Ledger, ThreadLedger
@@ -48,6 +49,7 @@ def create_app(
         handler_args={"handler_cancellation": True},
     )
     app.cleanup_ctx.append(partial(_lifecycle, settings=settings, engine=engine, clock=clock))
+    app.cleanup_ctx.append(_retention)  # after the store is open, stopped before it closes
     for path, protocol in PATHS.items():
         app.router.add_post(path, _bind(proxy.handle_model, ADAPTERS[protocol]))
     app.router.add_route("*", "/v1/{tail:.*}", _bind(proxy.handle_passthrough, ADAPTERS["chat"]))
@@ -110,6 +112,25 @@ async def _lifecycle(
         await recorder.close()
         engine.dispose()
         await ledger.close()
+
+
+async def _retention(app: web.Application) -> AsyncIterator[None]:
+    deps = app[DEPS]
+    if deps.settings.retention_days is None:
+        yield
+        return
+    metrics = next(sink for sink in deps.sinks if isinstance(sink, MetricsSink))
+    retention = Retention(
+        deps.engine,
+        deps.settings.retention_days,
+        clock=deps.clock,
+        on_purged=metrics.retention_purged.inc,
+    )
+    retention.start()
+    try:
+        yield
+    finally:
+        await retention.close()
 
 
 async def _open_ledger(settings: Settings, engine: Engine, injected: bool) -> Ledger:

@@ -109,6 +109,7 @@ class Settings(_Frozen):
     webhook_urls: tuple[str, ...] = ()
     public_url: str | None = None  # base of links in webhook events, e.g. https://lw.example
     webhook_secret: str | None = None  # HMAC key of X-Loopwatch-Signature
+    retention_days: int | None = Field(default=None, ge=1)  # unset: keep traces forever
 
     @field_validator("webhook_urls", mode="before")
     @classmethod
@@ -184,6 +185,7 @@ ENV_SETTINGS = (
     "webhook_urls",
     "public_url",
     "webhook_secret",
+    "retention_days",
 )
 
 
