@@ -139,4 +139,6 @@ def run(settings: Settings, loop_factory: Callable[[], asyncio.AbstractEventLoop
         log.debug("start-up failed", exc_info=exc.__cause__)
         print(f"loopwatch: {exc}", flush=True, file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C before the signal handlers are in place
+        return 130
     return 0
