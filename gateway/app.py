@@ -16,8 +16,10 @@ from gateway.deps import Deps
 from gateway.errors import GatewayError, NotFound, Unauthorized
 from gateway.metrics import MetricsSink, metrics_response
 from gateway.protocols.registry import ADAPTERS, PATHS
+from gateway.readiness import Readiness
 from gateway.recorder import Recorder
 from gateway.redaction import Redactor, without_reasoning_summaries
+from gateway.retention import Retention
 from gateway.step import RefusalRecord, StepRecord
 from gateway.store.engine import create_schema, install_secret, make_engine
 from gateway.store.ledger import Ledger, ThreadLedger
@@ -32,6 +34,7 @@ from gateway.webhooks import WebhookSink
 log = logging.getLogger(__name__)
 
 DEPS = web.AppKey("deps", Deps)
+READINESS = web.AppKey("readiness", Readiness)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -47,10 +50,12 @@ def create_app(
         handler_args={"handler_cancellation": True},
     )
     app.cleanup_ctx.append(partial(_lifecycle, settings=settings, engine=engine, clock=clock))
+    app.cleanup_ctx.append(_retention)  # after the store is open, stopped before it closes
     for path, protocol in PATHS.items():
         app.router.add_post(path, _bind(proxy.handle_model, ADAPTERS[protocol]))
     app.router.add_route("*", "/v1/{tail:.*}", _bind(proxy.handle_passthrough, ADAPTERS["chat"]))
     app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/readyz", _readyz)
     app.router.add_get("/metrics", _metrics)
     app.router.add_get("/api/traces", _with_deps(api.list_traces))
     app.router.add_get("/api/traces/{trace_id}", _with_deps(api.get_trace))
@@ -98,6 +103,7 @@ async def _lifecycle(
         clock=clock or (lambda: datetime.now(UTC)),
         sinks=(metrics,) if webhooks is None else (metrics, webhooks),
     )
+    app[READINESS] = Readiness(engine, recorder, settings.recorder_queue_size)
     try:
         yield
     finally:
@@ -107,6 +113,25 @@ async def _lifecycle(
         await recorder.close()
         engine.dispose()
         await ledger.close()
+
+
+async def _retention(app: web.Application) -> AsyncIterator[None]:
+    deps = app[DEPS]
+    if deps.settings.retention_days is None:
+        yield
+        return
+    metrics = next(sink for sink in deps.sinks if isinstance(sink, MetricsSink))
+    retention = Retention(
+        deps.engine,
+        deps.settings.retention_days,
+        clock=deps.clock,
+        on_purged=metrics.retention_purged.inc,
+    )
+    retention.start()
+    try:
+        yield
+    finally:
+        await retention.close()
 
 
 async def _open_ledger(settings: Settings, engine: Engine, injected: bool) -> Ledger:
@@ -128,6 +153,7 @@ async def _start_webhooks(
         settings.webhook_urls,
         redactor=redactor,
         public_url=settings.public_url,
+        secret=settings.webhook_secret,
         on_drop=lambda reason: metrics.webhook_dropped.labels(reason).inc(),
     )
     await webhooks.start()
@@ -163,6 +189,10 @@ async def _healthz(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok", "recorder_queue_depth": deps.recorder.queue_depth})
 
 
+async def _readyz(request: web.Request) -> web.Response:
+    return await request.app[READINESS].response()
+
+
 async def _metrics(request: web.Request) -> web.Response:
     return metrics_response(request.app[DEPS].sinks)
 
@@ -185,7 +215,7 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 def _needs_admin(path: str) -> bool:
     public = path.startswith(("/v1/", "/static/")) or path == auth.LOGIN_PATH
-    return not (public or path in ("/metrics", "/healthz"))
+    return not (public or path in ("/metrics", "/healthz", "/readyz"))
 
 
 @web.middleware

@@ -7,17 +7,19 @@ import asyncio
 import logging
 import sys
 from collections.abc import Sequence
-
-from aiohttp import web
+from importlib import metadata
+from pathlib import Path
 
 from gateway.config import Settings, load_settings
-from gateway.errors import ConfigError
+from gateway.errors import ConfigError, StartupError
+from gateway.logs import configure_logging
 
 log = logging.getLogger("loopwatch")
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="loopwatch", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"loopwatch {version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the gateway")
     serve.add_argument("--host", help="address to bind (LOOPWATCH_HOST, default 127.0.0.1)")
@@ -47,6 +49,14 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def version() -> str:
+    """The installed distribution's version (pyproject.toml), not a second copy in code."""
+    try:
+        return metadata.version("loopwatch")
+    except metadata.PackageNotFoundError:  # a source tree on sys.path, never installed
+        return "unknown"
+
+
 def check_exposure(settings: Settings) -> None:
     if not settings.is_loopback() and settings.admin_token is None:
         raise ConfigError(
@@ -64,9 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"loopwatch: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(settings.log_level, settings.log_format)
     if args.command == "demo":
         from gateway.demo import run_demo
 
@@ -77,43 +85,58 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _serve(settings: Settings) -> int:
-    from gateway.app import create_app
+    from gateway import serving
 
     # The recorder's worker thread redacts and writes in batches; a short GIL switch
     # interval keeps it from holding the event loop for the default 5 ms at a time.
     sys.setswitchinterval(0.0005)
-    log.info(
-        "loopwatch listening on http://%s:%s (upstream %s)",
-        settings.host,
-        settings.port,
-        settings.upstream_url,
-    )
-    web.run_app(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        print=None,
-        access_log=None,
-        handler_cancellation=True,
-        loop=_new_event_loop(),
-    )
-    return 0
+    return serving.run(settings, _new_event_loop)
 
 
 def _print_fingerprint(settings: Settings) -> int:
     """The key comes on stdin, never as an argument (which shells and `ps` would keep)."""
     from gateway.budgets import key_fingerprint
-    from gateway.store.engine import create_schema, install_secret, make_engine
 
+    try:
+        secret = _existing_secret(settings.database_url)
+    except StartupError as exc:
+        print(f"loopwatch: {exc}", file=sys.stderr)
+        return 2
     key = sys.stdin.readline().strip()
     if not key:
         print("loopwatch: give the API key on standard input", file=sys.stderr)
         return 2
-    engine = make_engine(settings.database_url)
-    create_schema(engine)
-    print(key_fingerprint(install_secret(engine), key))
-    engine.dispose()
+    print(key_fingerprint(secret, key))
     return 0
+
+
+def _existing_secret(database_url: str) -> bytes:
+    """The gateway's install secret: a fingerprint made with any other would match nothing,
+    so a missing database or secret is refused, never created."""
+    from sqlalchemy.engine import make_url
+
+    from gateway.serving import STORE_ERRORS, store_failure
+    from gateway.store.engine import read_only_engine, read_secret
+
+    path = make_url(database_url).database if database_url.startswith("sqlite") else None
+    if path is not None and (path in ("", ":memory:") or not Path(path).is_file()):
+        raise StartupError(
+            f"no database at {path or database_url}: point --database-url (or "
+            "LOOPWATCH_DATABASE_URL) at the gateway's own, made by `loopwatch serve`"
+        )
+    engine = read_only_engine(database_url)
+    try:
+        secret = read_secret(engine)
+    except STORE_ERRORS as exc:
+        raise store_failure(database_url, exc) from exc
+    finally:
+        engine.dispose()
+    if secret is None:
+        raise StartupError(
+            f"{make_url(database_url).render_as_string(hide_password=True)} holds no install "
+            "secret: is it the gateway's database? `loopwatch serve` makes one"
+        )
+    return secret
 
 
 def _new_event_loop() -> asyncio.AbstractEventLoop:

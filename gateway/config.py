@@ -127,6 +127,8 @@ class Settings(_Frozen):
     recorder_batch_size: int = Field(default=200, ge=1)
     recorder_flush_seconds: float = Field(default=0.05, gt=0)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["text", "json"] = "text"
+    access_log: bool = True
     redaction: RedactionSettings = RedactionSettings()
     routes: tuple[Route, ...] = ()
     keys: tuple[KeyBudget, ...] = ()
@@ -142,6 +144,8 @@ class Settings(_Frozen):
             if not glob.strip() or len(glob) > 256:
                 raise ValueError(f"model glob {glob!r} must be 1 to 256 characters")
         return value
+    webhook_secret: str | None = None  # HMAC key of X-Loopwatch-Signature
+    retention_days: int | None = Field(default=None, ge=1)  # unset: keep traces forever
 
     @field_validator("webhook_urls", mode="before")
     @classmethod
@@ -169,7 +173,7 @@ class Settings(_Frozen):
             raise ValueError("must start with sqlite:// or postgresql://")
         return value
 
-    @field_validator("admin_token")
+    @field_validator("admin_token", "webhook_secret")
     @classmethod
     def _token(cls, value: str | None) -> str | None:
         if value is not None and len(value) < 16:
@@ -216,9 +220,13 @@ ENV_SETTINGS = (
     "recorder_batch_size",
     "recorder_flush_seconds",
     "log_level",
+    "log_format",
+    "access_log",
     "metrics_max_models",
     "webhook_urls",
     "public_url",
+    "webhook_secret",
+    "retention_days",
 )
 
 

@@ -96,3 +96,17 @@ class UpstreamTimeout(UpstreamError):
 
 class ConfigError(Exception):
     """A setting is invalid; the message names it. Stops start-up."""
+
+
+class StartupError(Exception):
+    """The gateway cannot start (database, port); the message is one line naming the cause."""
+
+
+class HeaderTooLarge(GatewayError):
+    status = 431
+    type = "invalid_request_error"
+    code = "request_header_too_large"
+
+
+class MalformedRequest(BadRequest):
+    code = "malformed_request"

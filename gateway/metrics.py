@@ -231,6 +231,11 @@ class MetricsSink:
             ["reason"],
             registry=r,
         )
+        self.retention_purged = Counter(
+            "loopwatch_retention_purged_traces",
+            "Traces deleted by retention (retention_days), with all their rows.",
+            registry=r,
+        )
 
     def _declare_run(self) -> None:
         r = self.registry

@@ -2,12 +2,16 @@
 
 Events wait in a bounded queue for one background task that retries with exponential backoff;
 the hot path only enqueues, and what cannot be queued or delivered is counted, never awaited.
+With a secret, each POST carries `X-Loopwatch-Signature: sha256=<hex HMAC-SHA256 of the body>`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import hmac
+import json
 import logging
 from collections.abc import Callable
 from datetime import datetime
@@ -25,6 +29,12 @@ log = logging.getLogger(__name__)
 DropHook = Callable[[str], None]  # reason: "queue_full" | "failed"
 # Statuses worth another attempt; any other 4xx means the receiver will never take the event.
 RETRY_STATUSES = frozenset({408, 425, 429})
+SIGNATURE_HEADER = "X-Loopwatch-Signature"
+
+
+def signature(secret: str, body: bytes) -> str:
+    """What a receiver recomputes over the exact body bytes and compares in constant time."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
 def _ignore(reason: str) -> None:
@@ -40,6 +50,7 @@ class WebhookSink:
         *,
         redactor: Redactor,
         public_url: str | None = None,
+        secret: str | None = None,
         on_drop: DropHook = _ignore,
         queue_size: int = 1000,
         attempts: int = 5,
@@ -50,6 +61,7 @@ class WebhookSink:
         self._urls = urls
         self._redactor = redactor
         self._public_url = public_url.rstrip("/") if public_url else None
+        self._secret = secret
         self._on_drop = on_drop
         self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(queue_size)
         self._attempts = max(1, attempts)
@@ -133,10 +145,18 @@ class WebhookSink:
         log.warning("webhook %s: event %s not delivered", _origin(url), event["kind"])
         self._on_drop("failed")
 
+    def _request(self, event: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
+        body = json.dumps(event).encode()
+        headers = {"Content-Type": "application/json"}
+        if self._secret is not None:
+            headers[SIGNATURE_HEADER] = signature(self._secret, body)
+        return body, headers
+
     async def _post(self, url: str, event: dict[str, Any]) -> str:
         assert self._session is not None, "start() first"
+        body, headers = self._request(event)
         try:
-            async with self._session.post(url, json=event) as response:
+            async with self._session.post(url, data=body, headers=headers) as response:
                 if response.status < 300:
                     return "ok"
                 retry = response.status >= 500 or response.status in RETRY_STATUSES

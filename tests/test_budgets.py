@@ -185,6 +185,7 @@ def _fingerprint(database_url: str, key: str) -> str:
 
 async def test_per_key_budget_and_pairing_mode(make_gateway, database_url: str) -> None:  # type: ignore[no-untyped-def]
     team_key = "sk-team-a-0123456789abcdef"
+    await make_gateway()  # the gateway's first start makes the database and its secret
     fingerprint = _fingerprint(database_url, team_key)
     assert len(fingerprint) == 32 and team_key not in fingerprint
     gw: Gateway = await make_gateway(

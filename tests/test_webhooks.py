@@ -1,8 +1,11 @@
-"""Violation webhooks: redacted events reach a real receiving server, with retries and drops."""
+"""Violation webhooks: redacted, signed events reach a real receiving server, with retries and
+drops."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import json
 import logging
 from datetime import UTC, datetime
@@ -15,7 +18,7 @@ from gateway.config import RedactionSettings
 from gateway.items import Violation, ViolationKind
 from gateway.redaction import Redactor
 from gateway.step import RefusalRecord
-from gateway.webhooks import WebhookSink
+from gateway.webhooks import WebhookSink, signature
 from tests import harness
 from tests.harness import Gateway, GatewayFactory
 from tests.traffic import ORPHAN, post, scrape, value
@@ -122,3 +125,66 @@ async def test_logs_name_a_webhook_by_its_origin_only(
         await sink.close()
     assert "not delivered" in caplog.text and "unreachable" in caplog.text
     assert "127.0.0.1" in caplog.text and "HookSecretToken" not in caplog.text
+
+
+class VerifyingReceiver:
+    """A receiver as its docs would write it: HMAC over the raw body, compared in constant
+    time; a bad or missing signature gets a 401 and the event is not taken."""
+
+    def __init__(self, secret: str) -> None:
+        self.secret = secret.encode()
+        self.events: list[dict[str, Any]] = []
+        self.rejected = 0
+        self.arrived = asyncio.Event()
+        self.app = web.Application()
+        self.app.router.add_post("/hook", self._hook)
+
+    async def _hook(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        expected = "sha256=" + hmac.new(self.secret, body, hashlib.sha256).hexdigest()
+        given = request.headers.get("X-Loopwatch-Signature", "")
+        self.arrived.set()
+        if not hmac.compare_digest(expected, given):
+            self.rejected += 1
+            return web.Response(status=401)
+        self.events.append(json.loads(body))
+        return web.Response(status=204)
+
+
+HOOK_SECRET = "whsec-0123456789abcdef0123"
+
+
+async def test_events_are_signed_with_the_webhook_secret(
+    aiohttp_server: Any, make_gateway: GatewayFactory
+) -> None:
+    receiver = VerifyingReceiver(HOOK_SECRET)
+    url = str((await aiohttp_server(receiver.app)).make_url("/hook"))
+    gw: Gateway = await make_gateway(webhook_urls=(url,), webhook_secret=HOOK_SECRET)
+    assert await post(gw, ORPHAN, **{"X-Loopwatch-Trace-Id": "signed"}) == 400
+    await asyncio.wait_for(receiver.arrived.wait(), 10)
+    [event] = receiver.events
+    assert receiver.rejected == 0
+    assert event["kind"] == "orphan_tool_result" and event["trace_id"] == "signed"
+
+
+@pytest.mark.parametrize("gateway_secret", [None, "another-secret-of-16-chars"])
+async def test_a_receiver_refuses_unsigned_or_wrongly_signed_events(
+    aiohttp_server: Any, make_gateway: GatewayFactory, gateway_secret: str | None
+) -> None:
+    receiver = VerifyingReceiver(HOOK_SECRET)
+    url = str((await aiohttp_server(receiver.app)).make_url("/hook"))
+    gw: Gateway = await make_gateway(webhook_urls=(url,), webhook_secret=gateway_secret)
+    assert await post(gw, ORPHAN) == 400
+    for _ in range(200):
+        if value(await scrape(gw), "loopwatch_webhook_dropped_total", reason="failed"):
+            break
+        await asyncio.sleep(0.05)
+    assert receiver.rejected == 1 and receiver.events == []  # a 401 is not retried
+    assert value(await scrape(gw), "loopwatch_webhook_dropped_total", reason="failed") == 1
+
+
+def test_signature_is_the_hmac_of_the_exact_body() -> None:
+    body = b'{"kind": "orphan_tool_result"}'
+    digest = hmac.new(HOOK_SECRET.encode(), body, hashlib.sha256).hexdigest()
+    assert signature(HOOK_SECRET, body) == f"sha256={digest}"
+    assert signature(HOOK_SECRET, body + b" ") != signature(HOOK_SECRET, body)

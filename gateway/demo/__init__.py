@@ -18,6 +18,7 @@ from gateway.app import DEPS, create_app
 from gateway.config import Settings
 from gateway.demo.agents import RunSummary, run_all
 from gateway.demo.provider import ScriptedProvider
+from gateway.http_server import GatewayRunner
 
 __all__ = ["RunSummary", "run_demo", "serve_demo"]
 
@@ -36,7 +37,7 @@ def reset_database(database_url: str) -> None:
 @contextlib.asynccontextmanager
 async def _serving(app: web.Application, host: str, port: int) -> AsyncIterator[int]:
     """Serve `app` until the block ends; yields the bound port (useful when `port` is 0)."""
-    runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+    runner = GatewayRunner(app, access_log=None, handler_cancellation=True)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)

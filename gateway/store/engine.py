@@ -1,20 +1,20 @@
-"""Database engines (SQLite or PostgreSQL), schema creation and the per-install secret."""
+"""Database engines (SQLite or PostgreSQL), the schema (by migrations) and the install secret."""
 
 from __future__ import annotations
 
 import secrets
+import urllib.parse
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
-from sqlmodel import SQLModel
 
-from gateway.store.models import META  # importing models registers every table
+from gateway.store.migrate import upgrade_schema
+from gateway.store.models import META
 
 SECRET_KEY = "continuation_secret"
-# Any constant shared by every replica: serialises concurrent schema creation on PostgreSQL.
-_SCHEMA_LOCK_ID = 0x4C6F6F70
+CONNECT_TIMEOUT = 10  # seconds to reach PostgreSQL (a URL's own connect_timeout wins)
 
 
 def normalize_url(database_url: str) -> str:
@@ -30,7 +30,20 @@ def make_engine(database_url: str, *, busy_timeout_ms: int = 5000) -> Engine:
     if url.startswith("sqlite"):
         return _sqlite_engine(url, busy_timeout_ms)
     # pre_ping: a replica survives a database restart without surfacing dead connections.
-    return sa.create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=20)
+    # connect_timeout: an unreachable host fails in seconds, not after the TCP default.
+    connect_args = {} if "connect_timeout=" in url else {"connect_timeout": CONNECT_TIMEOUT}
+    return sa.create_engine(
+        url, pool_pre_ping=True, pool_size=5, max_overflow=20, connect_args=connect_args
+    )
+
+
+def read_only_engine(database_url: str) -> Engine:
+    """An engine that never writes; on SQLite it cannot even create the file."""
+    url = sa.engine.make_url(normalize_url(database_url))
+    if url.get_backend_name() != "sqlite":
+        return make_engine(database_url)
+    path = urllib.parse.quote(url.database or "")
+    return sa.create_engine(f"sqlite:///file:{path}?mode=ro&uri=true")
 
 
 def _sqlite_engine(url: str, busy_timeout_ms: int) -> Engine:
@@ -63,12 +76,8 @@ def write_connection(engine: Engine) -> Connection:
 
 
 def create_schema(engine: Engine) -> None:
-    """Create missing tables and indexes; safe when several processes start at once."""
-    with write_connection(engine) as conn, conn.begin():
-        if conn.dialect.name == "postgresql":
-            # Two CREATE TABLEs racing on PostgreSQL fail on the catalog's unique index.
-            conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_SCHEMA_LOCK_ID)))
-        SQLModel.metadata.create_all(conn)
+    """Bring the schema to the newest migration; safe when several processes start at once."""
+    upgrade_schema(engine)
 
 
 def install_secret(engine: Engine) -> bytes:
@@ -83,6 +92,15 @@ def install_secret(engine: Engine) -> bytes:
                 sa.select(META.c.value).where(META.c.key == SECRET_KEY)
             ).scalar_one()
     return bytes.fromhex(value)
+
+
+def read_secret(engine: Engine) -> bytes | None:
+    """The install secret if the database holds one; never creates it (nor any table)."""
+    with engine.connect() as conn:
+        if not sa.inspect(conn).has_table(META.name):
+            return None
+        value = conn.execute(sa.select(META.c.value).where(META.c.key == SECRET_KEY)).scalar()
+    return None if value is None else bytes.fromhex(value)
 
 
 def dialect_insert(conn: Connection, table: sa.Table) -> postgresql.Insert | sqlite.Insert:

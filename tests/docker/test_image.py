@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from gateway.store.migrate import head
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
 TOKEN = "image-test-admin-token-0123456789"
@@ -127,6 +129,11 @@ def test_image_commands_install_and_serve(tmp_path: Path) -> None:
             time.sleep(0.3)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
             assert b"loopwatch_requests_total" in r.read()
+        # Ready means the schema migrations shipped inside the installed package and ran.
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
+            ready = json.loads(r.read())
+        assert ready["status"] == "ready"
+        assert ready["checks"]["store"]["schema_revision"] == head()
         assert (tmp_path / "data" / "loopwatch.db").exists()
     finally:
         server.terminate()

@@ -1,0 +1,163 @@
+"""Schema migrations: the first revision is the schema made before migrations, the newest
+matches the models, and databases made before migrations are adopted with their traces."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy.engine import Engine
+
+from gateway.errors import StartupError
+from gateway.store.engine import create_schema, make_engine
+from gateway.store.migrate import METADATA, alembic_config, current_revision, head
+from tests import harness
+from tests.conftest import Database
+from tests.fakes.chat import completion
+from tests.harness import GatewayFactory
+from tests.traffic import HELLO, post
+
+provider, make_gateway = harness.provider, harness.make_gateway
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "db"
+SQLITE_BEFORE = FIXTURES / "before-migrations.sqlite"
+POSTGRES_BEFORE = FIXTURES / "before-migrations.postgresql.sql"
+
+
+def load_database_before_migrations(database: Database, tmp_path: Path) -> str:
+    """A copy of the fixture made by loopwatch 0.1.0 (create_all), at `database`'s place."""
+    if database.path is not None:
+        shutil.copy(SQLITE_BEFORE, database.path)
+        return database.url
+    with database.raw_connect() as conn:
+        conn.execute(POSTGRES_BEFORE.read_text())
+    return database.url
+
+
+def schema_of(engine: Engine) -> dict[str, Any]:
+    """Tables, columns, keys and indexes as the database reports them (not as models say)."""
+    inspector = sa.inspect(engine)
+    schema: dict[str, Any] = {}
+    for table in inspector.get_table_names():
+        if table == "alembic_version":
+            continue
+        schema[table] = {
+            "columns": [
+                (c["name"], str(c["type"]), c["nullable"], c.get("default"))
+                for c in inspector.get_columns(table)
+            ],
+            "primary_key": inspector.get_pk_constraint(table)["constrained_columns"],
+            "foreign_keys": sorted(
+                (
+                    tuple(fk["constrained_columns"]),
+                    fk["referred_table"],
+                    tuple(fk["referred_columns"]),
+                    fk.get("options", {}).get("ondelete"),
+                )
+                for fk in inspector.get_foreign_keys(table)
+            ),
+            "indexes": sorted(
+                (ix["name"], tuple(ix["column_names"]), bool(ix["unique"]))
+                for ix in inspector.get_indexes(table)
+            ),
+            "unique": sorted(
+                (uc["name"], tuple(uc["column_names"]))
+                for uc in inspector.get_unique_constraints(table)
+            ),
+        }
+    return schema
+
+
+def _rows(engine: Engine, table: str) -> list[Any]:
+    with engine.connect() as conn:
+        return sorted(conn.execute(sa.text(f"SELECT * FROM {table}")).all(), key=repr)
+
+
+def _as_text(engine: Engine, table: str) -> set[str]:
+    return {repr(tuple(row)) for row in _rows(engine, table)}
+
+
+def test_first_revision_is_the_schema_made_before_migrations(
+    database: Database, tmp_path: Path
+) -> None:
+    before = make_engine(load_database_before_migrations(database, tmp_path))
+    expected = schema_of(before)
+    with before.begin() as conn:  # the same place, emptied, then built by revision 0001
+        METADATA.drop_all(conn)
+    with before.begin() as conn:
+        command.upgrade(alembic_config(conn), "0001")
+    assert schema_of(before) == expected
+    assert set(expected) == set(METADATA.tables)
+    before.dispose()
+
+
+def test_newest_revision_matches_the_models(engine: Engine) -> None:
+    """A model change without a revision fails here: write one (README, Schema migrations)."""
+    with engine.connect() as conn:
+        assert current_revision(conn) == head()
+        differences = compare_metadata(
+            MigrationContext.configure(conn, opts={"compare_type": True}), METADATA
+        )
+    assert differences == []
+
+
+async def test_start_up_adopts_a_database_made_before_migrations(
+    database: Database, tmp_path: Path, make_gateway: GatewayFactory
+) -> None:
+    url = load_database_before_migrations(database, tmp_path)
+    old = make_engine(url)
+    traces = {row.id: row.step_count for row in _rows(old, "traces")}
+    rows_before = {table: _as_text(old, table) for table in METADATA.tables}
+    with old.connect() as conn:
+        assert current_revision(conn) is None
+    assert len(traces) == 6
+
+    gw = await make_gateway(database_url=url)
+    listed = await gw.traces(limit="50")
+    assert {t["id"]: t["step_count"] for t in listed} == traces
+    for trace_id, steps in traces.items():
+        assert len((await gw.trace(trace_id))["steps"]) == steps
+    gw.provider.queue(completion("hello again"))
+    assert await post(gw, HELLO) == 200  # and it records into the adopted schema
+    assert len(await gw.traces(limit="50")) == 7
+
+    with old.connect() as conn:
+        assert current_revision(conn) == head()
+    for table, rows in rows_before.items():
+        assert rows <= _as_text(old, table), f"{table} lost or changed rows"
+    old.dispose()
+
+
+def test_a_partial_database_gets_its_missing_tables(sqlite_database: Database) -> None:
+    """`loopwatch key-fingerprint` used to create the trace tables without the ledger."""
+    engine = make_engine(sqlite_database.url)
+    with engine.begin() as conn:
+        tables = [t for name, t in METADATA.tables.items() if name != "budget_ledger"]
+        METADATA.create_all(conn, tables=tables)
+    create_schema(engine)
+    assert set(sa.inspect(engine).get_table_names()) == {*METADATA.tables, "alembic_version"}
+    engine.dispose()
+
+
+def test_a_schema_newer_than_this_code_stops_start_up(sqlite_database: Database) -> None:
+    engine = make_engine(sqlite_database.url)
+    create_schema(engine)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE alembic_version SET version_num = 'f00dfeed'"))
+    with pytest.raises(StartupError, match="revision f00dfeed, which this loopwatch does not"):
+        create_schema(engine)
+    engine.dispose()
+
+
+def test_fixture_databases_were_made_before_migrations() -> None:
+    """The fixtures stand for old installs: no alembic_version, every table but it."""
+    with sqlite3.connect(SQLITE_BEFORE) as conn:
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert names == set(METADATA.tables)
+    assert "CREATE TABLE alembic_version" not in POSTGRES_BEFORE.read_text()

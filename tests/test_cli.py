@@ -1,0 +1,84 @@
+"""The command line: `--version`, and `key-fingerprint` only with the gateway's own secret."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from gateway.budgets import key_fingerprint
+from gateway.cli import main
+from gateway.store.engine import create_schema, install_secret, make_engine
+from tests.conftest import Database
+from tests.processes import environment
+
+
+def test_version_flag_prints_the_distribution_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["--version"])
+    assert stopped.value.code == 0
+    assert capsys.readouterr().out == f"loopwatch {metadata.version('loopwatch')}\n"
+
+
+def test_installed_command_prints_its_version() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway", "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "loopwatch " + metadata.version("loopwatch")
+    assert result.stderr == ""
+
+
+def _fingerprint(
+    database_url: str, key: str = "sk-team-0123456789"
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gateway", "key-fingerprint", "--database-url", database_url],
+        input=key + "\n",
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_key_fingerprint_refuses_a_database_that_does_not_exist(tmp_path: Path) -> None:
+    path = tmp_path / "typo.db"
+    result = _fingerprint(f"sqlite:///{path}")
+    assert result.returncode == 2 and result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"loopwatch: no database at {path}: ")
+    assert list(tmp_path.iterdir()) == [], "neither a database nor a secret is created"
+
+
+def test_key_fingerprint_refuses_a_database_without_the_secret(tmp_path: Path) -> None:
+    path = tmp_path / "empty.db"
+    path.touch()  # an empty file is an empty SQLite database
+    result = _fingerprint(f"sqlite:///{path}")
+    assert result.returncode == 2
+    [line] = result.stderr.splitlines()
+    assert "holds no install secret" in line
+    assert path.stat().st_size == 0
+
+
+def test_key_fingerprint_uses_the_gateway_secret(database: Database) -> None:
+    empty = _fingerprint(database.url)
+    assert empty.returncode == 2 and len(empty.stderr.splitlines()) == 1
+    engine = make_engine(database.url)
+    create_schema(engine)
+    secret = install_secret(engine)
+    engine.dispose()
+    result = _fingerprint(database.url, "sk-team-0123456789")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == key_fingerprint(secret, "sk-team-0123456789")
+
+
+def test_key_fingerprint_names_an_unreachable_database() -> None:
+    result = _fingerprint("postgresql://lw:pw-never-shown@127.0.0.1:1/lw")
+    assert result.returncode == 2
+    [line] = result.stderr.splitlines()
+    assert line.startswith("loopwatch: cannot open database postgresql://lw:***@127.0.0.1:1/lw")
+    assert "pw-never-shown" not in line
