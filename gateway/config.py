@@ -144,6 +144,7 @@ class Settings(_Frozen):
             if not glob.strip() or len(glob) > 256:
                 raise ValueError(f"model glob {glob!r} must be 1 to 256 characters")
         return value
+
     webhook_secret: str | None = None  # HMAC key of X-Loopwatch-Signature
     retention_days: int | None = Field(default=None, ge=1)  # unset: keep traces forever
 
