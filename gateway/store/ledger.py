@@ -26,6 +26,10 @@ log = logging.getLogger(__name__)
 UNLIMITED = 2**62
 
 
+def _nano_column() -> sa.Column[int]:
+    return sa.Column(sa.BigInteger, nullable=False, server_default="0")
+
+
 class BudgetLedgerRow(SQLModel, table=True):
     __tablename__ = "budget_ledger"
 
@@ -34,6 +38,12 @@ class BudgetLedgerRow(SQLModel, table=True):
     tokens_spent: int = Field(default=0, sa_column=sa.Column(sa.BigInteger, nullable=False))
     tokens_in_flight: int = Field(default=0, sa_column=sa.Column(sa.BigInteger, nullable=False))
     last_reserved: int = Field(default=0, sa_column=sa.Column(sa.BigInteger, nullable=False))
+    # Cost budgets in nano-dollars, and the wall clock of the trace's first request (epoch
+    # seconds) for time budgets.
+    cost_spent: int = Field(default=0, sa_column=_nano_column())
+    cost_in_flight: int = Field(default=0, sa_column=_nano_column())
+    cost_last_held: int = Field(default=0, sa_column=_nano_column())
+    started_at: float | None = Field(default=None, sa_column=sa.Column(sa.Float, nullable=True))
 
 
 # One statement: a new trace's row is inserted with its first reservation; an existing row

@@ -86,6 +86,17 @@ def _check_known(current: str | None) -> None:
         ) from None
 
 
+# Search indexes the models do not describe (an FTS5 table and its triggers, an expression
+# index): revisions own them, so comparing with the models leaves them out.
+SEARCH_OBJECTS = ("items_fts", "ix_items_search")
+
+
+def include_object(
+    obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any
+) -> bool:
+    return not (name or "").startswith(SEARCH_OBJECTS)
+
+
 def render_item(kind: str, value: Any, context: AutogenContext) -> str | Literal[False]:
     """Revisions spell our column types in plain SQLAlchemy, so they never import models."""
     if kind == "type" and isinstance(value, UTCDateTime):

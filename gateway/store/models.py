@@ -43,6 +43,10 @@ def _time(*, index: bool = False) -> Any:
     return Field(sa_column=sa.Column(UTCDateTime(), nullable=False, index=index))
 
 
+def _count() -> Any:
+    return Field(default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0"))
+
+
 def _tokens(*, nullable: bool = False) -> Any:
     default = None if nullable else 0
     return Field(
@@ -56,6 +60,7 @@ class TraceRow(SQLModel, table=True):
         # Newest-first listing and its keyset cursor, with and without a status filter.
         sa.Index("ix_traces_updated", "updated_at", "id"),
         sa.Index("ix_traces_status_updated", "status", "updated_at", "id"),
+        sa.Index("ix_traces_session_updated", "session_id", "updated_at", "id"),
     )
 
     id: str = _id(primary_key=True)
@@ -73,6 +78,35 @@ class TraceRow(SQLModel, table=True):
     last_stop_reason: str | None = Field(default=None, sa_column=sa.Column(sa.String(32)))
     budget_max_steps: int | None = Field(default=None, sa_column=sa.Column(sa.Integer))
     budget_max_tokens: int | None = Field(default=None, sa_column=sa.Column(sa.BigInteger))
+    # How it ended (gateway.trace_status): the stored, time-free part of the status and the
+    # summary it was settled from, so a late write folds in right.
+    status_final: bool = Field(
+        default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
+    )
+    last_step_started_at: datetime | None = Field(
+        default=None, sa_column=sa.Column(UTCDateTime(), nullable=True)
+    )
+    open_calls: int = _count()
+    last_refusal_at: datetime | None = Field(
+        default=None, sa_column=sa.Column(UTCDateTime(), nullable=True)
+    )
+    last_refusal_kind: str | None = Field(default=None, sa_column=sa.Column(sa.String(16)))
+    # Cost and time: dollars in nano-dollars (exact sums), times in milliseconds.
+    cost_nano: int = Field(
+        default=0, sa_column=sa.Column(sa.BigInteger, nullable=False, server_default="0")
+    )
+    unpriced_steps: int = _count()
+    model_ms: float = Field(
+        default=0.0, sa_column=sa.Column(sa.Float, nullable=False, server_default="0")
+    )
+    tool_ms: float = Field(
+        default=0.0, sa_column=sa.Column(sa.Float, nullable=False, server_default="0")
+    )
+    last_response_end: datetime | None = Field(
+        default=None, sa_column=sa.Column(UTCDateTime(), nullable=True)
+    )
+    session_id: str | None = Field(default=None, sa_column=sa.Column(sa.String(256)))
+    first_user_text: str | None = Field(default=None, sa_column=sa.Column(sa.Text))
 
 
 class StepRow(SQLModel, table=True):
@@ -116,6 +150,9 @@ class StepRow(SQLModel, table=True):
     ttft_ms: float | None = Field(default=None, sa_column=sa.Column(sa.Float))
     error: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
     continuation_key: str | None = _id(index=True, nullable=True)
+    cost_nano: int | None = _tokens(nullable=True)
+    cost_source: str | None = Field(default=None, sa_column=sa.Column(sa.String(16)))
+    tool_ms: float | None = Field(default=None, sa_column=sa.Column(sa.Float))
 
 
 class ItemRow(SQLModel, table=True):
@@ -168,6 +205,8 @@ class ViolationRow(SQLModel, table=True):
     detail: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
     enforced: bool = Field(default=False, sa_column=sa.Column(sa.Boolean, nullable=False))
     created_at: datetime = _time()
+    # A refused request's new input items (redacted), on the violation that refused it.
+    items: list[dict[str, Any]] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
 
 
 class MetaRow(SQLModel, table=True):

@@ -8,7 +8,7 @@ from typing import Any
 from alembic import context
 from sqlalchemy.engine import Connection
 
-from gateway.store.migrate import METADATA, render_item
+from gateway.store.migrate import METADATA, include_object, render_item
 
 
 def run(connection: Connection) -> None:
@@ -18,6 +18,7 @@ def run(connection: Connection) -> None:
         # SQLite alters a table by copying it; batch mode writes revisions that way.
         render_as_batch=connection.dialect.name == "sqlite",
         render_item=render_item,
+        include_object=include_object,
         compare_type=True,
     )
     with context.begin_transaction():
