@@ -59,6 +59,7 @@ class Reservation:
     clamp: int | None  # the completion limit to impose, if any
     cost_held_nano: int = 0  # dollars held in flight for the answer (0 without a cost budget)
     cost_left_nano: int | None = None  # after this reservation
+    trace_started_at: float | None = None  # epoch seconds of the trace's first request
 
 
 @dataclass(frozen=True, slots=True)

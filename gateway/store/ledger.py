@@ -10,14 +10,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from decimal import Decimal
 from typing import Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlmodel import Field, SQLModel
 
+from gateway import budgets
 from gateway.budgets import Limits, Reservation, Settlement, Spent
 
 log = logging.getLogger(__name__)
@@ -47,38 +50,53 @@ class BudgetLedgerRow(SQLModel, table=True):
 
 
 # One statement: a new trace's row is inserted with its first reservation; an existing row
-# is updated only while both budgets allow (else no row returns and the request is refused).
-# Inside DO UPDATE, `budget_ledger.x` is the stored value (SQLite and PostgreSQL alike).
-_HELD = """CASE WHEN :want < :max_tokens - budget_ledger.tokens_spent
-    - budget_ledger.tokens_in_flight THEN :want ELSE :max_tokens - budget_ledger.tokens_spent
-    - budget_ledger.tokens_in_flight END"""
+# is updated only while every budget allows (else no row returns and the request is refused).
+# Inside DO UPDATE, `budget_ledger.x` is the stored value (SQLite and PostgreSQL alike), and
+# every SET expression reads the values from before the update.
+def _held(want: str, cap: str, spent: str, in_flight: str) -> str:
+    left = f"{cap} - budget_ledger.{spent} - budget_ledger.{in_flight}"
+    return f"CASE WHEN {want} < {left} THEN {want} ELSE {left} END"
+
+
+_HELD = _held(":want", ":max_tokens", "tokens_spent", "tokens_in_flight")
+_COST_HELD = _held(":want_cost", ":max_cost", "cost_spent", "cost_in_flight")
+_COLUMNS = """steps, tokens_spent, tokens_in_flight, last_reserved, cost_spent, cost_in_flight,
+    cost_last_held, started_at"""
 RESERVE = f"""
-    INSERT INTO budget_ledger (trace_id, steps, tokens_spent, tokens_in_flight, last_reserved)
-    VALUES (:trace_id, 1, 0, :first_held, :first_held)
+    INSERT INTO budget_ledger (trace_id, {_COLUMNS})
+    VALUES (:trace_id, 1, 0, :first_held, :first_held, 0, :first_cost, :first_cost, :now)
     ON CONFLICT (trace_id) DO UPDATE SET
         steps = budget_ledger.steps + 1,
         tokens_in_flight = budget_ledger.tokens_in_flight + {_HELD},
-        last_reserved = {_HELD}
+        last_reserved = {_HELD},
+        cost_in_flight = budget_ledger.cost_in_flight + {_COST_HELD},
+        cost_last_held = {_COST_HELD},
+        started_at = coalesce(budget_ledger.started_at, :now)
     WHERE budget_ledger.steps < :max_steps
         AND budget_ledger.tokens_spent + budget_ledger.tokens_in_flight < :max_tokens
-    RETURNING steps, tokens_spent, tokens_in_flight, last_reserved
+        AND budget_ledger.cost_spent + budget_ledger.cost_in_flight + :cost_floor <= :max_cost
+        AND :now - coalesce(budget_ledger.started_at, :now) < :max_duration
+    RETURNING {_COLUMNS}
 """
-SPENT = """
-    SELECT steps, tokens_spent, tokens_in_flight FROM budget_ledger WHERE trace_id = :trace_id
+SPENT = f"""
+    SELECT {_COLUMNS} FROM budget_ledger WHERE trace_id = :trace_id
 """
 SETTLE = """
     UPDATE budget_ledger SET tokens_in_flight = tokens_in_flight - :held,
-        tokens_spent = tokens_spent + :used
+        tokens_spent = tokens_spent + :used,
+        cost_in_flight = cost_in_flight - :cost_held,
+        cost_spent = cost_spent + :cost_used
     WHERE trace_id = :trace_id
 """
 
 # Counts admitted while the ledger was unreachable, added when it answers again.
-ADD = """
-    INSERT INTO budget_ledger (trace_id, steps, tokens_spent, tokens_in_flight, last_reserved)
-    VALUES (:trace_id, :steps, :tokens, 0, 0)
+ADD = f"""
+    INSERT INTO budget_ledger (trace_id, {_COLUMNS})
+    VALUES (:trace_id, :steps, :tokens, 0, 0, :cost, 0, 0, :now)
     ON CONFLICT (trace_id) DO UPDATE SET
         steps = budget_ledger.steps + :steps,
-        tokens_spent = budget_ledger.tokens_spent + :tokens
+        tokens_spent = budget_ledger.tokens_spent + :tokens,
+        cost_spent = budget_ledger.cost_spent + :cost
 """
 
 
@@ -90,6 +108,7 @@ class Ledger(Protocol):
         trace_id: str,
         limits: Limits,
         wanted_tokens: int | None,
+        output_price: Decimal | None = None,
     ) -> Reservation | Spent:
         """Take one step and hold completion tokens for it, or say which budget is spent.
 
@@ -105,23 +124,54 @@ class Ledger(Protocol):
         """Write a settlement now; raises when the store does not take it."""
         ...
 
-    async def add(self, trace_id: str, steps: int, tokens: int) -> None:
-        """Add steps and spent tokens admitted elsewhere (during an outage); raises on failure."""
+    async def add(self, trace_id: str, steps: int, tokens: int, cost_nano: int = 0) -> None:
+        """Add steps, spent tokens and dollars admitted elsewhere (an outage); raises on failure."""
         ...
 
     async def close(self) -> None: ...
 
 
-def reserve_params(trace_id: str, limits: Limits, wanted_tokens: int | None) -> dict[str, Any]:
+def reserve_params(
+    trace_id: str,
+    limits: Limits,
+    wanted_tokens: int | None,
+    output_price: Decimal | None = None,
+    now: float | None = None,
+) -> dict[str, Any]:
+    """Parameters of RESERVE: a limit that is not set is UNLIMITED, a hold that is not
+    wanted is 0. `output_price` is dollars per output token of the model (cost budgets)."""
     max_tokens = limits.max_tokens or UNLIMITED
     # Without a token budget nothing is held; otherwise hold what the request may produce.
     want = 0 if limits.max_tokens is None else (wanted_tokens or UNLIMITED)
+    max_cost = UNLIMITED if limits.max_cost_nano is None else limits.max_cost_nano
+    want_cost = budgets.cost_wanted_nano(limits, wanted_tokens, output_price)
+    want_cost = UNLIMITED if want_cost is None else want_cost
+    costed = limits.max_cost_usd is not None
     return {
         "trace_id": trace_id,
         "max_steps": limits.max_steps or UNLIMITED,
         "max_tokens": max_tokens,
         "want": want,
         "first_held": min(want, max_tokens),
+        "max_cost": max_cost,
+        "want_cost": want_cost,
+        "first_cost": min(want_cost, max_cost),
+        # A request must be able to buy one output token.
+        "cost_floor": budgets.token_price_nano(output_price) if costed else 0,
+        "max_duration": float(
+            UNLIMITED if limits.max_duration_s is None else limits.max_duration_s
+        ),
+        "now": time.time() if now is None else now,
+    }
+
+
+def add_params(trace_id: str, steps: int, tokens: int, cost_nano: int) -> dict[str, Any]:
+    return {
+        "trace_id": trace_id,
+        "steps": steps,
+        "tokens": tokens,
+        "cost": cost_nano,
+        "now": time.time(),
     }
 
 
@@ -131,21 +181,56 @@ def settle_params(settlement: Settlement) -> dict[str, Any]:
         "trace_id": reservation.trace_id,
         "held": reservation.tokens,
         "used": settlement.used_tokens,
+        "cost_held": reservation.cost_held_nano,
+        "cost_used": settlement.used_cost_nano,
     }
 
 
 def outcome(
-    trace_id: str, limits: Limits, reserved: tuple[Any, ...] | None, spent: tuple[Any, ...] | None
+    trace_id: str,
+    limits: Limits,
+    reserved: tuple[Any, ...] | None,
+    spent: tuple[Any, ...] | None,
+    params: dict[str, Any],
+    output_price: Decimal | None = None,
 ) -> Reservation | Spent:
     """The reservation from its RETURNING row, or (no row) which budget refused it."""
     if reserved is None:
-        steps, used, in_flight = spent or (0, 0, 0)
-        budget = "steps" if steps >= (limits.max_steps or UNLIMITED) else "tokens"
-        return Spent(budget, steps, used + in_flight)
-    steps, used, in_flight, held = reserved
-    if limits.max_tokens is None:
-        return Reservation(trace_id, held, steps, None, None)
-    return Reservation(trace_id, held, steps, limits.max_tokens - used - in_flight, held)
+        return _spent(limits, spent, params)
+    steps, used, in_flight, held, cost_spent, cost_in_flight, cost_held, started = reserved
+    tokens_left = None if limits.max_tokens is None else limits.max_tokens - used - in_flight
+    cap = limits.max_cost_nano
+    cost_left = None if cap is None else cap - cost_spent - cost_in_flight
+    clamp = budgets.tightest(
+        None if limits.max_tokens is None else held,
+        None if cap is None else budgets.cost_clamp(cost_held, output_price),
+    )
+    return Reservation(
+        trace_id,
+        held,
+        steps,
+        tokens_left,
+        clamp,
+        cost_held_nano=cost_held if cap is not None else 0,
+        cost_left_nano=cost_left,
+        trace_started_at=started,
+    )
+
+
+def _spent(limits: Limits, row: tuple[Any, ...] | None, params: dict[str, Any]) -> Spent:
+    """Which budget refused, in the order RESERVE checks them."""
+    steps, used, in_flight, _, cost_spent, cost_in_flight, _, started = row or (0,) * 7 + (None,)
+    tokens, cost = used + in_flight, cost_spent + cost_in_flight
+    elapsed = 0.0 if started is None else params["now"] - started
+    if steps >= params["max_steps"]:
+        budget = "steps"
+    elif tokens >= params["max_tokens"]:
+        budget = "tokens"
+    elif cost + params["cost_floor"] > params["max_cost"]:
+        budget = "cost"
+    else:
+        budget = "time"
+    return Spent(budget, steps, tokens, cost_used_nano=cost, elapsed_s=elapsed)
 
 
 class ThreadLedger:
@@ -160,21 +245,20 @@ class ThreadLedger:
         trace_id: str,
         limits: Limits,
         wanted_tokens: int | None,
+        output_price: Decimal | None = None,
     ) -> Reservation | Spent:
-        params = reserve_params(trace_id, limits, wanted_tokens)
+        params = reserve_params(trace_id, limits, wanted_tokens, output_price)
         await self._writing.wait_for(trace_id)
-        return await asyncio.to_thread(self._reserve, trace_id, limits, params)
+        rows = await asyncio.to_thread(self._reserve, params)
+        return outcome(trace_id, limits, *rows, params, output_price)
 
     def _reserve(
-        self,
-        trace_id: str,
-        limits: Limits,
-        params: dict[str, Any],
-    ) -> Reservation | Spent:
+        self, params: dict[str, Any]
+    ) -> tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]:
         with _statements(self._engine) as execute:
             row = execute(RESERVE, params)
             spent = execute(SPENT, params) if row is None else None
-        return outcome(trace_id, limits, row, spent)
+        return row, spent
 
     def settle_later(self, settlement: Settlement) -> None:
         future = asyncio.get_running_loop().run_in_executor(None, self._settle, settlement)
@@ -187,8 +271,8 @@ class ThreadLedger:
     async def settle(self, settlement: Settlement) -> None:
         await asyncio.to_thread(self._settle, settlement)
 
-    async def add(self, trace_id: str, steps: int, tokens: int) -> None:
-        params = {"trace_id": trace_id, "steps": steps, "tokens": tokens}
+    async def add(self, trace_id: str, steps: int, tokens: int, cost_nano: int = 0) -> None:
+        params = add_params(trace_id, steps, tokens, cost_nano)
         await asyncio.to_thread(self._add, params)
 
     def _add(self, params: dict[str, Any]) -> None:

@@ -14,9 +14,11 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from decimal import Decimal
 from functools import partial
 from typing import Any
 
+from gateway import budgets
 from gateway.budgets import Limits, Reservation, Settlement, Spent
 from gateway.store.ledger import Ledger
 
@@ -36,6 +38,8 @@ class LocalReservation(Reservation):
 class _Count:
     steps: int = 0
     tokens: int = 0  # spent plus held in flight
+    cost_nano: int = 0  # spent plus held in flight
+    started_at: float | None = None  # epoch seconds of the trace's first request
 
 
 def _succeeded(task: asyncio.Task[Any]) -> bool:
@@ -70,18 +74,22 @@ class FallbackLedger:
         return self._down_until is not None
 
     async def reserve(
-        self, trace_id: str, limits: Limits, wanted_tokens: int | None
+        self,
+        trace_id: str,
+        limits: Limits,
+        wanted_tokens: int | None,
+        output_price: Decimal | None = None,
     ) -> Reservation | Spent:
         if self._down_until is not None and (self._probing or self._clock() < self._down_until):
-            return self._reserve_locally(trace_id, limits, wanted_tokens)
+            return self._reserve_locally(trace_id, limits, wanted_tokens, output_price)
         try:
             if self._down_until is not None:
                 self._probing = True
                 await self._send_unsent()
-            granted = await self._reserve_in_store(trace_id, limits, wanted_tokens)
+            granted = await self._reserve_in_store(trace_id, limits, wanted_tokens, output_price)
         except Exception as exc:
             self._went_down(exc)
-            return self._reserve_locally(trace_id, limits, wanted_tokens)
+            return self._reserve_locally(trace_id, limits, wanted_tokens, output_price)
         finally:
             self._probing = False
         if self._down_until is not None:
@@ -91,12 +99,17 @@ class FallbackLedger:
         return granted
 
     async def _reserve_in_store(
-        self, trace_id: str, limits: Limits, wanted_tokens: int | None
+        self,
+        trace_id: str,
+        limits: Limits,
+        wanted_tokens: int | None,
+        output_price: Decimal | None,
     ) -> Reservation | Spent:
         """The store's reservation within `store_seconds`. One that takes longer is not
         cancelled (a thread cannot be, and a sent statement may still commit): if the
         store makes it after all, the step (also counted locally) is taken back out."""
-        task = asyncio.ensure_future(self._store.reserve(trace_id, limits, wanted_tokens))
+        reserving = self._store.reserve(trace_id, limits, wanted_tokens, output_price)
+        task = asyncio.ensure_future(reserving)
         try:
             return await asyncio.wait_for(asyncio.shield(task), self._store_seconds)
         except TimeoutError:
@@ -135,13 +148,19 @@ class FallbackLedger:
         count = self._known.get(reservation.trace_id)
         if count is not None:
             count.tokens += settlement.used_tokens - reservation.tokens
+            count.cost_nano += settlement.used_cost_nano - reservation.cost_held_nano
         if isinstance(reservation, LocalReservation):
+            trace_id, tokens, cost = (
+                reservation.trace_id,
+                settlement.used_tokens,
+                settlement.used_cost_nano,
+            )
             if self._down_until is None:
-                self._spawn(self._store.add(reservation.trace_id, 0, settlement.used_tokens))
+                self._spawn(self._store.add(trace_id, 0, tokens, cost))
             else:
-                self._unsent.setdefault(
-                    reservation.trace_id, _Count()
-                ).tokens += settlement.used_tokens
+                unsent = self._unsent.setdefault(trace_id, _Count())
+                unsent.tokens += tokens
+                unsent.cost_nano += cost
         elif self._down_until is None:
             self._store.settle_later(settlement)
         else:
@@ -150,8 +169,8 @@ class FallbackLedger:
     async def settle(self, settlement: Settlement) -> None:
         await self._store.settle(settlement)
 
-    async def add(self, trace_id: str, steps: int, tokens: int) -> None:
-        await self._store.add(trace_id, steps, tokens)
+    async def add(self, trace_id: str, steps: int, tokens: int, cost_nano: int = 0) -> None:
+        await self._store.add(trace_id, steps, tokens, cost_nano)
 
     async def close(self) -> None:
         if self._unsent or self._unsent_settlements:
@@ -164,32 +183,84 @@ class FallbackLedger:
         await self._store.close()
 
     def _reserve_locally(
-        self, trace_id: str, limits: Limits, wanted_tokens: int | None
+        self,
+        trace_id: str,
+        limits: Limits,
+        wanted_tokens: int | None,
+        output_price: Decimal | None,
     ) -> Reservation | Spent:
         """The store's reservation rule (see ledger.RESERVE) over what this replica knows."""
         count = self._count(trace_id)
-        if limits.max_steps is not None and count.steps >= limits.max_steps:
-            return Spent("steps", count.steps, count.tokens)
-        if limits.max_tokens is not None and count.tokens >= limits.max_tokens:
-            return Spent("tokens", count.steps, count.tokens)
+        now = time.time()
+        if count.started_at is None:
+            count.started_at = now
+        spent = self._spent_locally(count, limits, output_price, now)
+        if spent is not None:
+            return spent
         held = 0
         if limits.max_tokens is not None:
             left = limits.max_tokens - count.tokens
             held = left if wanted_tokens is None else min(wanted_tokens, left)
+        cap = limits.max_cost_nano
+        cost_held = 0
+        if cap is not None:
+            wanted = budgets.cost_wanted_nano(limits, wanted_tokens, output_price)
+            cost_held = (
+                cap - count.cost_nano if wanted is None else min(wanted, cap - count.cost_nano)
+            )
         count.steps += 1
         count.tokens += held
+        count.cost_nano += cost_held
         self._unsent.setdefault(trace_id, _Count()).steps += 1
-        if limits.max_tokens is None:
-            return LocalReservation(trace_id, 0, count.steps, None, None)
-        return LocalReservation(trace_id, held, count.steps, limits.max_tokens - count.tokens, held)
+        clamp = budgets.tightest(
+            None if limits.max_tokens is None else held,
+            None if cap is None else budgets.cost_clamp(cost_held, output_price),
+        )
+        return LocalReservation(
+            trace_id,
+            held,
+            count.steps,
+            None if limits.max_tokens is None else limits.max_tokens - count.tokens,
+            clamp,
+            cost_held_nano=cost_held,
+            cost_left_nano=None if cap is None else cap - count.cost_nano,
+            trace_started_at=count.started_at,
+        )
+
+    @staticmethod
+    def _spent_locally(
+        count: _Count, limits: Limits, output_price: Decimal | None, now: float
+    ) -> Spent | None:
+        def spent(budget: str) -> Spent:
+            elapsed = 0.0 if count.started_at is None else now - count.started_at
+            return Spent(budget, count.steps, count.tokens, count.cost_nano, elapsed)
+
+        if limits.max_steps is not None and count.steps >= limits.max_steps:
+            return spent("steps")
+        if limits.max_tokens is not None and count.tokens >= limits.max_tokens:
+            return spent("tokens")
+        cap = limits.max_cost_nano
+        if cap is not None and count.cost_nano + budgets.token_price_nano(output_price) > cap:
+            return spent("cost")
+        started, limit = count.started_at, limits.max_duration_s
+        if limit is not None and started is not None and now - started >= limit:
+            return spent("time")
+        return None
 
     def _learn(self, trace_id: str, limits: Limits, granted: Reservation | Spent) -> None:
         count = self._count(trace_id)
         count.steps = granted.steps_used
         if isinstance(granted, Spent):
             count.tokens = granted.tokens_used
-        elif limits.max_tokens is not None and granted.tokens_left is not None:
+            count.cost_nano = granted.cost_used_nano
+            return
+        if limits.max_tokens is not None and granted.tokens_left is not None:
             count.tokens = limits.max_tokens - granted.tokens_left
+        cap = limits.max_cost_nano
+        if cap is not None and granted.cost_left_nano is not None:
+            count.cost_nano = cap - granted.cost_left_nano
+        if granted.trace_started_at is not None:
+            count.started_at = granted.trace_started_at
 
     def _count(self, trace_id: str) -> _Count:
         count = self._known.get(trace_id)
@@ -206,7 +277,8 @@ class FallbackLedger:
         while self._unsent:
             trace_id, count = self._unsent.popitem()
             resend = partial(self._resend_add, trace_id, count)
-            await self._in_time(self._store.add(trace_id, count.steps, count.tokens), resend)
+            adding = self._store.add(trace_id, count.steps, count.tokens, count.cost_nano)
+            await self._in_time(adding, resend)
         while self._unsent_settlements:
             settlement = self._unsent_settlements.pop()
             resend = partial(self._resend_settlement, settlement)
@@ -216,6 +288,7 @@ class FallbackLedger:
         merged = self._unsent.setdefault(trace_id, _Count())
         merged.steps += count.steps
         merged.tokens += count.tokens
+        merged.cost_nano += count.cost_nano
 
     def _resend_settlement(self, settlement: Settlement) -> None:
         self._unsent_settlements.append(settlement)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from decimal import Decimal
 from typing import Any
 
 import psycopg
@@ -21,6 +22,7 @@ from gateway.store.ledger import (
     SETTLE,
     SPENT,
     SettlementWrites,
+    add_params,
     outcome,
     pyformat,
     reserve_params,
@@ -57,15 +59,16 @@ class PostgresLedger:
         trace_id: str,
         limits: Limits,
         wanted_tokens: int | None,
+        output_price: Decimal | None = None,
     ) -> Reservation | Spent:
-        params = reserve_params(trace_id, limits, wanted_tokens)
+        params = reserve_params(trace_id, limits, wanted_tokens, output_price)
         await self._writing.wait_for(trace_id)
         async with self._pool.connection() as connection:
             row = await (await connection.execute(_RESERVE, params)).fetchone()
             spent = None
             if row is None:
                 spent = await (await connection.execute(_SPENT, params)).fetchone()
-        return outcome(trace_id, limits, row, spent)
+        return outcome(trace_id, limits, row, spent, params, output_price)
 
     def settle_later(self, settlement: Settlement) -> None:
         task = asyncio.get_running_loop().create_task(self._settle(settlement))
@@ -78,8 +81,8 @@ class PostgresLedger:
     async def settle(self, settlement: Settlement) -> None:
         await self._settle(settlement)
 
-    async def add(self, trace_id: str, steps: int, tokens: int) -> None:
-        params = {"trace_id": trace_id, "steps": steps, "tokens": tokens}
+    async def add(self, trace_id: str, steps: int, tokens: int, cost_nano: int = 0) -> None:
+        params = add_params(trace_id, steps, tokens, cost_nano)
         async with self._pool.connection() as connection:
             await connection.execute(_ADD, params)
 
