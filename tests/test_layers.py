@@ -36,6 +36,7 @@ LAYERS: dict[str, int] = {
     "gateway.recorder": 3,
     "gateway.sinks": 3,
     "gateway.webhooks": 3,
+    "gateway.otlp": 3,
     "gateway.deps": 4,
     "gateway.proxy": 4,
     "gateway.placement": 4,
