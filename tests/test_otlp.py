@@ -4,12 +4,16 @@ receiver as GenAI spans: names, attributes, trace ids, parents, tool spans, even
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import anthropic
 import openai
 import pytest
 
+from gateway.config import Settings
+from gateway.errors import ConfigError
+from gateway.otlp.exporters import build_exporter, traces_url
 from gateway.otlp.ids import trace_id_of
 from gateway.otlp.sink import OtlpSink
 from tests import harness
@@ -335,3 +339,58 @@ async def test_headers_and_service_name_reach_the_collector(
     assert span.resource["service.name"] == "agents-gateway"
     assert collector.requests[0]["x-honeycomb-team"] == "hc key"
     assert collector.requests[0]["x-dataset"] == "agents"
+
+
+async def test_captured_anthropic_content_keeps_the_conventions_shape(
+    make_gateway: GatewayFactory, collector: FakeCollector
+) -> None:
+    gw = await otlp_gateway(make_gateway, collector, otlp_capture_content=True)
+    body = anth.message(
+        [anth.text("Checking."), anth.tool_use("toolu_1", "get_weather", {"city": "Oslo"})]
+    )
+    gw.provider.queue(anth.reply(body))
+    async with anthropic.AsyncAnthropic(base_url=gw.url, api_key="sk-ant-x", max_retries=0) as sdk:
+        await sdk.messages.create(
+            model=anth.MODEL,
+            max_tokens=64,
+            system="Mail ops@example.com when stuck.",
+            messages=[{"role": "user", "content": "Weather in Oslo?"}],
+            tools=TOOLS,
+        )
+    (span,) = await exported(gw, collector)
+    system = json.loads(span.attributes["gen_ai.system_instructions"])
+    assert system == [{"type": "text", "content": "Mail [REDACTED:email] when stuck."}]
+    inputs = json.loads(span.attributes["gen_ai.input.messages"])
+    assert inputs == [{"role": "user", "parts": [{"type": "text", "content": "Weather in Oslo?"}]}]
+    (output,) = json.loads(span.attributes["gen_ai.output.messages"])
+    assert output["finish_reason"] == "tool_use" and output["role"] == "assistant"
+    assert output["parts"][1] == {
+        "type": "tool_call",
+        "id": "toolu_1",
+        "name": "get_weather",
+        "arguments": {"city": "Oslo"},
+    }
+
+
+def test_trace_ids_are_derived_the_same_way_everywhere() -> None:
+    assert trace_id_of("tr-0001") == trace_id_of("tr-0001") != trace_id_of("tr-0002")
+    assert 0 < trace_id_of("tr-0001") < 2**128
+    w3c = "4bf92f3577b34da6a3ce929d0e0e4736"
+    assert trace_id_of(w3c) == int(w3c, 16)  # already an OTel trace id: kept
+    assert trace_id_of("0" * 32) != 0
+
+
+def test_traces_url_appends_the_signal_path_once() -> None:
+    assert traces_url("http://c:4318") == "http://c:4318/v1/traces"
+    assert traces_url("https://x/api/public/otel/") == "https://x/api/public/otel/v1/traces"
+    assert traces_url("http://c:4318/v1/traces") == "http://c:4318/v1/traces"
+
+
+def test_grpc_exporter_is_built_from_the_extra() -> None:
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.grpc")
+    settings = Settings(otlp_endpoint="http://collector:4317", otlp_protocol="grpc")
+    exporter = build_exporter(settings)
+    assert type(exporter).__module__.startswith("opentelemetry.exporter.otlp.proto.grpc")
+    exporter.shutdown()
+    with pytest.raises(ConfigError, match="otlp_endpoint"):
+        build_exporter(Settings())

@@ -284,7 +284,7 @@ class OtlpSink:
             step = without_reasoning_summaries(step)
         inputs = self._redactor.redact_items(step.input_items)
         outputs = self._redactor.redact_items(step.output_items)
-        return spans.content_attributes(step, inputs, outputs)
+        return spans.content_attributes(step, inputs, outputs, self._redactor.redact_text)
 
     def _export_refusal(self, refusal: RefusalRecord) -> None:
         state = self._traces.get(refusal.trace_id)

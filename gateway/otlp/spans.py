@@ -241,7 +241,9 @@ def refusal_span(
 # built from items that have been redacted (and cut to max_text_chars) like stored ones.
 
 
-def content_attributes(step: StepRecord, inputs: list[Item], outputs: list[Item]) -> Attributes:
+def content_attributes(
+    step: StepRecord, inputs: list[Item], outputs: list[Item], redact: Redact
+) -> Attributes:
     """JSON strings, as the conventions ask where spans take no structured attributes.
     Inputs are the messages new in this step: earlier ones are on the trace's earlier
     spans, so a long run exports linearly, not quadratically."""
@@ -254,8 +256,8 @@ def content_attributes(step: StepRecord, inputs: list[Item], outputs: list[Item]
     if history:
         found["gen_ai.input.messages"] = _json(messages(history))
     if outputs or step.stop_reason not in FAILED_STOPS:
-        output = {"role": "assistant", "parts": [_part(i) for i in outputs]}
-        output["finish_reason"] = finish_reason(step, lambda text: text)
+        output = {"role": "assistant", "parts": _parts(outputs)}
+        output["finish_reason"] = finish_reason(step, redact)
         found["gen_ai.output.messages"] = _json([output])
     return found
 
@@ -271,11 +273,22 @@ def messages(items: list[Item]) -> list[dict[str, Any]]:
     """Consecutive items of one role make one message, as the wire formats group them."""
     grouped: list[dict[str, Any]] = []
     for item in items:
+        if not _shown(item):
+            continue
         role = _role(item)
         if not grouped or grouped[-1]["role"] != role:
             grouped.append({"role": role, "parts": []})
         grouped[-1]["parts"].append(_part(item))
     return grouped
+
+
+def _shown(item: Item) -> bool:
+    """A reasoning item without a summary says only that reasoning happened: no part."""
+    return item.kind is not ItemKind.REASONING or bool(item.text)
+
+
+def _parts(items: list[Item]) -> list[dict[str, Any]]:
+    return [_part(item) for item in items if _shown(item)]
 
 
 def _role(item: Item) -> str:
