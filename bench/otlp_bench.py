@@ -19,7 +19,7 @@ from pathlib import Path
 
 import aiohttp
 from aiohttp import web
-from proxy_bench import free_port, measure, pct, run_provider, wait_healthy
+from proxy_bench import free_port, measure, pct, run_provider
 
 SLOW_SECONDS = 5.0  # what a slow collector sleeps before answering each export
 DROPPED = re.compile(r'^loopwatch_otlp_dropped_total\{reason="(\w+)"\} ([0-9.e+]+)$', re.M)
@@ -35,6 +35,21 @@ def run_collector(port: int, delay: float) -> None:
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app.router.add_post("/v1/traces", traces)
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
+
+
+async def wait_healthy(url: str, seconds: float = 120.0) -> None:
+    """A gateway process imports the SDK and opens its database first: allow for a busy box."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    async with aiohttp.ClientSession() as session:
+        while asyncio.get_running_loop().time() < deadline:
+            try:
+                async with session.get(url) as r:
+                    if r.status < 500:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.2)
+    raise RuntimeError(f"{url} did not come up")
 
 
 async def dropped(gateway: str) -> str:
