@@ -30,9 +30,16 @@ pytestmark = pytest.mark.phoenix
 STARTUP_SECONDS = 180.0  # first start creates its database and runs its migrations
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
 def _phoenix() -> str | None:
+    """`.ci/run` installs Phoenix in its own virtualenv (its pins clash with the test SDKs)."""
     beside = Path(sys.executable).with_name("phoenix")
-    return str(beside) if beside.exists() else shutil.which("phoenix")
+    for candidate in (ROOT / ".venv-phoenix" / "bin" / "phoenix", beside):
+        if candidate.exists():
+            return str(candidate)
+    return shutil.which("phoenix")
 
 
 def _free_port() -> int:
@@ -64,7 +71,10 @@ def _wait_until_up(url: str, process: subprocess.Popen[bytes], log: Path) -> Non
 def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     command = _phoenix()
     if command is None:
-        pytest.skip("arize-phoenix is not installed: pip install -e '.[phoenix]' (as .ci/run does)")
+        pytest.skip(
+            "arize-phoenix is not installed: python3 -m venv .venv-phoenix && "
+            ".venv-phoenix/bin/pip install -e '.[phoenix]' (as .ci/run does)"
+        )
     workdir = tmp_path_factory.mktemp("phoenix")
     port, grpc_port = _free_port(), _free_port()
     env = {
