@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
@@ -15,11 +16,13 @@ from gateway.config import Settings
 from gateway.deps import Deps
 from gateway.errors import GatewayError, NotFound, Unauthorized
 from gateway.metrics import MetricsSink, metrics_response
+from gateway.otlp.sink import OtlpSink
 from gateway.protocols.registry import ADAPTERS, PATHS
 from gateway.readiness import Readiness
 from gateway.recorder import Recorder
 from gateway.redaction import Redactor, without_reasoning_summaries
 from gateway.retention import Retention
+from gateway.routing import provider_of
 from gateway.step import RefusalRecord, StepRecord
 from gateway.store.engine import create_schema, install_secret, make_engine
 from gateway.store.ledger import Ledger, ThreadLedger
@@ -77,7 +80,11 @@ async def _lifecycle(
     ledger = await _open_ledger(settings, engine, injected)
     secret = install_secret(engine)
     redactor = Redactor(settings.redaction)
-    metrics = MetricsSink(max_models=settings.metrics_max_models, redact=redactor.redact_text)
+    metrics = MetricsSink(
+        max_models=settings.metrics_max_models,
+        redact=redactor.redact_text,
+        provider_of=lambda step: provider_of(settings, step.protocol, step.model, step.path),
+    )
     recorder = Recorder(
         StoreWriter(engine),
         transform=partial(_redact, redactor, settings.store_reasoning_summary),
@@ -91,6 +98,7 @@ async def _lifecycle(
     recorder.start()
     metrics.watch_recorder(recorder)
     webhooks = await _start_webhooks(settings, redactor, metrics)
+    otlp = _start_otlp(settings, redactor, metrics)
     app[DEPS] = Deps(
         settings=settings,
         upstream=upstream,
@@ -101,7 +109,7 @@ async def _lifecycle(
         secret=secret,
         recent=RecentSteps(),
         clock=clock or (lambda: datetime.now(UTC)),
-        sinks=(metrics,) if webhooks is None else (metrics, webhooks),
+        sinks=tuple(sink for sink in (metrics, webhooks, otlp) if sink is not None),
     )
     app[READINESS] = Readiness(engine, recorder, settings.recorder_queue_size)
     try:
@@ -110,6 +118,8 @@ async def _lifecycle(
         await upstream.close()
         if webhooks is not None:
             await webhooks.close()
+        if otlp is not None:
+            await asyncio.to_thread(otlp.close)
         await recorder.close()
         engine.dispose()
         await ledger.close()
@@ -158,6 +168,18 @@ async def _start_webhooks(
     )
     await webhooks.start()
     return webhooks
+
+
+def _start_otlp(settings: Settings, redactor: Redactor, metrics: MetricsSink) -> OtlpSink | None:
+    if settings.otlp_endpoint is None:
+        return None
+    otlp = OtlpSink(
+        settings,
+        redactor=redactor,
+        on_drop=lambda reason, count: metrics.otlp_dropped.labels(reason).inc(count),
+    )
+    otlp.start()
+    return otlp
 
 
 def _redact(

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import unquote
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -147,6 +148,14 @@ class Settings(_Frozen):
 
     webhook_secret: str | None = None  # HMAC key of X-Loopwatch-Signature
     retention_days: int | None = Field(default=None, ge=1)  # unset: keep traces forever
+    # OpenTelemetry export: off unless an endpoint is set.
+    otlp_endpoint: str | None = None
+    otlp_protocol: Literal["http/protobuf", "grpc"] = "http/protobuf"
+    otlp_headers: tuple[tuple[str, str], ...] = Field(default=(), repr=False)  # often a key
+    otlp_capture_content: bool = False
+    otlp_service_name: str = Field(default="loopwatch", min_length=1)
+    otlp_timeout: float = Field(default=10.0, gt=0)
+    otlp_queue_size: int = Field(default=2048, ge=1)
 
     @field_validator("webhook_urls", mode="before")
     @classmethod
@@ -155,6 +164,20 @@ class Settings(_Frozen):
             value = [part.strip() for part in value.split(",") if part.strip()]
         if isinstance(value, list | tuple):
             return tuple(_check_url(url) if isinstance(url, str) else url for url in value)
+        return value
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _otlp_endpoint(cls, value: str | None) -> str | None:
+        return None if value is None else _check_url(value)
+
+    @field_validator("otlp_headers", mode="before")
+    @classmethod
+    def _otlp_headers(cls, value: Any) -> Any:
+        if isinstance(value, str):  # the environment's `key=value,key2=value2`
+            return parse_otlp_headers(value)
+        if isinstance(value, dict):  # a TOML table
+            return tuple((str(k).lower(), v) for k, v in value.items())
         return value
 
     @field_validator("public_url")
@@ -188,6 +211,20 @@ class Settings(_Frozen):
             return ipaddress.ip_address(self.host).is_loopback
         except ValueError:
             return False
+
+
+def parse_otlp_headers(text: str) -> tuple[tuple[str, str], ...]:
+    """`key=value,key2=value2` with percent-encoded values, as OTEL_EXPORTER_OTLP_HEADERS."""
+    headers: dict[str, str] = {}
+    for pair in text.split(","):
+        if not pair.strip():
+            continue
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            # The value is never echoed: it is usually an API key.
+            raise ValueError("must be comma-separated key=value pairs")
+        headers[name.strip().lower()] = unquote(value.strip())
+    return tuple(headers.items())
 
 
 def _check_url(value: str) -> str:
@@ -228,7 +265,23 @@ ENV_SETTINGS = (
     "public_url",
     "webhook_secret",
     "retention_days",
+    "otlp_endpoint",
+    "otlp_protocol",
+    "otlp_headers",
+    "otlp_capture_content",
+    "otlp_service_name",
+    "otlp_timeout",
+    "otlp_queue_size",
 )
+
+# The standard OpenTelemetry variables, below LOOPWATCH_* in precedence; the first one set
+# of each tuple wins (the traces-specific one before the general one, as the spec orders).
+OTEL_ENV = {
+    "otlp_endpoint": ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"),
+    "otlp_protocol": ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"),
+    "otlp_headers": ("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS"),
+    "otlp_service_name": ("OTEL_SERVICE_NAME",),
+}
 
 
 def env_name(setting: str) -> str:
@@ -240,11 +293,12 @@ def load_settings(
 ) -> Settings:
     """Merge file, environment and flags; raise ConfigError naming the first bad setting."""
     environ = os.environ if environ is None else environ
-    from_env = {
-        name: environ[env_name(name)]
+    from_env = _standard_env(environ)
+    from_env.update(
+        (name, environ[env_name(name)])
         for name in ENV_SETTINGS
         if environ.get(env_name(name), "") != ""
-    }
+    )
     flags = {k: v for k, v in (overrides or {}).items() if v is not None}
     config_path = flags.get("config") or from_env.get("config")
     merged: dict[str, Any] = _read_toml(config_path) if config_path else {}
@@ -254,6 +308,15 @@ def load_settings(
         return Settings.model_validate(merged)
     except ValidationError as exc:
         raise ConfigError(_describe(exc)) from None
+
+
+def _standard_env(environ: Mapping[str, str]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for setting, names in OTEL_ENV.items():
+        value = next((environ[n] for n in names if environ.get(n, "") != ""), None)
+        if value is not None:
+            found[setting] = value
+    return found
 
 
 def _read_toml(path: str) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
 from gateway.items import StopReason, Violation, ViolationKind
+from gateway.routing import Provider
 from gateway.step import RefusalRecord, StepRecord
 
 OTHER_MODEL = "other"
@@ -57,6 +58,9 @@ UPSTREAM_CODES = {"upstream_timeout": "timeout", "upstream_unreachable": "unreac
 MODEL_PROTOCOLS = ("chat", "responses", "messages")
 # The classic text format: every Prometheus version parses it (names here are all ASCII).
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# The GenAI labels beyond operation and model: who answered, and with which model.
+GENAI_LABELS = ("gen_ai_provider_name", "server_address", "gen_ai_response_model")
+ProviderOf = Callable[[StepRecord], Provider]
 OPEN_TRACES = 10_000  # traces whose step count is kept in memory, least recent evicted
 
 
@@ -134,9 +138,16 @@ def upstream_error_class(step: StepRecord) -> str | None:
 class MetricsSink:
     """All of Loopwatch's instruments on one registry, fed as a Sink on the event loop."""
 
-    def __init__(self, *, max_models: int = 50, redact: Callable[[str], str] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        max_models: int = 50,
+        redact: Callable[[str], str] | None = None,
+        provider_of: ProviderOf | None = None,
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.models = ModelNames(max_models, redact)
+        self._provider_of = provider_of
         self._recorder = _RecorderCollector()
         self.registry.register(self._recorder)
         self._trace_steps: OrderedDict[str, int] = OrderedDict()
@@ -236,6 +247,12 @@ class MetricsSink:
             "Traces deleted by retention (retention_days), with all their rows.",
             registry=r,
         )
+        self.otlp_dropped = Counter(
+            "loopwatch_otlp_dropped",
+            "Spans (or steps not yet made spans) not delivered to the OTLP collector.",
+            ["reason"],
+            registry=r,
+        )
 
     def _declare_run(self) -> None:
         r = self.registry
@@ -257,21 +274,21 @@ class MetricsSink:
         self.token_usage = Histogram(
             "gen_ai_client_token_usage",
             "Input and output tokens used (OpenTelemetry GenAI).",
-            ["gen_ai_operation_name", "gen_ai_request_model", "gen_ai_token_type"],
+            ["gen_ai_operation_name", "gen_ai_request_model", *GENAI_LABELS, "gen_ai_token_type"],
             buckets=GENAI_TOKENS,
             registry=r,
         )
         self.operation_duration = Histogram(
             "gen_ai_client_operation_duration_seconds",
             "GenAI operation duration.",
-            ["gen_ai_operation_name", "gen_ai_request_model", "error_type"],
+            ["gen_ai_operation_name", "gen_ai_request_model", *GENAI_LABELS, "error_type"],
             buckets=GENAI_SECONDS,
             registry=r,
         )
         self.time_to_first_chunk = Histogram(
             "gen_ai_client_operation_time_to_first_chunk_seconds",
             "Time to the first response chunk of a streamed GenAI operation.",
-            ["gen_ai_operation_name", "gen_ai_request_model"],
+            ["gen_ai_operation_name", "gen_ai_request_model", *GENAI_LABELS],
             buckets=GENAI_SECONDS,
             registry=r,
         )
@@ -286,6 +303,8 @@ class MetricsSink:
             self.refusals.labels(reason)
         for reason in ("queue_full", "failed"):
             self.webhook_dropped.labels(reason)
+        for reason in ("queue_full", "export_failed"):
+            self.otlp_dropped.labels(reason)
         for protocol in (*MODEL_PROTOCOLS, "passthrough"):
             self.interrupted.labels(protocol)
             self.cancelled.labels(protocol)
@@ -353,18 +372,23 @@ class MetricsSink:
 
     def _observe_genai(self, step: StepRecord, model: str, error_type: str) -> None:
         operation = "chat"  # all three wire protocols are chat-style generation
+        # One model name is recorded per step: the response's when the provider gave it.
+        labels = (operation, model, *self._who(step), model)
         if step.usage.prompt_tokens is not None:
-            self.token_usage.labels(operation, model, "input").observe(step.usage.prompt_tokens)
+            self.token_usage.labels(*labels, "input").observe(step.usage.prompt_tokens)
         if step.usage.completion_tokens is not None:
-            self.token_usage.labels(operation, model, "output").observe(
-                step.usage.completion_tokens
-            )
+            self.token_usage.labels(*labels, "output").observe(step.usage.completion_tokens)
         if step.latency_ms is not None:
-            self.operation_duration.labels(operation, model, error_type).observe(
-                step.latency_ms / 1000
-            )
+            self.operation_duration.labels(*labels, error_type).observe(step.latency_ms / 1000)
         if step.stream and step.ttft_ms is not None and not error_type:
-            self.time_to_first_chunk.labels(operation, model).observe(step.ttft_ms / 1000)
+            self.time_to_first_chunk.labels(*labels).observe(step.ttft_ms / 1000)
+
+    def _who(self, step: StepRecord) -> tuple[str, str]:
+        """Provider name and server address: bounded by the configured upstreams."""
+        if self._provider_of is None:
+            return ("openai" if step.protocol != "messages" else "anthropic", "")
+        provider = self._provider_of(step)
+        return (provider.name, provider.address)
 
     def _count_trace_step(self, step: StepRecord) -> None:
         """Steps since the trace's last final answer, counted in this process's memory."""

@@ -191,6 +191,7 @@ def _new_step(
         violations=admitted.violations,
         budget_max_steps=admitted.admission.limits.max_steps,
         budget_max_tokens=admitted.admission.limits.max_tokens,
+        traceparent=request.headers.get("traceparent"),
     )
 
 
@@ -211,6 +212,7 @@ async def handle_passthrough(
         method=request.method,
         path=request.path,
         started_at=deps.clock(),
+        traceparent=request.headers.get("traceparent"),
     )
     own = {TRACE_HEADER: step.trace_id, STEP_HEADER: step.id}
     try:

@@ -1,4 +1,4 @@
-"""Where a request goes: the configured upstream for its protocol and model."""
+"""Where a request goes: the configured upstream for its protocol and model, and who that is."""
 
 from __future__ import annotations
 
@@ -10,6 +10,25 @@ from gateway.config import Settings
 from gateway.errors import BadRequest
 
 ANTHROPIC_PATHS = ("/v1/messages/",)
+# Hosts whose provider the OpenTelemetry GenAI conventions name (`gen_ai.provider.name`);
+# any other host is named by the wire protocol it speaks.
+PROVIDER_HOSTS = (
+    ("api.openai.com", "openai"),
+    ("openai.azure.com", "azure.ai.openai"),
+    ("api.anthropic.com", "anthropic"),
+    ("api.deepseek.com", "deepseek"),
+    ("api.groq.com", "groq"),
+    ("api.mistral.ai", "mistral_ai"),
+    ("api.x.ai", "x_ai"),
+    ("api.perplexity.ai", "perplexity"),
+    ("api.moonshot.ai", "moonshot_ai"),
+    ("api.cohere.com", "cohere"),
+    ("api.cohere.ai", "cohere"),
+    ("generativelanguage.googleapis.com", "gcp.gemini"),
+    ("aiplatform.googleapis.com", "gcp.vertex_ai"),
+    ("amazonaws.com", "aws.bedrock"),
+)
+DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +36,29 @@ class Target:
     url: str
     api_key: str | None  # the route's own provider key, replacing the client's
     protocol: str
+
+
+@dataclass(frozen=True, slots=True)
+class Provider:
+    """Who answers a request: the provider's name and the upstream's host and port."""
+
+    name: str
+    address: str
+    port: int
+
+
+def provider_of(settings: Settings, protocol: str, model: str | None, path: str = "") -> Provider:
+    """The upstream a step of `protocol` (and model) goes to, named as the GenAI conventions do."""
+    if protocol == "passthrough" and path.startswith(ANTHROPIC_PATHS):
+        protocol = "messages"
+    base, _ = _base_for(settings, protocol, model)
+    parts = urlsplit(base)
+    host = (parts.hostname or "").lower()
+    port = parts.port or DEFAULT_PORTS.get(parts.scheme, 443)
+    for suffix, name in PROVIDER_HOSTS:
+        if host == suffix or host.endswith("." + suffix):
+            return Provider(name, host, port)
+    return Provider("anthropic" if protocol == "messages" else "openai", host, port)
 
 
 def resolve(settings: Settings, protocol: str, model: str | None, path: str, query: str) -> Target:

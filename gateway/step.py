@@ -35,6 +35,7 @@ class StepRecord:
     continuation_key: str | None = None
     budget_max_steps: int | None = None
     budget_max_tokens: int | None = None
+    traceparent: str | None = None  # the caller's W3C trace context header, for export
 
 
 @dataclass(slots=True)

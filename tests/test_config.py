@@ -93,3 +93,40 @@ def test_price_overrides_load_exactly(tmp_path: Path) -> None:
         Decimal("0.075"),
     )
     assert price.cache_write is None
+
+
+def test_standard_opentelemetry_variables_below_loopwatch_ones() -> None:
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://general:4318",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://traces:4318/v1/traces",
+        "OTEL_EXPORTER_OTLP_HEADERS": "Authorization=Basic%20a2V5,x-team=one",
+        "OTEL_SERVICE_NAME": "agents",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+    }
+    settings = load_settings({}, env)
+    assert settings.otlp_endpoint == "http://traces:4318/v1/traces"  # the signal's own first
+    assert settings.otlp_headers == (("authorization", "Basic a2V5"), ("x-team", "one"))
+    assert settings.otlp_service_name == "agents" and settings.otlp_protocol == "grpc"
+    env["LOOPWATCH_OTLP_ENDPOINT"] = "http://mine:4318"
+    assert load_settings({}, env).otlp_endpoint == "http://mine:4318"
+    assert load_settings({}, {}).otlp_endpoint is None  # no export unless asked
+
+
+def test_otlp_headers_from_a_file_table(tmp_path: Path) -> None:
+    config = tmp_path / "lw.toml"
+    config.write_text('otlp_endpoint = "http://c:4318"\n[otlp_headers]\nX-Api-Key = "k"\n')
+    assert load_settings({"config": str(config)}, {}).otlp_headers == (("x-api-key", "k"),)
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, "otlp_protocol"),
+        ({"LOOPWATCH_OTLP_ENDPOINT": "collector:4317"}, "otlp_endpoint"),
+        ({"LOOPWATCH_OTLP_HEADERS": "secret-without-a-key"}, "otlp_headers"),
+    ],
+)
+def test_bad_otlp_settings_name_the_setting(env: dict[str, str], named: str) -> None:
+    with pytest.raises(ConfigError, match=named) as raised:
+        load_settings({}, env)
+    assert "secret-without-a-key" not in str(raised.value)  # header values are never echoed

@@ -43,6 +43,7 @@ LAYERS: dict[str, int] = {
     "gateway.sinks": 3,
     "gateway.webhooks": 3,
     "gateway.retention": 3,
+    "gateway.otlp": 3,
     "gateway.deps": 4,
     "gateway.proxy": 4,
     "gateway.placement": 4,

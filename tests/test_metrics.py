@@ -58,6 +58,9 @@ async def test_agent_loop_is_counted(gateway: Gateway, stream: bool) -> None:
     assert value(s, "gen_ai_client_operation_duration_seconds_count", **genai) == 2
     ttft = value(s, "gen_ai_client_operation_time_to_first_chunk_seconds_count", **genai)
     assert ttft == (2 if stream else 0)  # streamed operations only, as the conventions say
+    # Who answered: the provider as the conventions name it, the upstream's host, the model.
+    who = {"gen_ai_provider_name": "openai", "server_address": "127.0.0.1"}
+    assert value(s, tokens, **who, gen_ai_response_model=MODEL, gen_ai_token_type="input") == 140
     # One finished trace of two steps.
     assert value(s, "loopwatch_trace_steps_count") == 1
     assert value(s, "loopwatch_trace_steps_sum") == 2
@@ -109,6 +112,7 @@ async def test_no_ids_in_labels(gateway: Gateway) -> None:
     names = {name for _, labels in s for name, _ in labels}
     allowed = {"protocol", "model", "status", "stop_reason", "kind", "budget", "reason"}
     allowed |= {"class", "le", "error_type", "gen_ai_operation_name", "gen_ai_request_model"}
+    allowed |= {"gen_ai_provider_name", "server_address", "gen_ai_response_model"}
     assert names <= allowed | {"gen_ai_token_type"}
     values = {v for _, labels in s for _, v in labels}
     assert not [v for v in values if v.startswith(("call_", "chatcmpl", "req_", "tr_", "st_"))]

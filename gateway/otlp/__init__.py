@@ -1,0 +1,1 @@
+"""OpenTelemetry export: steps as GenAI spans over OTLP (the sink, its span mapping, ids)."""

@@ -1,0 +1,335 @@
+"""What a step becomes in OpenTelemetry: span names, GenAI semantic-convention attributes,
+violation events and, when content capture is on, the conventions' message attributes.
+
+Pure functions over records (no SDK, no I/O); every string that came from a client or a
+provider passes through `redact` first, as it does before storage.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from gateway.items import Item, ItemKind, StopReason, Usage, Violation
+from gateway.routing import Provider
+from gateway.step import StepRecord
+
+Redact = Callable[[str], str]
+Attributes = dict[str, str | bool | int | float | list[str]]
+
+VIOLATION_EVENT = "loopwatch.violation"
+REFUSAL_SPAN = "loopwatch.refusal"
+# Stops after which the step did not end as its protocol completes: the span is an error.
+FAILED_STOPS = frozenset({StopReason.ERROR, StopReason.INTERRUPTED, StopReason.CANCELLED})
+# Finish reasons when the provider gave none, in the vocabulary providers use.
+FINISH_REASONS = {
+    StopReason.COMPLETED: "stop",
+    StopReason.TOOL_CALLS: "tool_calls",
+    StopReason.LENGTH: "length",
+    StopReason.CONTENT_FILTER: "content_filter",
+    StopReason.REFUSAL: "refusal",
+}
+OPENAI_API_TYPES = {"chat": "chat_completions", "responses": "responses"}
+USAGE_ATTRIBUTES = (
+    ("prompt_tokens", "gen_ai.usage.input_tokens"),
+    ("completion_tokens", "gen_ai.usage.output_tokens"),
+    ("cached_tokens", "gen_ai.usage.cache_read.input_tokens"),
+    ("cache_creation_tokens", "gen_ai.usage.cache_write.input_tokens"),
+    ("reasoning_tokens", "gen_ai.usage.reasoning.output_tokens"),
+)
+MAX_ERROR_TYPE = 64
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class SpanPlan:
+    """A span to start and end at once: everything the SDK needs, decided here."""
+
+    name: str
+    client: bool  # span kind CLIENT, else INTERNAL
+    start_ns: int
+    end_ns: int
+    attributes: Attributes
+    events: tuple[tuple[str, Attributes], ...] = ()
+    error: str | None = None  # the status description when the span is an error
+
+
+def nanoseconds(at: datetime) -> int:
+    moment = at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+    return (moment - _EPOCH) // timedelta(microseconds=1) * 1000
+
+
+def step_span(step: StepRecord, provider: Provider, redact: Redact) -> SpanPlan:
+    """The span of one step: `chat {model}` for the model protocols, kind CLIENT."""
+    start = nanoseconds(step.started_at)
+    end = start + int((step.latency_ms or 0.0) * 1_000_000)
+    if step.protocol == "passthrough":
+        name, attributes = _passthrough(step, redact)
+    else:
+        name, attributes = _model_call(step, provider, redact)
+    attributes.update(_server(provider))
+    attributes["gen_ai.conversation.id"] = step.trace_id
+    attributes["loopwatch.step.id"] = step.id
+    attributes["loopwatch.stop_reason"] = step.stop_reason.value
+    if step.http_status is not None:
+        attributes["http.response.status_code"] = step.http_status
+    cost = getattr(step, "cost_usd", None)  # a field of newer step records
+    if isinstance(cost, int | float):
+        attributes["loopwatch.cost_usd"] = float(cost)
+    error = _failure(step, redact)
+    if error is not None:
+        attributes["error.type"] = error
+    elif step.violations:
+        attributes["error.type"] = step.violations[0].kind.value
+    return SpanPlan(
+        name,
+        True,
+        start,
+        end,
+        attributes,
+        violation_events(step.violations, redact),
+        _status(step, error),
+    )
+
+
+def _model_call(step: StepRecord, provider: Provider, redact: Redact) -> tuple[str, Attributes]:
+    model = redact(step.model) if step.model else None
+    attributes: Attributes = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": provider.name,
+    }
+    if model:
+        attributes["gen_ai.request.model"] = model
+    if step.stream:
+        attributes["gen_ai.request.stream"] = True
+        if step.ttft_ms is not None:
+            attributes["gen_ai.response.time_to_first_chunk"] = step.ttft_ms / 1000
+    if provider.name == "openai" and step.protocol in OPENAI_API_TYPES:
+        attributes["openai.api.type"] = OPENAI_API_TYPES[step.protocol]
+    answered = step.http_status is not None and step.http_status < 400
+    if answered and model:
+        attributes["gen_ai.response.model"] = model
+    if step.response_id:
+        attributes["gen_ai.response.id"] = redact(step.response_id)
+    attributes["gen_ai.response.finish_reasons"] = [finish_reason(step, redact)]
+    attributes.update(usage_attributes(step.usage))
+    return ("chat " + model if model else "chat"), attributes
+
+
+def _passthrough(step: StepRecord, redact: Redact) -> tuple[str, Attributes]:
+    """Other /v1/* calls: embeddings are a GenAI operation, the rest plain HTTP calls."""
+    attributes: Attributes = {
+        "http.request.method": step.method,
+        "url.path": redact(step.path),
+    }
+    if step.path.endswith("/embeddings"):
+        attributes["gen_ai.operation.name"] = "embeddings"
+        return "embeddings", attributes
+    return step.method, attributes
+
+
+def _server(provider: Provider) -> Attributes:
+    if not provider.address:
+        return {}
+    return {"server.address": provider.address, "server.port": provider.port}
+
+
+def usage_attributes(usage: Usage) -> Attributes:
+    found: Attributes = {}
+    for field, attribute in USAGE_ATTRIBUTES:
+        value = getattr(usage, field)
+        if value is not None:
+            found[attribute] = value
+    return found
+
+
+def finish_reason(step: StepRecord, redact: Redact) -> str:
+    """The provider's own reason; `error` when the generation ended abnormally, as the
+    conventions ask, whatever the provider had said before it broke."""
+    if step.stop_reason in FAILED_STOPS:
+        return "error"
+    if step.raw_stop_reason:
+        return redact(step.raw_stop_reason)
+    return FINISH_REASONS.get(step.stop_reason, "unknown")
+
+
+def _failure(step: StepRecord, redact: Redact) -> str | None:
+    """`error.type` of a failed step: the provider's (or gateway's) error code, else the
+    HTTP status, else what ended the stream; None when the step did not fail."""
+    if step.stop_reason not in FAILED_STOPS:
+        return None
+    for key in ("code", "type"):
+        value = (step.error or {}).get(key)
+        if isinstance(value, str) and 0 < len(value) <= MAX_ERROR_TYPE:
+            return redact(value)
+    if step.http_status is not None and step.http_status >= 400:
+        return str(step.http_status)
+    if step.stop_reason is StopReason.INTERRUPTED:
+        return "stream_interrupted"
+    return "cancelled" if step.stop_reason is StopReason.CANCELLED else "_OTHER"
+
+
+def _status(step: StepRecord, error: str | None) -> str | None:
+    """A failed step, or one that broke a rule, is an error span; the description says why."""
+    if error is not None:
+        return f"step {step.stop_reason.value}: {error}"
+    if step.violations:
+        return "violations: " + ", ".join(sorted({v.kind.value for v in step.violations}))
+    return None
+
+
+def violation_events(
+    violations: Iterable[Violation], redact: Redact
+) -> tuple[tuple[str, Attributes], ...]:
+    events = []
+    for violation in violations:
+        attributes: Attributes = {
+            "loopwatch.violation.kind": violation.kind.value,
+            "loopwatch.violation.detail": redact(violation.detail),
+            "loopwatch.violation.enforced": violation.enforced,
+        }
+        if violation.call_id:
+            attributes["gen_ai.tool.call.id"] = redact(violation.call_id)
+        events.append((VIOLATION_EVENT, attributes))
+    return tuple(events)
+
+
+def tool_span(
+    call_id: str, tool_name: str | None, start_ns: int, end_ns: int, redact: Redact
+) -> SpanPlan:
+    """`execute_tool {name}`: the agent's time between the call and the request with its
+    result (span kind INTERNAL, as the conventions ask)."""
+    name = redact(tool_name) if tool_name else None
+    attributes: Attributes = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.call.id": redact(call_id),
+        "gen_ai.tool.type": "function",
+    }
+    if name:
+        attributes["gen_ai.tool.name"] = name
+    return SpanPlan(
+        f"execute_tool {name}" if name else "execute_tool", False, start_ns, end_ns, attributes
+    )
+
+
+def refusal_span(
+    trace_id: str, at: datetime, violations: list[Violation], budget: bool, redact: Redact
+) -> SpanPlan:
+    """A request refused before the provider: no model call, only what was broken."""
+    moment = nanoseconds(at)
+    kinds = [v.kind.value for v in violations]
+    attributes: Attributes = {
+        "gen_ai.conversation.id": trace_id,
+        "loopwatch.refusal.budget": budget,
+        "error.type": kinds[0] if kinds else "_OTHER",
+    }
+    return SpanPlan(
+        REFUSAL_SPAN,
+        False,
+        moment,
+        moment,
+        attributes,
+        violation_events(violations, redact),
+        "refused: " + ", ".join(sorted(set(kinds))),
+    )
+
+
+# Content: the conventions' gen_ai.input.messages / output.messages / system_instructions,
+# built from items that have been redacted (and cut to max_text_chars) like stored ones.
+
+
+def content_attributes(
+    step: StepRecord, inputs: list[Item], outputs: list[Item], redact: Redact
+) -> Attributes:
+    """JSON strings, as the conventions ask where spans take no structured attributes.
+    Inputs are the messages new in this step: earlier ones are on the trace's earlier
+    spans, so a long run exports linearly, not quadratically."""
+    separate = [i for i in inputs if _is_separate_instruction(step, i)]
+    history = [i for i in inputs if not _is_separate_instruction(step, i)]
+    found: Attributes = {}
+    if separate:
+        parts = [{"type": "text", "content": i.text or ""} for i in separate]
+        found["gen_ai.system_instructions"] = _json(parts)
+    if history:
+        found["gen_ai.input.messages"] = _json(messages(history))
+    if outputs or step.stop_reason not in FAILED_STOPS:
+        output = {"role": "assistant", "parts": _parts(outputs)}
+        output["finish_reason"] = finish_reason(step, redact)
+        found["gen_ai.output.messages"] = _json([output])
+    return found
+
+
+def _is_separate_instruction(step: StepRecord, item: Item) -> bool:
+    """Anthropic's `system` and Responses' `instructions` sit outside the message history."""
+    if item.kind is not ItemKind.INSTRUCTION:
+        return False
+    return step.protocol == "messages" or item.attrs.get("field") == "instructions"
+
+
+def messages(items: list[Item]) -> list[dict[str, Any]]:
+    """Consecutive items of one role make one message, as the wire formats group them."""
+    grouped: list[dict[str, Any]] = []
+    for item in items:
+        if not _shown(item):
+            continue
+        role = _role(item)
+        if not grouped or grouped[-1]["role"] != role:
+            grouped.append({"role": role, "parts": []})
+        grouped[-1]["parts"].append(_part(item))
+    return grouped
+
+
+def _shown(item: Item) -> bool:
+    """A reasoning item without a summary says only that reasoning happened: no part."""
+    return item.kind is not ItemKind.REASONING or bool(item.text)
+
+
+def _parts(items: list[Item]) -> list[dict[str, Any]]:
+    return [_part(item) for item in items if _shown(item)]
+
+
+def _role(item: Item) -> str:
+    if item.kind is ItemKind.TOOL_RESULT:
+        return "tool"
+    if item.kind in (ItemKind.ASSISTANT_TEXT, ItemKind.TOOL_CALL, ItemKind.REASONING):
+        return "assistant"
+    if item.kind is ItemKind.INSTRUCTION:
+        return "system" if item.role in (None, "system") else item.role
+    return item.role or "user"
+
+
+def _part(item: Item) -> dict[str, Any]:
+    if item.kind is ItemKind.TOOL_CALL:
+        return {
+            "type": "tool_call",
+            "id": item.call_id,
+            "name": item.tool_name or "",
+            "arguments": _arguments(item.arguments),
+        }
+    if item.kind is ItemKind.TOOL_RESULT:
+        return {"type": "tool_call_response", "id": item.call_id, "response": item.text or ""}
+    if item.kind is ItemKind.REASONING:
+        # Never reasoning text: at most the provider's summary, as stored.
+        return {"type": "reasoning", "content": item.text or ""}
+    if item.kind is ItemKind.REFUSAL:
+        return {"type": "refusal", "content": item.text or ""}
+    if item.kind is ItemKind.OTHER:
+        return {"type": str(item.attrs.get("type") or "other")}
+    return {"type": "text", "content": item.text or ""}
+
+
+def _arguments(arguments: str | None) -> Any:
+    """An object where the (redacted) JSON parses, as the conventions prefer; else the text."""
+    if arguments is None:
+        return None
+    try:
+        return json.loads(arguments)
+    except ValueError:
+        return arguments
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
