@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
@@ -10,19 +12,17 @@ from functools import partial
 from aiohttp import web
 from sqlalchemy.engine import Engine
 
-from gateway import proxy
+from gateway import proxy, recorder_process
 from gateway.config import Settings
 from gateway.deps import Deps
 from gateway.errors import GatewayError, NotFound, Unauthorized
 from gateway.metrics import MetricsSink, metrics_response
 from gateway.protocols.registry import ADAPTERS, PATHS
-from gateway.recorder import Recorder
-from gateway.redaction import Redactor, without_reasoning_summaries
-from gateway.step import RefusalRecord, StepRecord
+from gateway.recording import WRITER_NAME, SpoolRecorder, claim_spool
+from gateway.redaction import Redactor
 from gateway.store.engine import create_schema, install_secret, make_engine
 from gateway.store.ledger import Ledger, ThreadLedger
 from gateway.store.ledger_pg import PostgresLedger
-from gateway.store.writer import StoreWriter
 from gateway.threading import ContinuationKeys, RecentSteps
 from gateway.ui import api, auth, views
 from gateway.upstream import Upstream
@@ -67,28 +67,21 @@ async def _lifecycle(
 ) -> AsyncIterator[None]:
     injected = engine is not None
     engine = engine or make_engine(settings.database_url)
+    stack = contextlib.AsyncExitStack()
     create_schema(engine)
     ledger = await _open_ledger(settings, engine, injected)
     secret = install_secret(engine)
     redactor = Redactor(settings.redaction)
     metrics = MetricsSink(max_models=settings.metrics_max_models, redact=redactor.redact_text)
-    recorder = Recorder(
-        StoreWriter(engine),
-        transform=partial(_redact, redactor, settings.store_reasoning_summary),
-        queue_size=settings.recorder_queue_size,
-        batch_size=settings.recorder_batch_size,
-        flush_seconds=settings.recorder_flush_seconds,
-        on_batch=metrics.observe_batch,
-    )
+    recording = await stack.enter_async_context(_recording(settings, engine))
     upstream = Upstream(settings)
     await upstream.start()
-    recorder.start()
-    metrics.watch_recorder(recorder)
+    metrics.watch_recorder(recording)
     webhooks = await _start_webhooks(settings, redactor, metrics)
     app[DEPS] = Deps(
         settings=settings,
         upstream=upstream,
-        recorder=recorder,
+        recorder=recording,
         engine=engine,
         ledger=ledger,
         keys=ContinuationKeys(secret),
@@ -103,7 +96,7 @@ async def _lifecycle(
         await upstream.close()
         if webhooks is not None:
             await webhooks.close()
-        await recorder.close()
+        await stack.aclose()  # the recorder stores what is spooled, then stops
         engine.dispose()
         await ledger.close()
 
@@ -132,14 +125,31 @@ async def _start_webhooks(
     return webhooks
 
 
-def _redact(
-    redactor: Redactor, keep_summaries: bool, record: StepRecord | RefusalRecord
-) -> StepRecord | RefusalRecord:
-    if isinstance(record, StepRecord):
-        if not keep_summaries:
-            record = without_reasoning_summaries(record)
-        return redactor.redact_step(record)
-    return redactor.redact_refusal(record)
+@contextlib.asynccontextmanager
+async def _recording(settings: Settings, engine: Engine) -> AsyncIterator[SpoolRecorder]:
+    """The spool this gateway writes and the drain that stores it: a recorder process, or a
+    task and thread here (`recorder = "thread"`)."""
+    directory = settings.spool_path()
+    with claim_spool(directory):
+        recording = SpoolRecorder(directory, WRITER_NAME, queue_size=settings.recorder_queue_size)
+        if settings.recorder == "process":
+            process, stop = recorder_process.start(settings, directory, [WRITER_NAME])
+            try:
+                yield recording
+            finally:
+                recording.close()
+                await recorder_process.stop_process(process, stop)
+            return
+        recorder = recorder_process.make_recorder(settings, engine)
+        drain = recorder_process.make_drain(settings, directory, [WRITER_NAME], recorder)
+        recording.wake = drain.wake
+        task = asyncio.get_running_loop().create_task(drain.run(), name="recorder-drain")
+        try:
+            yield recording
+        finally:
+            recording.close()
+            await drain.stop()
+            await task
 
 
 def _bind(handler, adapter) -> Handler:  # type: ignore[no-untyped-def]

@@ -9,7 +9,7 @@ from datetime import datetime
 from sqlalchemy.engine import Engine
 
 from gateway.config import Settings
-from gateway.recorder import Recorder
+from gateway.recording import SpoolRecorder
 from gateway.sinks import Sink
 from gateway.store.ledger import Ledger
 from gateway.threading import ContinuationKeys, RecentSteps
@@ -20,7 +20,7 @@ from gateway.upstream import Upstream
 class Deps:
     settings: Settings
     upstream: Upstream
-    recorder: Recorder
+    recorder: SpoolRecorder  # spools each record; a recorder stores it
     engine: Engine
     ledger: Ledger  # budget reservations
     keys: ContinuationKeys

@@ -61,8 +61,15 @@ class RecorderGauges(Protocol):
     @property
     def queue_depth(self) -> int: ...
 
-    dropped_total: int
-    write_errors_total: int
+    @property
+    def dropped_total(self) -> int: ...
+
+    @property
+    def write_errors_total(self) -> int: ...
+
+    def new_batches(self) -> list[float]:
+        """Durations of the store batches written since the last call."""
+        ...
 
 
 class _RecorderCollector(Collector):
@@ -268,11 +275,6 @@ class MetricsSink:
     def watch_recorder(self, recorder: RecorderGauges) -> None:
         self._recorder.recorder = recorder
 
-    def observe_batch(self, seconds: float, size: int) -> None:
-        """The recorder's on_batch hook (called from its worker; prometheus-client is
-        thread-safe)."""
-        self.batch_seconds.observe(seconds)
-
     def stream_started(self, protocol: str) -> None:
         self.in_flight.labels(protocol).inc()
 
@@ -341,6 +343,10 @@ class MetricsSink:
             self._trace_steps.popitem(last=False)
 
     def exposition(self) -> bytes:
+        recorder = self._recorder.recorder
+        if recorder is not None:  # batches are written by the recorder, maybe in its process
+            for seconds in recorder.new_batches():
+                self.batch_seconds.observe(seconds)
         return generate_latest(self.registry)
 
 
