@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from functools import partial
+from pathlib import Path
 
 from aiohttp import web
 from sqlalchemy.engine import Engine
@@ -16,10 +18,13 @@ from gateway import proxy, recorder_process
 from gateway.config import Settings
 from gateway.deps import Deps
 from gateway.errors import GatewayError, NotFound, Unauthorized
+from gateway.keyfilter import KeyFilter
 from gateway.metrics import MetricsSink, metrics_response
 from gateway.protocols.registry import ADAPTERS, PATHS
-from gateway.recording import WRITER_NAME, SpoolRecorder, claim_spool
+from gateway.recording import WRITER_NAME, SpoolRecorder, claim_spool, spooled_keys
 from gateway.redaction import Redactor
+from gateway.spool import Position
+from gateway.store import queries
 from gateway.store.engine import create_schema, install_secret, make_engine
 from gateway.store.ledger import Ledger, ThreadLedger
 from gateway.store.ledger_pg import PostgresLedger
@@ -74,6 +79,11 @@ async def _lifecycle(
     redactor = Redactor(settings.redaction)
     metrics = MetricsSink(max_models=settings.metrics_max_models, redact=redactor.redact_text)
     recording = await stack.enter_async_context(_recording(settings, engine))
+    sole_writer = settings.workers == 1 and engine.dialect.name == "sqlite"
+    known_keys = KeyFilter(authoritative_when_loaded=sole_writer)
+    loading = asyncio.get_running_loop().create_task(
+        _load_known_keys(engine, settings.spool_path(), recording.first_position, known_keys)
+    )
     upstream = Upstream(settings)
     await upstream.start()
     metrics.watch_recorder(recording)
@@ -89,10 +99,12 @@ async def _lifecycle(
         recent=RecentSteps(),
         clock=clock or (lambda: datetime.now(UTC)),
         sinks=(metrics,) if webhooks is None else (metrics, webhooks),
+        known_keys=known_keys,
     )
     try:
         yield
     finally:
+        loading.cancel()
         await upstream.close()
         if webhooks is not None:
             await webhooks.close()
@@ -123,6 +135,16 @@ async def _start_webhooks(
     )
     await webhooks.start()
     return webhooks
+
+
+async def _load_known_keys(engine: Engine, spool: Path, before: Position, known: KeyFilter) -> None:
+    """Every continuation key stored or spooled before this run, loaded off the loop; until
+    it is, placement looks every key up in the store."""
+    try:
+        keys = itertools.chain(queries.continuation_keys(engine), spooled_keys(spool, before))
+        known.install(await asyncio.to_thread(known.build, keys))
+    except Exception:
+        log.exception("loading continuation keys failed; every history is looked up")
 
 
 @contextlib.asynccontextmanager

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy.engine import Engine
 
 from gateway.config import Settings
+from gateway.keyfilter import KeyFilter
 from gateway.recording import SpoolRecorder
 from gateway.sinks import Sink
 from gateway.store.ledger import Ledger
@@ -28,3 +29,7 @@ class Deps:
     recent: RecentSteps
     clock: Callable[[], datetime]
     sinks: tuple[Sink, ...] = ()
+    # Continuation keys the store may hold: placement skips the store lookup for others.
+    known_keys: KeyFilter = field(
+        default_factory=lambda: KeyFilter(authoritative_when_loaded=False)
+    )

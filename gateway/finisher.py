@@ -88,6 +88,8 @@ class StepFinisher:
             return
         ref = StepRef(record.trace_id, record.id, tuple(record.output_items))
         self._deps.recent.remember(record.continuation_key, record.response_id, ref)
+        if record.continuation_key is not None:
+            self._deps.known_keys.add(record.continuation_key)
 
 
 def _ms(started: float, at: float | None) -> float | None:

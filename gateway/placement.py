@@ -71,7 +71,11 @@ async def _longest(deps: Deps, boundaries: list[Boundary]) -> tuple[Boundary, St
     found = deps.recent.longest(boundaries)
     if found is not None:
         return found
-    keys = [b.key for b in boundaries]
+    # Only keys the store may hold are looked up: in a gateway that is its store's only
+    # writer, a history that continues nothing recorded costs no round trip.
+    keys = [b.key for b in boundaries if deps.known_keys.may_hold(b.key)]
+    if not keys:
+        return None
     row = await _lookup(queries.find_continuation, deps, keys)
     if row is None:
         return None

@@ -101,6 +101,31 @@ def claim_spool(directory: Path) -> Iterator[None]:
         yield
 
 
+def spooled_keys(directory: Path, before: Position) -> Iterator[str]:
+    """Continuation keys of records spooled by earlier runs (some may not be stored yet):
+    every writer's segments, this gateway's own up to `before`."""
+    for name in writer_names(directory):
+        stop = before if name == WRITER_NAME else Position(1 << 62, 0)
+        yield from _keys_of(directory, name, stop)
+
+
+def _keys_of(directory: Path, name: str, stop: Position) -> Iterator[str]:
+    existing = segments(directory, name)
+    if not existing:
+        return
+    reader = SpoolReader(directory, name, Position(existing[0], 0))
+    try:
+        while lines := reader.read(1000):
+            for line, position in lines:
+                if position.seq >= stop.seq:
+                    return
+                with contextlib.suppress(ValueError, IndexError):
+                    if key := records.continuation_key(line):
+                        yield key
+    finally:
+        reader.close()
+
+
 class SpoolRecorder:
     """What the proxy submits records to. `submit` never blocks on the store and never
     raises; past `queue_size` records not yet stored, records are dropped and counted."""
@@ -115,6 +140,11 @@ class SpoolRecorder:
         self._closed = False
         self.wake: Callable[[], None] | None = None  # set by an in-process drain
         self._batches_seen = (0, 0.0)
+
+    @property
+    def first_position(self) -> Position:
+        """Where this run's records begin in the spool."""
+        return Position(self._writer.first_seq, 0)
 
     @property
     def queue_depth(self) -> int:

@@ -54,6 +54,14 @@ def decode(line: bytes) -> Record:
     raise ValueError("spooled record has an unknown tag")
 
 
+def continuation_key(line: bytes) -> str | None:
+    """The continuation key of a spooled step, without rebuilding the record."""
+    if line[:1] != _STEP:
+        return None
+    key = orjson.loads(line[1:])[20]
+    return key if isinstance(key, str) else None
+
+
 def _step_row(r: StepRecord) -> tuple[Any, ...]:
     u = r.usage
     usage = (

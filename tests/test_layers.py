@@ -41,6 +41,7 @@ LAYERS: dict[str, int] = {
     "gateway.recorder_process": 3,
     "gateway.spool": 2,
     "gateway.records": 1,
+    "gateway.keyfilter": 1,
     "gateway.sinks": 3,
     "gateway.webhooks": 3,
     "gateway.deps": 4,

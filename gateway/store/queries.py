@@ -214,6 +214,25 @@ def find_continuation(engine: Engine, keys: list[str]) -> tuple[str, str, str] |
     return best.trace_id, best.id, best.continuation_key
 
 
+def continuation_keys(engine: Engine, batch: int = 10_000) -> Iterator[str]:
+    """Every stored continuation key, in index order, read in bounded batches."""
+    s = STEPS.c
+    after = ""
+    while True:
+        query = (
+            sa.select(s.continuation_key)
+            .where(s.continuation_key > after)
+            .order_by(s.continuation_key)
+            .limit(batch)
+        )
+        with _reading(engine) as conn:
+            keys = list(conn.scalars(query))
+        yield from keys
+        if len(keys) < batch:
+            return
+        after = keys[-1]
+
+
 def list_violations(
     engine: Engine,
     *,
