@@ -21,7 +21,13 @@ from gateway.errors import GatewayError, NotFound, Unauthorized
 from gateway.keyfilter import KeyFilter
 from gateway.metrics import MetricsSink, metrics_response
 from gateway.protocols.registry import ADAPTERS, PATHS
-from gateway.recording import WRITER_NAME, SpoolRecorder, claim_spool, spooled_keys
+from gateway.recording import (
+    WRITER_NAME,
+    SpoolRecorder,
+    claim_spool,
+    spooled_keys,
+    writer_name,
+)
 from gateway.redaction import Redactor
 from gateway.spool import Position
 from gateway.store import queries
@@ -44,13 +50,18 @@ def create_app(
     *,
     engine: Engine | None = None,
     clock: Callable[[], datetime] | None = None,
+    worker: int | None = None,
 ) -> web.Application:
+    """The gateway. `worker` is set in a process of `serve --workers N`, whose parent holds
+    the spool directory and runs the recorder."""
     app = web.Application(
         client_max_size=settings.max_body_bytes + 1,
         middlewares=[_errors, _admin_auth],
         handler_args={"handler_cancellation": True},
     )
-    app.cleanup_ctx.append(partial(_lifecycle, settings=settings, engine=engine, clock=clock))
+    app.cleanup_ctx.append(
+        partial(_lifecycle, settings=settings, engine=engine, clock=clock, worker=worker)
+    )
     for path, protocol in PATHS.items():
         app.router.add_post(path, _bind(proxy.handle_model, ADAPTERS[protocol]))
     app.router.add_route("*", "/v1/{tail:.*}", _bind(proxy.handle_passthrough, ADAPTERS["chat"]))
@@ -69,6 +80,7 @@ async def _lifecycle(
     settings: Settings,
     engine: Engine | None,
     clock: Callable[[], datetime] | None,
+    worker: int | None,
 ) -> AsyncIterator[None]:
     injected = engine is not None
     engine = engine or make_engine(settings.database_url)
@@ -78,7 +90,7 @@ async def _lifecycle(
     secret = install_secret(engine)
     redactor = Redactor(settings.redaction)
     metrics = MetricsSink(max_models=settings.metrics_max_models, redact=redactor.redact_text)
-    recording = await stack.enter_async_context(_recording(settings, engine))
+    recording = await stack.enter_async_context(_recording(settings, engine, worker))
     sole_writer = settings.workers == 1 and engine.dialect.name == "sqlite"
     known_keys = KeyFilter(authoritative_when_loaded=sole_writer)
     loading = asyncio.get_running_loop().create_task(
@@ -148,10 +160,21 @@ async def _load_known_keys(engine: Engine, spool: Path, before: Position, known:
 
 
 @contextlib.asynccontextmanager
-async def _recording(settings: Settings, engine: Engine) -> AsyncIterator[SpoolRecorder]:
+async def _recording(
+    settings: Settings, engine: Engine, worker: int | None
+) -> AsyncIterator[SpoolRecorder]:
     """The spool this gateway writes and the drain that stores it: a recorder process, or a
-    task and thread here (`recorder = "thread"`)."""
+    task and thread here (`recorder = "thread"`); a worker's parent runs its recorder."""
     directory = settings.spool_path()
+    if worker is not None:
+        recording = SpoolRecorder(
+            directory, writer_name(worker), queue_size=settings.recorder_queue_size
+        )
+        try:
+            yield recording
+        finally:
+            recording.close()
+        return
     with claim_spool(directory):
         recording = SpoolRecorder(directory, WRITER_NAME, queue_size=settings.recorder_queue_size)
         if settings.recorder == "process":

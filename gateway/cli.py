@@ -31,6 +31,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--config", help="TOML file with routes, budgets, redaction (LOOPWATCH_CONFIG)"
     )
+    serve.add_argument(
+        "--workers", type=int, help="processes sharing the port (LOOPWATCH_WORKERS, default 1)"
+    )
     demo = commands.add_parser("demo", help="the gateway with a scripted provider and sample runs")
     demo.add_argument("--host", default="127.0.0.1")
     demo.add_argument("--port", type=int, default=8787)
@@ -79,6 +82,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _serve(settings: Settings) -> int:
     from gateway.app import create_app
 
+    if settings.workers > 1:
+        from gateway import workers
+
+        log.info(
+            "loopwatch listening on http://%s:%s with %d workers (upstream %s)",
+            settings.host,
+            settings.port,
+            settings.workers,
+            settings.upstream_url,
+        )
+        return workers.serve(settings)
+
     # The recorder's worker thread redacts and writes in batches; a short GIL switch
     # interval keeps it from holding the event loop for the default 5 ms at a time.
     sys.setswitchinterval(0.0005)
@@ -95,7 +110,7 @@ def _serve(settings: Settings) -> int:
         print=None,
         access_log=None,
         handler_cancellation=True,
-        loop=_new_event_loop(),
+        loop=new_event_loop(),
     )
     return 0
 
@@ -116,7 +131,7 @@ def _print_fingerprint(settings: Settings) -> int:
     return 0
 
 
-def _new_event_loop() -> asyncio.AbstractEventLoop:
+def new_event_loop() -> asyncio.AbstractEventLoop:
     """uvloop where it is installed (Linux, macOS): a cheaper event loop for every request."""
     try:
         import uvloop

@@ -40,6 +40,12 @@ log = logging.getLogger(__name__)
 
 Record = StepRecord | RefusalRecord
 WRITER_NAME = "w0"  # a single gateway process; workers are w0 … w<N-1>
+
+
+def writer_name(worker: int | None) -> str:
+    return WRITER_NAME if worker is None else f"w{worker}"
+
+
 _DROP_LOG_SECONDS = 10.0
 # Progress fields, each an int64 written by one side only (aligned 8-byte stores are atomic).
 _FIELDS = (
@@ -231,9 +237,9 @@ class Drain:
         self._batch = batch_size
         self._room = queue_size
         self._readers: dict[str, SpoolReader] = {}
-        self._progress = {
-            name: Progress(progress_path(directory, name), create=False) for name in active
-        }
+        self._progress: dict[str, Progress] = {}
+        self._inodes: dict[str, int] = {}
+        self._refresh()
         self._pending: deque[tuple[str, Position, bool]] = deque()  # submitted, not finished
         self._seen_finished = 0
         self._stored: dict[str, Position] = {}
@@ -243,6 +249,21 @@ class Drain:
 
     def wake(self) -> None:
         self._woken.set()
+
+    def _refresh(self) -> None:
+        """(Re)open each active writer's progress file: a writer that (re)started after this
+        drain made a new one."""
+        for name in self._active:
+            try:
+                inode = progress_path(self._directory, name).stat().st_ino
+            except FileNotFoundError:
+                continue
+            if self._inodes.get(name) != inode:
+                old = self._progress.pop(name, None)
+                if old is not None:
+                    old.close()
+                self._progress[name] = Progress(progress_path(self._directory, name), create=False)
+                self._inodes[name] = inode
 
     def _reader(self, name: str) -> SpoolReader:
         reader = self._readers.get(name)
@@ -309,6 +330,7 @@ class Drain:
         self._recorder.start()
         try:
             while not (self._stopping or should_stop()):
+                self._refresh()
                 moved = self.pull()
                 if self.flush_wanted():
                     with contextlib.suppress(TimeoutError):

@@ -53,6 +53,7 @@ LAYERS: dict[str, int] = {
     "gateway.ui": 4,
     "gateway.app": 5,
     "gateway.cli": 5,
+    "gateway.workers": 5,
     "gateway.demo": 5,
 }
 IO_LIBRARIES = ("aiohttp", "sqlalchemy", "sqlmodel", "prometheus_client", "psycopg")
