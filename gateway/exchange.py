@@ -83,6 +83,9 @@ Command = Forward | Settle | Finished | EndResponse | AbortClient | CloseUpstrea
 
 
 class Phase(Enum):
+    # Members are singletons: identity hashing, in C, for the transition tables.
+    __hash__ = object.__hash__
+
     WAITING = "waiting"  # request sent, no response head yet
     RECEIVING = "receiving"  # body arriving
     MARKED = "marked"  # the completion marker arrived; the body may still be open
@@ -90,6 +93,9 @@ class Phase(Enum):
 
 
 class Event(Enum):
+    # Members are singletons: identity hashing, in C, for the transition tables.
+    __hash__ = object.__hash__
+
     HEAD = "head"
     CHUNK = "chunk"
     MARKER = "marker"  # internal: the tap saw the completion marker

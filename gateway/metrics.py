@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
-from typing import Protocol
+from typing import Any, Protocol
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -142,6 +142,7 @@ class MetricsSink:
         self._recorder = _RecorderCollector()
         self.registry.register(self._recorder)
         self._trace_steps: OrderedDict[str, int] = OrderedDict()
+        self._children: dict[tuple[object, ...], Any] = {}
         self._declare_loopwatch()
         self._declare_streams_and_background()
         self._declare_genai()
@@ -272,30 +273,39 @@ class MetricsSink:
             self.cancelled.labels(protocol)
             self.in_flight.labels(protocol)
 
+    def _child(self, metric: Any, *labels: str) -> Any:
+        """A labelled child, cached: `labels()` costs more than the observation itself and
+        runs several times for every step (label values are bounded, so is the cache)."""
+        key = (id(metric), *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
     def watch_recorder(self, recorder: RecorderGauges) -> None:
         self._recorder.recorder = recorder
 
     def stream_started(self, protocol: str) -> None:
-        self.in_flight.labels(protocol).inc()
+        self._child(self.in_flight, protocol).inc()
 
     def stream_ended(self, protocol: str) -> None:
-        self.in_flight.labels(protocol).dec()
+        self._child(self.in_flight, protocol).dec()
 
     def step_finished(self, step: StepRecord, overhead_seconds: float) -> None:
         model = self.models.label(step.model)
         protocol = step.protocol
         stop = step.stop_reason.value
-        self.requests.labels(protocol, model, status_class(step.http_status), stop).inc()
-        self.overhead.labels(protocol).observe(max(overhead_seconds, 0.0))
+        self._child(self.requests, protocol, model, status_class(step.http_status), stop).inc()
+        self._child(self.overhead, protocol).observe(max(overhead_seconds, 0.0))
         if step.latency_ms is not None:
-            self.request_duration.labels(protocol, model).observe(step.latency_ms / 1000)
+            self._child(self.request_duration, protocol, model).observe(step.latency_ms / 1000)
         if step.stop_reason is StopReason.INTERRUPTED:
-            self.interrupted.labels(protocol).inc()
+            self._child(self.interrupted, protocol).inc()
         elif step.stop_reason is StopReason.CANCELLED:
-            self.cancelled.labels(protocol).inc()
+            self._child(self.cancelled, protocol).inc()
         error_class = upstream_error_class(step)
         if error_class is not None:
-            self.upstream_errors.labels(protocol, error_class).inc()
+            self._child(self.upstream_errors, protocol, error_class).inc()
         self._count_violations(step.violations)
         if protocol in MODEL_PROTOCOLS:
             self._observe_genai(step, model, error_class or "")
@@ -305,9 +315,9 @@ class MetricsSink:
         self._count_violations(refusal.violations)
         budgets = {BUDGETS[v.kind] for v in refusal.violations if v.kind in BUDGETS}
         for budget in sorted(budgets):
-            self.budget_refusals.labels(budget).inc()
+            self._child(self.budget_refusals, budget).inc()
         is_budget = bool(budgets) or refusal.budget_exceeded
-        self.refusals.labels("budget" if is_budget else "pairing").inc()
+        self._child(self.refusals, "budget" if is_budget else "pairing").inc()
         if is_budget:  # the agent cannot go on: its trace is over
             steps = self._trace_steps.pop(refusal.trace_id, 0)
             if steps:
@@ -315,22 +325,24 @@ class MetricsSink:
 
     def _count_violations(self, violations: list[Violation]) -> None:
         for violation in violations:
-            self.violations.labels(violation.kind.value).inc()
+            self._child(self.violations, violation.kind.value).inc()
 
     def _observe_genai(self, step: StepRecord, model: str, error_type: str) -> None:
         operation = "chat"  # all three wire protocols are chat-style generation
         if step.usage.prompt_tokens is not None:
-            self.token_usage.labels(operation, model, "input").observe(step.usage.prompt_tokens)
+            self._child(self.token_usage, operation, model, "input").observe(
+                step.usage.prompt_tokens
+            )
         if step.usage.completion_tokens is not None:
-            self.token_usage.labels(operation, model, "output").observe(
+            self._child(self.token_usage, operation, model, "output").observe(
                 step.usage.completion_tokens
             )
         if step.latency_ms is not None:
-            self.operation_duration.labels(operation, model, error_type).observe(
+            self._child(self.operation_duration, operation, model, error_type).observe(
                 step.latency_ms / 1000
             )
         if step.stream and step.ttft_ms is not None and not error_type:
-            self.time_to_first_chunk.labels(operation, model).observe(step.ttft_ms / 1000)
+            self._child(self.time_to_first_chunk, operation, model).observe(step.ttft_ms / 1000)
 
     def _count_trace_step(self, step: StepRecord) -> None:
         """Steps since the trace's last final answer, counted in this process's memory."""

@@ -16,6 +16,9 @@ from gateway.stream.deltas import FinishDelta
 class Seen(Enum):
     """What observing the response learned, strongest first."""
 
+    # Members are singletons: identity hashing, in C, for the transition tables.
+    __hash__ = object.__hash__
+
     NOTHING = "nothing"  # no response at all (provider unreachable, timed out connecting)
     ERROR_STATUS = "error_status"  # HTTP status >= 400
     BLIND = "blind"  # not observed by design (passthrough)
@@ -27,6 +30,9 @@ class Seen(Enum):
 
 class Ending(Enum):
     """How the exchange's I/O ended."""
+
+    # Members are singletons: identity hashing, in C, for the transition tables.
+    __hash__ = object.__hash__
 
     BODY_ENDED = "body_ended"
     CLIENT_GONE = "client_gone"

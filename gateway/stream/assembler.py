@@ -45,6 +45,9 @@ class Assembled:
 
 
 class State(Enum):
+    # Members are singletons: identity hashing, in C, for the transition tables.
+    __hash__ = object.__hash__
+
     OPEN = "open"  # deltas flowing, no choice finished yet
     FINISHED = "finished"  # a choice reported its finish reason
     FAILED = "failed"  # an error event arrived
@@ -52,6 +55,9 @@ class State(Enum):
 
 
 class Event(Enum):
+    # Members are singletons: identity hashing, in C, for the transition tables.
+    __hash__ = object.__hash__
+
     META = "meta"
     CONTENT = "content"
     USAGE = "usage"
