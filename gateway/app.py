@@ -18,6 +18,7 @@ from gateway import proxy, recorder_process
 from gateway.config import Settings
 from gateway.deps import Deps
 from gateway.errors import GatewayError, NotFound, Unauthorized
+from gateway.keycache import CachedContinuationKeys
 from gateway.keyfilter import KeyFilter
 from gateway.metrics import MetricsSink, metrics_response
 from gateway.protocols.registry import ADAPTERS, PATHS
@@ -34,7 +35,7 @@ from gateway.store import queries
 from gateway.store.engine import create_schema, install_secret, make_engine
 from gateway.store.ledger import Ledger, ThreadLedger
 from gateway.store.ledger_pg import PostgresLedger
-from gateway.threading import ContinuationKeys, RecentSteps
+from gateway.threading import RecentSteps
 from gateway.ui import api, auth, views
 from gateway.upstream import Upstream
 from gateway.webhooks import WebhookSink
@@ -106,7 +107,7 @@ async def _lifecycle(
         recorder=recording,
         engine=engine,
         ledger=ledger,
-        keys=ContinuationKeys(secret),
+        keys=CachedContinuationKeys(secret),
         secret=secret,
         recent=RecentSteps(),
         clock=clock or (lambda: datetime.now(UTC)),

@@ -56,3 +56,21 @@ async def test_a_run_continues_across_a_gateway_restart(make_gateway: GatewayFac
         await _step(session, second.openai_base, messages)
     traces = await second.traces()
     assert [t["step_count"] for t in traces] == [2]
+
+
+def test_cached_chain_values_equal_the_uncached_ones() -> None:
+    from gateway.items import Item, ItemKind
+    from gateway.keycache import MAX_ITEM_CHARS, CachedContinuationKeys
+    from gateway.threading import ContinuationKeys
+
+    secret = b"s" * 32
+    plain, cached = ContinuationKeys(secret), CachedContinuationKeys(secret, capacity=3)
+    history = [
+        Item(ItemKind.USER, role="user", text="go"),
+        Item(ItemKind.TOOL_CALL, role="assistant", call_id="c1", tool_name="f", arguments="{}"),
+        Item(ItemKind.TOOL_RESULT, role="tool", call_id="c1", text="x" * (MAX_ITEM_CHARS + 1)),
+        Item(ItemKind.ASSISTANT_TEXT, role="assistant", text="done"),
+    ]
+    for _ in range(3):  # misses, hits, evictions: always the same values
+        assert cached.boundaries(history) == plain.boundaries(history)
+        assert cached.boundaries(history[:2]) == plain.boundaries(history[:2])

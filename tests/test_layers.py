@@ -42,6 +42,7 @@ LAYERS: dict[str, int] = {
     "gateway.spool": 2,
     "gateway.records": 1,
     "gateway.keyfilter": 1,
+    "gateway.keycache": 1,
     "gateway.sinks": 3,
     "gateway.webhooks": 3,
     "gateway.deps": 4,
