@@ -187,7 +187,9 @@ async def _recording(
                 await recorder_process.stop_process(process, stop)
             return
         recorder = recorder_process.make_recorder(settings, engine)
-        drain = recorder_process.make_drain(settings, directory, [WRITER_NAME], recorder)
+        drain = recorder_process.make_drain(
+            settings, directory, [WRITER_NAME], recorder, local=recording
+        )
         recording.wake = drain.wake
         task = asyncio.get_running_loop().create_task(drain.run(), name="recorder-drain")
         try:

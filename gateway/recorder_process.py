@@ -22,7 +22,7 @@ from sqlalchemy.engine import Engine
 from gateway import records
 from gateway.config import Settings
 from gateway.recorder import Recorder, Submitted
-from gateway.recording import Drain
+from gateway.recording import Drain, SpoolRecorder
 from gateway.redaction import Redactor, without_reasoning_summaries
 from gateway.step import RefusalRecord, StepRecord
 from gateway.store.engine import make_engine
@@ -56,7 +56,13 @@ def make_recorder(settings: Settings, engine: Engine | None = None) -> Recorder:
     )
 
 
-def make_drain(settings: Settings, directory: Path, active: list[str], recorder: Recorder) -> Drain:
+def make_drain(
+    settings: Settings,
+    directory: Path,
+    active: list[str],
+    recorder: Recorder,
+    local: SpoolRecorder | None = None,
+) -> Drain:
     return Drain(
         directory,
         recorder,
@@ -64,6 +70,7 @@ def make_drain(settings: Settings, directory: Path, active: list[str], recorder:
         poll_seconds=min(0.01, settings.recorder_flush_seconds),
         batch_size=settings.recorder_batch_size,
         queue_size=settings.recorder_queue_size,
+        local=local,
     )
 
 

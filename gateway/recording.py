@@ -145,7 +145,22 @@ class SpoolRecorder:
         self._last_drop_log = -_DROP_LOG_SECONDS
         self._closed = False
         self.wake: Callable[[], None] | None = None  # set by an in-process drain
+        self._hand: Callable[[Record, Position, Position], None] | None = None
         self._batches_seen = (0, 0.0)
+
+    @property
+    def name(self) -> str:
+        return self._writer.name
+
+    @property
+    def position(self) -> Position:
+        """Right after the last record spooled."""
+        return self._writer.position
+
+    def hand_to(self, accept: Callable[[Record, Position, Position], None] | None) -> None:
+        """An in-process drain has read the spool up to here: from now on each record is
+        also handed to it as it is, so it is not read back and decoded."""
+        self._hand = accept
 
     @property
     def first_position(self) -> Position:
@@ -183,12 +198,15 @@ class SpoolRecorder:
         if self._closed or self.queue_depth >= self._queue_size:
             self._drop()
             return
+        start = self._writer.position
         try:
             self._writer.append(records.encode(record))
         except Exception:
             log.exception("spooling a record failed: record dropped")
             self._drop()
             return
+        if self._hand is not None:
+            self._hand(record, start, self._writer.position)
         if self.wake is not None:
             self.wake()
 
@@ -229,8 +247,11 @@ class Drain:
         poll_seconds: float = 0.01,
         batch_size: int = 200,
         queue_size: int = 10_000,
+        local: SpoolRecorder | None = None,
     ) -> None:
         self._directory = directory
+        self._local = local  # the writer in this process, whose records can come by hand
+        self._direct = False
         self._recorder = recorder
         self._active = active
         self._poll = poll_seconds
@@ -283,6 +304,8 @@ class Drain:
             room = self._room - self._recorder.queue_depth
             if room <= 0:
                 break
+            if self._direct and name == self._local_name:
+                continue
             lines = self._reader(name).read(min(room, self._batch * 4))
             progress = self._progress.get(name)
             first = progress.get("first_seq") if progress is not None else 1 << 62
@@ -292,7 +315,34 @@ class Drain:
                 self._pending.append((name, position, current))
                 self.replayed += not current
             moved += len(lines)
+            self._maybe_direct(name)
         return moved
+
+    @property
+    def _local_name(self) -> str | None:
+        return None if self._local is None else self._local.name
+
+    def _maybe_direct(self, name: str) -> None:
+        """Once the local writer's spool is read to its end, take its records by hand."""
+        local = self._local
+        if local is None or self._direct or name != local.name:
+            return
+        if self._reader(name).position == local.position:
+            self._direct = True
+            local.hand_to(self._accept)
+
+    def _accept(self, record: Record, start: Position, end: Position) -> None:
+        local = self._local
+        assert local is not None
+        if self._recorder.queue_depth >= self._room:
+            # The recorder is full (a long replay, a database away): read the spool again
+            # from this record on, as a drain in another process would.
+            self._direct = False
+            local.hand_to(None)
+            self._readers[local.name] = SpoolReader(self._directory, local.name, start)
+            return
+        self._recorder.submit(record)
+        self._pending.append((local.name, end, True))
 
     def settle(self) -> None:
         """Checkpoint what the recorder has finished with; publish progress."""

@@ -73,6 +73,10 @@ class SpoolWriter:
         return fd
 
     @property
+    def name(self) -> str:
+        return self._name
+
+    @property
     def position(self) -> Position:
         """Where the next line goes: everything before it has been appended."""
         return Position(self._seq, self._offset)

@@ -22,7 +22,7 @@ import pytest
 
 from tests.fakes.chat import completion, streamed
 from tests.fakes.provider import FakeProvider, Reply
-from tests.harness import provider  # noqa: F401
+from tests.harness import database_url, make_gateway, provider  # noqa: F401
 
 API_KEY = "sk-crash-test-0123456789abcdefghijklmnop"
 AGENTS, STEPS = 20, 10  # 200 requests
@@ -154,3 +154,34 @@ def _spool_is_private(spool: Path) -> None:
     for path in files:
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         assert API_KEY.encode() not in path.read_bytes()
+
+
+async def test_an_in_process_recorder_stores_an_earlier_runs_spool_first(
+    make_gateway: Any, tmp_path: Path
+) -> None:
+    from gateway import records
+    from gateway.spool import SpoolWriter
+    from tests.conftest import build_step
+    from tests.fakes.chat import completion as answer
+
+    spool = tmp_path / "spool"
+    crashed = SpoolWriter(spool, "w0")
+    earlier = [build_step(f"earlier-{i}") for i in range(5)]
+    for step in earlier:
+        crashed.append(records.encode(step))
+    crashed.close()
+    gw = await make_gateway(spool_dir=str(spool), recorder_queue_size=3)
+    gw.provider.queue(*(answer(f"now {i}") for i in range(4)))
+    async with aiohttp.ClientSession() as session:
+        for i in range(4):
+            body = {"model": "gpt-4o", "messages": [{"role": "user", "content": f"q{i}"}]}
+            async with session.post(gw.openai_base + "/chat/completions", json=body) as r:
+                assert r.status == 200
+            await gw.flush()  # within the bound of 3 waiting records
+    for _ in range(200):
+        traces = {t["id"] for t in await gw.traces(limit="50")}
+        if len(traces) == 9:
+            break
+        await asyncio.sleep(0.05)
+    assert {s.trace_id for s in earlier} <= traces and len(traces) == 9
+    assert gw.deps.recorder.dropped_total == 0
