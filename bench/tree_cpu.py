@@ -3,7 +3,7 @@ the fleet benchmark's load: fleet.py counts the gateway's own process only.
 
 Reuses fleet.py's agents, mock provider and payloads from the directory given.
 Usage: LOOPWATCH_BIN=.venv/bin/loopwatch python bench/tree_cpu.py FLEET_DIR [fleet|fixed]
-       [--seconds 6] [-- extra serve flags]
+       [--seconds 6] [--serve "--config recorder.toml"]
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shlex
 import sys
 import tempfile
 import time
@@ -51,7 +52,7 @@ async def main(args: argparse.Namespace) -> None:
     )
     command = [os.environ.get("LOOPWATCH_BIN", "loopwatch"), "serve", "--port", str(port)]
     command += ["--upstream", f"http://127.0.0.1:{mock_port}/v1"]
-    command += ["--database-url", f"sqlite:///{tmp}/lw.db", *args.serve]
+    command += ["--database-url", f"sqlite:///{tmp}/lw.db", *shlex.split(args.serve)]
     gateway = fleet.start(command, env, 0, os.path.join(tmp, "gateway.log"))
     try:
         await fleet.wait_http(f"http://127.0.0.1:{mock_port}/v1/models")
@@ -102,5 +103,5 @@ if __name__ == "__main__":
     parser.add_argument("fleet_dir")
     parser.add_argument("mode", nargs="?", default="fleet", choices=["fleet", "fixed"])
     parser.add_argument("--seconds", type=float, default=6.0)
-    parser.add_argument("serve", nargs=argparse.REMAINDER)
+    parser.add_argument("--serve", default="", help='extra serve flags, e.g. "--config x.toml"')
     asyncio.run(main(parser.parse_args()))
