@@ -18,7 +18,6 @@ from gateway.config import KeyBudget
 from gateway.deps import Deps
 from gateway.errors import BudgetExceeded
 from gateway.items import Usage, Violation
-from gateway.step import StepRecord
 
 log = logging.getLogger(__name__)
 
@@ -72,17 +71,7 @@ async def admit(
     return admission
 
 
-def settle_early(deps: Deps, admission: Admission, usage: Usage) -> None:
-    """The response's completion marker arrived: settle with its final usage right away."""
-    _settle(deps, admission, usage)
-
-
-def settle_soon(deps: Deps, admission: Admission, step: StepRecord) -> None:
-    """After the response, if its end was not seen (errors, cancels, cut streams)."""
-    _settle(deps, admission, step.usage)
-
-
-def _settle(deps: Deps, admission: Admission, usage: Usage) -> None:
+def settle(deps: Deps, admission: Admission, usage: Usage) -> None:
     """Swap the held tokens for the real usage, off the request's path, once.
 
     The write starts now; the trace's next reservation waits for it (see SettlementWrites).

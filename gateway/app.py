@@ -3,33 +3,44 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from functools import partial
+from pathlib import Path
 
 from aiohttp import web
 from sqlalchemy.engine import Engine
 
-from gateway import proxy
+from gateway import proxy, recorder_process
 from gateway.config import Settings
 from gateway.deps import Deps
 from gateway.errors import GatewayError, NotFound, Unauthorized
+from gateway.keycache import CachedContinuationKeys
+from gateway.keyfilter import KeyFilter
 from gateway.metrics import MetricsSink, metrics_response
 from gateway.otlp.sink import OtlpSink
 from gateway.protocols.registry import ADAPTERS, PATHS
 from gateway.readiness import Readiness
-from gateway.recorder import Recorder
-from gateway.redaction import Redactor, without_reasoning_summaries
+from gateway.recording import (
+    WRITER_NAME,
+    SpoolRecorder,
+    claim_spool,
+    spooled_keys,
+    writer_name,
+)
+from gateway.redaction import Redactor
 from gateway.retention import Retention
 from gateway.routing import provider_of
-from gateway.step import RefusalRecord, StepRecord
+from gateway.spool import Position
+from gateway.store import queries
 from gateway.store.engine import create_schema, install_secret, make_engine
 from gateway.store.ledger import Ledger, ThreadLedger
 from gateway.store.ledger_fallback import FallbackLedger
 from gateway.store.ledger_pg import PostgresLedger
-from gateway.store.writer import StoreWriter
-from gateway.threading import ContinuationKeys, RecentSteps
+from gateway.threading import RecentSteps, call_filter_key
 from gateway.ui import api, auth, views
 from gateway.upstream import Upstream
 from gateway.webhooks import WebhookSink
@@ -46,13 +57,18 @@ def create_app(
     *,
     engine: Engine | None = None,
     clock: Callable[[], datetime] | None = None,
+    worker: int | None = None,
 ) -> web.Application:
+    """The gateway. `worker` is set in a process of `serve --workers N`, whose parent holds
+    the spool directory and runs the recorder."""
     app = web.Application(
         client_max_size=settings.max_body_bytes + 1,
         middlewares=[_errors, _admin_auth],
         handler_args={"handler_cancellation": True},
     )
-    app.cleanup_ctx.append(partial(_lifecycle, settings=settings, engine=engine, clock=clock))
+    app.cleanup_ctx.append(
+        partial(_lifecycle, settings=settings, engine=engine, clock=clock, worker=worker)
+    )
     app.cleanup_ctx.append(_retention)  # after the store is open, stopped before it closes
     for path, protocol in PATHS.items():
         app.router.add_post(path, _bind(proxy.handle_model, ADAPTERS[protocol]))
@@ -73,9 +89,11 @@ async def _lifecycle(
     settings: Settings,
     engine: Engine | None,
     clock: Callable[[], datetime] | None,
+    worker: int | None,
 ) -> AsyncIterator[None]:
     injected = engine is not None
     engine = engine or make_engine(settings.database_url)
+    stack = contextlib.AsyncExitStack()
     create_schema(engine)
     ledger = await _open_ledger(settings, engine, injected)
     secret = install_secret(engine)
@@ -85,42 +103,41 @@ async def _lifecycle(
         redact=redactor.redact_text,
         provider_of=lambda step: provider_of(settings, step.protocol, step.model, step.path),
     )
-    recorder = Recorder(
-        StoreWriter(engine),
-        transform=partial(_redact, redactor, settings.store_reasoning_summary),
-        queue_size=settings.recorder_queue_size,
-        batch_size=settings.recorder_batch_size,
-        flush_seconds=settings.recorder_flush_seconds,
-        on_batch=metrics.observe_batch,
+    recording = await stack.enter_async_context(_recording(settings, engine, worker))
+    sole_writer = settings.workers == 1 and engine.dialect.name == "sqlite"
+    known_keys = KeyFilter(authoritative_when_loaded=sole_writer)
+    loading = asyncio.get_running_loop().create_task(
+        _load_known_keys(engine, settings.spool_path(), recording.first_position, known_keys)
     )
     upstream = Upstream(settings)
     await upstream.start()
-    recorder.start()
-    metrics.watch_recorder(recorder)
+    metrics.watch_recorder(recording)
     webhooks = await _start_webhooks(settings, redactor, metrics)
     otlp = _start_otlp(settings, redactor, metrics)
     app[DEPS] = Deps(
         settings=settings,
         upstream=upstream,
-        recorder=recorder,
+        recorder=recording,
         engine=engine,
         ledger=ledger,
-        keys=ContinuationKeys(secret),
+        keys=CachedContinuationKeys(secret),
         secret=secret,
         recent=RecentSteps(),
         clock=clock or (lambda: datetime.now(UTC)),
         sinks=tuple(sink for sink in (metrics, webhooks, otlp) if sink is not None),
+        known_keys=known_keys,
     )
-    app[READINESS] = Readiness(engine, recorder, settings.recorder_queue_size)
+    app[READINESS] = Readiness(engine, recording, settings.recorder_queue_size)
     try:
         yield
     finally:
+        loading.cancel()
         await upstream.close()
         if webhooks is not None:
             await webhooks.close()
         if otlp is not None:
             await asyncio.to_thread(otlp.close)
-        await recorder.close()
+        await stack.aclose()  # the recorder stores what is spooled, then stops
         engine.dispose()
         await ledger.close()
 
@@ -182,14 +199,58 @@ def _start_otlp(settings: Settings, redactor: Redactor, metrics: MetricsSink) ->
     return otlp
 
 
-def _redact(
-    redactor: Redactor, keep_summaries: bool, record: StepRecord | RefusalRecord
-) -> StepRecord | RefusalRecord:
-    if isinstance(record, StepRecord):
-        if not keep_summaries:
-            record = without_reasoning_summaries(record)
-        return redactor.redact_step(record)
-    return redactor.redact_refusal(record)
+async def _load_known_keys(engine: Engine, spool: Path, before: Position, known: KeyFilter) -> None:
+    """Every continuation key stored or spooled before this run, loaded off the loop; until
+    it is, placement looks every key up in the store."""
+    try:
+        keys = itertools.chain(
+            queries.continuation_keys(engine),
+            spooled_keys(spool, before),
+            map(call_filter_key, queries.emitted_call_ids(engine)),
+        )
+        known.install(await asyncio.to_thread(known.build, keys))
+    except Exception:
+        log.exception("loading continuation keys failed; every history is looked up")
+
+
+@contextlib.asynccontextmanager
+async def _recording(
+    settings: Settings, engine: Engine, worker: int | None
+) -> AsyncIterator[SpoolRecorder]:
+    """The spool this gateway writes and the drain that stores it: a recorder process, or a
+    task and thread here (`recorder = "thread"`); a worker's parent runs its recorder."""
+    directory = settings.spool_path()
+    if worker is not None:
+        recording = SpoolRecorder(
+            directory, writer_name(worker), queue_size=settings.recorder_queue_size
+        )
+        try:
+            yield recording
+        finally:
+            recording.close()
+        return
+    with claim_spool(directory):
+        recording = SpoolRecorder(directory, WRITER_NAME, queue_size=settings.recorder_queue_size)
+        if settings.recorder == "process":
+            process, stop = recorder_process.start(settings, directory, [WRITER_NAME])
+            try:
+                yield recording
+            finally:
+                recording.close()
+                await recorder_process.stop_process(process, stop)
+            return
+        recorder = recorder_process.make_recorder(settings, engine)
+        drain = recorder_process.make_drain(
+            settings, directory, [WRITER_NAME], recorder, local=recording
+        )
+        recording.wake = drain.wake
+        task = asyncio.get_running_loop().create_task(drain.run(), name="recorder-drain")
+        try:
+            yield recording
+        finally:
+            recording.close()
+            await drain.stop()
+            await task
 
 
 def _bind(handler, adapter) -> Handler:  # type: ignore[no-untyped-def]

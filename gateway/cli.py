@@ -33,6 +33,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--config", help="TOML file with routes, budgets, redaction (LOOPWATCH_CONFIG)"
     )
+    serve.add_argument(
+        "--workers", type=int, help="processes sharing the port (LOOPWATCH_WORKERS, default 1)"
+    )
     demo = commands.add_parser("demo", help="the gateway with a scripted provider and sample runs")
     demo.add_argument("--host", default="127.0.0.1")
     demo.add_argument("--port", type=int, default=8787)
@@ -87,10 +90,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _serve(settings: Settings) -> int:
     from gateway import serving
 
+    if settings.workers > 1:
+        from gateway import workers
+
+        log.info(
+            "loopwatch listening on http://%s:%s with %d workers (upstream %s)",
+            settings.host,
+            settings.port,
+            settings.workers,
+            settings.upstream_url,
+        )
+        return workers.serve(settings)
+
     # The recorder's worker thread redacts and writes in batches; a short GIL switch
     # interval keeps it from holding the event loop for the default 5 ms at a time.
     sys.setswitchinterval(0.0005)
-    return serving.run(settings, _new_event_loop)
+    return serving.run(settings, new_event_loop)
 
 
 def _print_fingerprint(settings: Settings) -> int:
@@ -139,7 +154,7 @@ def _existing_secret(database_url: str) -> bytes:
     return secret
 
 
-def _new_event_loop() -> asyncio.AbstractEventLoop:
+def new_event_loop() -> asyncio.AbstractEventLoop:
     """uvloop where it is installed (Linux, macOS): a cheaper event loop for every request."""
     try:
         import uvloop

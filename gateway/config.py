@@ -127,6 +127,9 @@ class Settings(_Frozen):
     recorder_queue_size: int = Field(default=10_000, ge=1)
     recorder_batch_size: int = Field(default=200, ge=1)
     recorder_flush_seconds: float = Field(default=0.05, gt=0)
+    recorder: Literal["process", "thread"] = "process"
+    spool_dir: str | None = None  # default: beside a SQLite file, else ./loopwatch-spool
+    workers: int = Field(default=1, ge=1, le=64)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["text", "json"] = "text"
     access_log: bool = True
@@ -204,6 +207,15 @@ class Settings(_Frozen):
             raise ValueError("must be at least 16 characters")
         return value
 
+    def spool_path(self) -> Path:
+        """Where this gateway spools records: one directory per gateway (per port)."""
+        if self.spool_dir is not None:
+            return Path(self.spool_dir)
+        match = re.match(r"^sqlite(\+\w+)?:///(?P<file>.+)$", self.database_url)
+        if match and match["file"] != ":memory:":
+            return Path(match["file"] + "-spool") / str(self.port)
+        return Path("loopwatch-spool") / str(self.port)
+
     def is_loopback(self) -> bool:
         if self.host == "localhost":
             return True
@@ -257,6 +269,9 @@ ENV_SETTINGS = (
     "recorder_queue_size",
     "recorder_batch_size",
     "recorder_flush_seconds",
+    "recorder",
+    "spool_dir",
+    "workers",
     "log_level",
     "log_format",
     "access_log",

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy.engine import Engine
 
 from gateway.config import Settings
-from gateway.recorder import Recorder
+from gateway.keyfilter import KeyFilter
+from gateway.recording import SpoolRecorder
 from gateway.sinks import Sink
 from gateway.store.ledger import Ledger
 from gateway.threading import ContinuationKeys, RecentSteps
@@ -20,7 +21,7 @@ from gateway.upstream import Upstream
 class Deps:
     settings: Settings
     upstream: Upstream
-    recorder: Recorder
+    recorder: SpoolRecorder  # spools each record; a recorder stores it
     engine: Engine
     ledger: Ledger  # budget reservations
     keys: ContinuationKeys
@@ -28,3 +29,7 @@ class Deps:
     recent: RecentSteps
     clock: Callable[[], datetime]
     sinks: tuple[Sink, ...] = ()
+    # Continuation keys the store may hold: placement skips the store lookup for others.
+    known_keys: KeyFilter = field(
+        default_factory=lambda: KeyFilter(authoritative_when_loaded=False)
+    )

@@ -8,7 +8,7 @@ import contextlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from decimal import Decimal
-from typing import Protocol
+from typing import Any, Protocol
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -70,8 +70,15 @@ class RecorderGauges(Protocol):
     @property
     def queue_depth(self) -> int: ...
 
-    dropped_total: int
-    write_errors_total: int
+    @property
+    def dropped_total(self) -> int: ...
+
+    @property
+    def write_errors_total(self) -> int: ...
+
+    def new_batches(self) -> list[float]:
+        """Durations of the store batches written since the last call."""
+        ...
 
 
 class _RecorderCollector(Collector):
@@ -151,6 +158,8 @@ class MetricsSink:
         self._recorder = _RecorderCollector()
         self.registry.register(self._recorder)
         self._trace_steps: OrderedDict[str, int] = OrderedDict()
+        self._children: dict[tuple[object, ...], Any] = {}
+        self._providers: dict[tuple[str, str | None, str], tuple[str, str]] = {}
         self._declare_loopwatch()
         self._declare_streams_and_background()
         self._declare_genai()
@@ -310,35 +319,39 @@ class MetricsSink:
             self.cancelled.labels(protocol)
             self.in_flight.labels(protocol)
 
+    def _child(self, metric: Any, *labels: str) -> Any:
+        """A labelled child, cached: `labels()` costs more than the observation itself and
+        runs several times for every step (label values are bounded, so is the cache)."""
+        key = (id(metric), *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
     def watch_recorder(self, recorder: RecorderGauges) -> None:
         self._recorder.recorder = recorder
 
-    def observe_batch(self, seconds: float, size: int) -> None:
-        """The recorder's on_batch hook (called from its worker; prometheus-client is
-        thread-safe)."""
-        self.batch_seconds.observe(seconds)
-
     def stream_started(self, protocol: str) -> None:
-        self.in_flight.labels(protocol).inc()
+        self._child(self.in_flight, protocol).inc()
 
     def stream_ended(self, protocol: str) -> None:
-        self.in_flight.labels(protocol).dec()
+        self._child(self.in_flight, protocol).dec()
 
     def step_finished(self, step: StepRecord, overhead_seconds: float) -> None:
         model = self.models.label(step.model)
         protocol = step.protocol
         stop = step.stop_reason.value
-        self.requests.labels(protocol, model, status_class(step.http_status), stop).inc()
-        self.overhead.labels(protocol).observe(max(overhead_seconds, 0.0))
+        self._child(self.requests, protocol, model, status_class(step.http_status), stop).inc()
+        self._child(self.overhead, protocol).observe(max(overhead_seconds, 0.0))
         if step.latency_ms is not None:
-            self.request_duration.labels(protocol, model).observe(step.latency_ms / 1000)
+            self._child(self.request_duration, protocol, model).observe(step.latency_ms / 1000)
         if step.stop_reason is StopReason.INTERRUPTED:
-            self.interrupted.labels(protocol).inc()
+            self._child(self.interrupted, protocol).inc()
         elif step.stop_reason is StopReason.CANCELLED:
-            self.cancelled.labels(protocol).inc()
+            self._child(self.cancelled, protocol).inc()
         error_class = upstream_error_class(step)
         if error_class is not None:
-            self.upstream_errors.labels(protocol, error_class).inc()
+            self._child(self.upstream_errors, protocol, error_class).inc()
         self._count_violations(step.violations)
         if protocol in MODEL_PROTOCOLS:
             self._observe_genai(step, model, error_class or "")
@@ -358,9 +371,9 @@ class MetricsSink:
         self._count_violations(refusal.violations)
         budgets = {BUDGETS[v.kind] for v in refusal.violations if v.kind in BUDGETS}
         for budget in sorted(budgets):
-            self.budget_refusals.labels(budget).inc()
+            self._child(self.budget_refusals, budget).inc()
         is_budget = bool(budgets) or refusal.budget_exceeded
-        self.refusals.labels("budget" if is_budget else "pairing").inc()
+        self._child(self.refusals, "budget" if is_budget else "pairing").inc()
         if is_budget:  # the agent cannot go on: its trace is over
             steps = self._trace_steps.pop(refusal.trace_id, 0)
             if steps:
@@ -368,27 +381,36 @@ class MetricsSink:
 
     def _count_violations(self, violations: list[Violation]) -> None:
         for violation in violations:
-            self.violations.labels(violation.kind.value).inc()
+            self._child(self.violations, violation.kind.value).inc()
 
     def _observe_genai(self, step: StepRecord, model: str, error_type: str) -> None:
         operation = "chat"  # all three wire protocols are chat-style generation
         # One model name is recorded per step: the response's when the provider gave it.
         labels = (operation, model, *self._who(step), model)
         if step.usage.prompt_tokens is not None:
-            self.token_usage.labels(*labels, "input").observe(step.usage.prompt_tokens)
+            self._child(self.token_usage, *labels, "input").observe(step.usage.prompt_tokens)
         if step.usage.completion_tokens is not None:
-            self.token_usage.labels(*labels, "output").observe(step.usage.completion_tokens)
+            self._child(self.token_usage, *labels, "output").observe(step.usage.completion_tokens)
         if step.latency_ms is not None:
-            self.operation_duration.labels(*labels, error_type).observe(step.latency_ms / 1000)
+            self._child(self.operation_duration, *labels, error_type).observe(
+                step.latency_ms / 1000
+            )
         if step.stream and step.ttft_ms is not None and not error_type:
-            self.time_to_first_chunk.labels(*labels).observe(step.ttft_ms / 1000)
+            self._child(self.time_to_first_chunk, *labels).observe(step.ttft_ms / 1000)
 
     def _who(self, step: StepRecord) -> tuple[str, str]:
-        """Provider name and server address: bounded by the configured upstreams."""
+        """Provider name and server address: bounded by the configured upstreams (cached,
+        as routes resolve the same for a protocol, model and path every time)."""
         if self._provider_of is None:
             return ("openai" if step.protocol != "messages" else "anthropic", "")
-        provider = self._provider_of(step)
-        return (provider.name, provider.address)
+        key = (step.protocol, step.model, step.path)
+        found = self._providers.get(key)
+        if found is None:
+            provider = self._provider_of(step)
+            found = (provider.name, provider.address)
+            if len(self._providers) < 4096:
+                self._providers[key] = found
+        return found
 
     def _count_trace_step(self, step: StepRecord) -> None:
         """Steps since the trace's last final answer, counted in this process's memory."""
@@ -401,6 +423,10 @@ class MetricsSink:
             self._trace_steps.popitem(last=False)
 
     def exposition(self) -> bytes:
+        recorder = self._recorder.recorder
+        if recorder is not None:  # batches are written by the recorder, maybe in its process
+            for seconds in recorder.new_batches():
+                self.batch_seconds.observe(seconds)
         return generate_latest(self.registry)
 
 

@@ -27,6 +27,7 @@ from gateway.threading import (
     Boundary,
     CallTurn,
     StepRef,
+    call_filter_key,
     last_call_turn,
     resolve_references,
     sole_emitter,
@@ -97,8 +98,14 @@ async def _continued(
         ref = sole_emitter(deps.recent.emitters(turn.call_ids).values())
         if ref is not None:
             return turn.end, ref
+    # Only keys and call ids the store may hold are looked up: in a gateway that is its
+    # store's only writer, a history that continues nothing recorded costs no round trip.
+    may_hold = deps.known_keys.may_hold
+    boundaries = [b for b in boundaries if may_hold(b.key)]
+    if turn is not None and not any(may_hold(call_filter_key(c)) for c in turn.call_ids):
+        turn = None
     if not boundaries and turn is None:
-        return None  # nothing in this history can continue a step: no store round trip
+        return None
     row = await _lookup(_stored_continuation, deps, (boundaries, turn))
     if row is None:
         return None

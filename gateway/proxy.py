@@ -1,42 +1,35 @@
 """The hot path: the only module that knows the order of a proxied request's steps.
 
-parse → place in a trace → pairing check → budget check → upstream → relay + tap →
-assembled output → step record → recorder (redaction and storage happen off this path).
+parse → place in a trace → pairing check → budget check → upstream → relay driving the
+exchange → frozen step record → recorder (redaction and storage happen off this path).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import aiohttp
 from aiohttp import web
 
-from gateway import budgets, ids, pairing
-from gateway.admission import Admission, Refused, admit, settle_early, settle_soon
+from gateway import budgets, ids, jsoncodec, pairing
+from gateway.admission import Admission, Refused, admit
 from gateway.config import KeyBudget
 from gateway.deps import Deps
 from gateway.errors import BadRequest, GatewayError, RequestTooLarge
-from gateway.items import StopReason, Violation
+from gateway.exchange import Exchange
+from gateway.finisher import StepFinisher
+from gateway.items import Violation
 from gateway.metrics import relaying
 from gateway.placement import Placement, place
-from gateway.protocols.base import (
-    ParsedRequest,
-    PreparedBody,
-    ProtocolAdapter,
-    provider_request_id,
-)
-from gateway.relay import handler_cancelled, relay
+from gateway.protocols.base import ParsedRequest, ProtocolAdapter, provider_request_id
+from gateway.relay import Timing, execute_now, handler_cancelled, relay
 from gateway.routing import Target, resolve
-from gateway.sinks import notify_refusal, notify_step
-from gateway.step import RefusalRecord, StepRecord
-from gateway.tap import ResponseTap
-from gateway.threading import StepRef
+from gateway.sinks import notify_refusal
+from gateway.step import RefusalRecord, StepStart
 from gateway.upstream import forward_headers
 
 log = logging.getLogger(__name__)
@@ -121,64 +114,56 @@ async def _forward(
     admitted: Admitted,
     started: float,
 ) -> web.StreamResponse:
-    """Send upstream, relay the answer while the tap reads it, then record the step."""
+    """Send upstream, relay the answer through its exchange; the step is recorded as it ends."""
     admission, own = admitted.admission, admitted.own_headers
     prepared = adapter.prepare_body(admitted.body, admitted.parsed, max_tokens=admission.clamp)
-    payload = admitted.raw if prepared.body is admitted.body else _dumps(prepared.body)
+    payload = admitted.raw if prepared.body is admitted.body else jsoncodec.dumps(prepared.body)
     if prepared.clamped_max_tokens is not None:  # what was sent, after the protocol's floors
         own["X-Loopwatch-Max-Tokens-Clamped"] = str(prepared.clamped_max_tokens)
-    step = _new_step(request, deps, adapter, admitted)
-    own[STEP_HEADER] = step.id
+    start = _model_start(request, deps, adapter, admitted)
+    own[STEP_HEADER] = start.id
     headers = forward_headers(
         request.headers, api_key=admitted.target.api_key, protocol=adapter.name
     )
     if prepared.hide_usage_event:
         headers["Accept-Encoding"] = "identity"  # events must be readable to hide one
-    sent_at = time.perf_counter()
+    exchange = Exchange(adapter, hide_usage_event=prepared.hide_usage_event)
+    finisher = StepFinisher(deps, start, started, admission, admitted.placement.input_state)
     try:
         upstream = await deps.upstream.send(request.method, admitted.target.url, headers, payload)
     except GatewayError as exc:
-        _finish_failed(deps, step, started, exc, sent_at - started)
-        settle_soon(deps, admission, step)
-        return error_response(adapter, exc, own)
-    step.provider_request_id = provider_request_id(upstream.headers)
-    tap = _tap(adapter, upstream, prepared)
+        return _unreachable(adapter, exchange, finisher, exc, own)
+    finisher.provider_request_id = provider_request_id(upstream.headers)
     with relaying(deps.sinks, adapter.name):
-        response, outcome = await relay(
+        response, gone = await relay(
             request,
             upstream,
-            tap,
+            exchange,
+            finisher,
             own_headers=own,
             body_rewritten=prepared.hide_usage_event,
-            on_end=lambda: settle_early(deps, admission, tap.usage),
         )
-    step.http_status = upstream.status
-    step.ttft_ms = _ms(started, outcome.first_chunk_at)
-    _complete(deps, step, admitted.placement, tap, outcome.cancelled, started)
-    settle_soon(deps, admission, step)
-    _emit(deps, step, sent_at - started + outcome.observe_seconds)
-    if outcome.cancelled and handler_cancelled():
+    if gone and handler_cancelled():
         raise asyncio.CancelledError
     return response
 
 
-def _tap(
-    adapter: ProtocolAdapter, upstream: aiohttp.ClientResponse, prepared: PreparedBody
-) -> ResponseTap:
-    return ResponseTap(
-        adapter,
-        status=upstream.status,
-        is_sse=upstream.content_type == "text/event-stream",
-        content_encoding=upstream.headers.get("Content-Encoding"),
-        hide_usage_event=prepared.hide_usage_event,
-        content_length=upstream.content_length,
-    )
+def _unreachable(
+    adapter: ProtocolAdapter,
+    exchange: Exchange,
+    finisher: StepFinisher,
+    exc: GatewayError,
+    own: dict[str, str],
+) -> web.Response:
+    error = {"message": exc.message, "type": exc.type, "code": exc.code}
+    execute_now(exchange.unreachable(exc.status, error), finisher, Timing())
+    return error_response(adapter, exc, own)
 
 
-def _new_step(
+def _model_start(
     request: web.Request, deps: Deps, adapter: ProtocolAdapter, admitted: Admitted
-) -> StepRecord:
-    return StepRecord(
+) -> StepStart:
+    return StepStart(
         id=ids.new_step_id(),
         trace_id=admitted.placement.trace_id,
         protocol=adapter.name,
@@ -188,7 +173,7 @@ def _new_step(
         model=admitted.parsed.model,
         stream=admitted.parsed.stream,
         input_items=admitted.placement.new_items,
-        violations=admitted.violations,
+        violations=tuple(admitted.violations),
         budget_max_steps=admitted.admission.limits.max_steps,
         budget_max_tokens=admitted.admission.limits.max_tokens,
         traceparent=request.headers.get("traceparent"),
@@ -205,7 +190,7 @@ async def handle_passthrough(
         return error_response(
             adapter, BadRequest("invalid X-Loopwatch-Trace-Id", param=TRACE_HEADER)
         )
-    step = StepRecord(
+    start = StepStart(
         id=ids.new_step_id(),
         trace_id=header or ids.new_trace_id(),
         protocol="passthrough",
@@ -214,7 +199,7 @@ async def handle_passthrough(
         started_at=deps.clock(),
         traceparent=request.headers.get("traceparent"),
     )
-    own = {TRACE_HEADER: step.trace_id, STEP_HEADER: step.id}
+    own = {TRACE_HEADER: start.trace_id, STEP_HEADER: start.id}
     try:
         target = resolve(deps.settings, "passthrough", None, *_raw_target(request))
     except GatewayError as exc:
@@ -223,23 +208,18 @@ async def handle_passthrough(
     body = request.content.iter_any() if request.body_exists else None
     if request.content_length is not None:  # streamed on unchanged: keep its length, not chunked
         headers["Content-Length"] = str(request.content_length)
-    sent_at = time.perf_counter()
+    exchange = Exchange(None)
+    finisher = StepFinisher(deps, start, started)
     try:
         upstream = await deps.upstream.send(request.method, target.url, headers, body)
     except GatewayError as exc:
-        _finish_failed(deps, step, started, exc, sent_at - started)
-        return error_response(adapter, exc, own)
-    step.provider_request_id = provider_request_id(upstream.headers)
+        return _unreachable(adapter, exchange, finisher, exc, own)
+    finisher.provider_request_id = provider_request_id(upstream.headers)
     with relaying(deps.sinks, "passthrough"):
-        response, outcome = await relay(
-            request, upstream, None, own_headers=own, body_rewritten=False
+        response, gone = await relay(
+            request, upstream, exchange, finisher, own_headers=own, body_rewritten=False
         )
-    step.http_status = upstream.status
-    step.ttft_ms = _ms(started, outcome.first_chunk_at)
-    step.latency_ms = _ms(started, time.perf_counter())
-    step.stop_reason = _passthrough_stop(upstream.status, outcome.cancelled, outcome.provider_broke)
-    _emit(deps, step, sent_at - started)
-    if outcome.cancelled and handler_cancelled():
+    if gone and handler_cancelled():
         raise asyncio.CancelledError
     return response
 
@@ -261,7 +241,7 @@ async def _read_json(request: web.Request, limit: int) -> tuple[bytes, Any]:
         chunks.append(chunk)
     raw = b"".join(chunks)
     try:
-        return raw, await _off_loop_if_large(size, json.loads, raw)
+        return raw, await _off_loop_if_large(size, jsoncodec.loads, raw)
     except ValueError as exc:
         raise BadRequest(f"Request body is not valid JSON: {exc}") from None
     except RecursionError:
@@ -319,62 +299,3 @@ def _record_budget_refusal(deps: Deps, trace_id: str, refused: Refused) -> None:
         budget_max_tokens=refused.limits.max_tokens,
     )
     _record_refusal(deps, record)
-
-
-def _emit(deps: Deps, step: StepRecord, overhead_seconds: float) -> None:
-    """A finished step leaves the hot path: to the recorder and every sink."""
-    deps.recorder.submit(step)
-    notify_step(deps.sinks, step, overhead_seconds)
-
-
-def _finish_failed(
-    deps: Deps, step: StepRecord, started: float, exc: GatewayError, overhead: float
-) -> None:
-    step.stop_reason = StopReason.ERROR
-    step.http_status = exc.status
-    step.error = {"message": exc.message, "type": exc.type, "code": exc.code}
-    step.latency_ms = _ms(started, time.perf_counter())
-    _emit(deps, step, overhead)
-
-
-def _complete(
-    deps: Deps,
-    step: StepRecord,
-    placement: Placement,
-    tap: ResponseTap,
-    cancelled: bool,
-    started: float,
-) -> None:
-    assembled = tap.result(cancelled=cancelled)
-    step.latency_ms = _ms(started, time.perf_counter())
-    step.output_items = assembled.output_items
-    step.stop_reason = assembled.stop_reason
-    step.raw_stop_reason = assembled.raw_stop_reason
-    step.usage = assembled.usage
-    step.response_id = assembled.response_id
-    step.model = assembled.model or step.model
-    step.error = assembled.error
-    step.violations = step.violations + assembled.violations
-    if assembled.stop_reason not in (StopReason.ERROR, StopReason.CANCELLED):
-        step.continuation_key = deps.keys.step_key(placement.input_state, step.output_items)
-        deps.recent.remember(
-            step.continuation_key,
-            step.response_id,
-            StepRef(step.trace_id, step.id, tuple(step.output_items)),
-        )
-
-
-def _passthrough_stop(status: int, cancelled: bool, broke: str | None) -> StopReason:
-    if cancelled:
-        return StopReason.CANCELLED
-    if broke is not None:
-        return StopReason.INTERRUPTED
-    return StopReason.ERROR if status >= 400 else StopReason.COMPLETED
-
-
-def _ms(started: float, at: float | None) -> float | None:
-    return None if at is None else round((at - started) * 1000, 3)
-
-
-def _dumps(body: dict[str, Any]) -> bytes:
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()

@@ -7,13 +7,11 @@ probes share the check under way, so a hung database never piles up threads.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 from aiohttp import web
 from sqlalchemy.engine import Engine
-
-from gateway.recorder import Recorder
 
 STORE_TIMEOUT = 2.0  # seconds; a load balancer's probe usually gives up after a few
 
@@ -23,9 +21,14 @@ def _schema_revision(engine: Engine) -> str | None:
         return conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
 
 
+class QueueDepth(Protocol):
+    @property
+    def queue_depth(self) -> int: ...
+
+
 class Readiness:
     def __init__(
-        self, engine: Engine, recorder: Recorder, queue_size: int, timeout: float = STORE_TIMEOUT
+        self, engine: Engine, recorder: QueueDepth, queue_size: int, timeout: float = STORE_TIMEOUT
     ) -> None:
         self._engine = engine
         self._recorder = recorder

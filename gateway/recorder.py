@@ -20,7 +20,8 @@ from gateway.store.writer import is_transient
 log = logging.getLogger(__name__)
 
 Record = StepRecord | RefusalRecord
-Transform = Callable[[Record], Record]
+Submitted = Record | bytes  # a record, or its spooled line for the transform to decode
+Transform = Callable[[Submitted], Record]
 BatchHook = Callable[[float, int], None]
 T = TypeVar("T")
 # Past a full queue, one warning per this many seconds: a flood must not flood the log too.
@@ -31,7 +32,8 @@ class BatchWriter(Protocol):
     def write_batch(self, records: Sequence[Record]) -> None: ...
 
 
-def identity(record: Record) -> Record:
+def identity(record: Submitted) -> Record:
+    assert not isinstance(record, bytes), "a spooled line needs a decoding transform"
     return record
 
 
@@ -63,7 +65,7 @@ class Recorder:
         self._on_batch = on_batch
         self._retry_initial = retry_initial
         self._retry_max = retry_max
-        self._buffer: deque[Record] = deque()
+        self._buffer: deque[Submitted] = deque()
         self._in_flight = 0
         self._arrived = asyncio.Event()  # the buffer became non-empty
         self._batch_full = asyncio.Event()  # no reason to wait for flush_seconds
@@ -78,13 +80,20 @@ class Recorder:
         self.dropped_total = 0
         self.write_errors_total = 0
         self.last_batch_seconds = 0.0
+        self.batches_total = 0
+        self.batch_seconds_total = 0.0
 
     @property
     def queue_depth(self) -> int:
         """Records waiting, including the batch being written."""
         return len(self._buffer) + self._in_flight
 
-    def submit(self, record: Record) -> None:
+    @property
+    def finished(self) -> int:
+        """Records written or given up on so far, in submission order."""
+        return self._finished
+
+    def submit(self, record: Submitted) -> None:
         """Queue a record; never blocks, never raises. Call from the event loop's thread."""
         if self._closing or len(self._buffer) >= self._queue_size:
             self._drop()
@@ -156,7 +165,7 @@ class Recorder:
                 self._finished += len(batch)
                 self._progress.set()
 
-    async def _next_batch(self) -> list[Record]:
+    async def _next_batch(self) -> list[Submitted]:
         while not self._buffer:
             if self._closing:
                 return []
@@ -173,7 +182,7 @@ class Recorder:
     async def _in_thread(self, function: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
 
-    async def _deliver(self, batch: list[Record]) -> None:
+    async def _deliver(self, batch: list[Submitted]) -> None:
         records, failed = await self._in_thread(self._transformed, batch)
         self.dropped_total += failed
         delay = self._retry_initial
@@ -194,7 +203,7 @@ class Recorder:
                 self._batch_done(time.perf_counter() - started, len(records))
                 return
 
-    def _transformed(self, batch: list[Record]) -> tuple[list[Record], int]:
+    def _transformed(self, batch: list[Submitted]) -> tuple[list[Record], int]:
         """Runs in the worker thread: redaction is CPU work the loop should not do."""
         out: list[Record] = []
         for record in batch:
@@ -222,6 +231,8 @@ class Recorder:
 
     def _batch_done(self, seconds: float, size: int) -> None:
         self.last_batch_seconds = seconds
+        self.batches_total += 1
+        self.batch_seconds_total += seconds
         if self._on_batch is not None:
             try:
                 self._on_batch(seconds, size)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
+from gateway import jsoncodec
 from gateway.config import RedactionSettings
 from gateway.items import Item, ItemKind, Violation
 from gateway.step import RefusalRecord, StepRecord
@@ -34,8 +35,12 @@ class TextRule:
 
     def apply(self, text: str) -> str:
         # A plain substring test is far cheaper than a regex scan that finds nothing.
-        if self.hints and not any(hint in text for hint in self.hints):
-            return text
+        if self.hints:
+            for hint in self.hints:
+                if hint in text:
+                    break
+            else:
+                return text
         return self.pattern.sub(self.replacement, text)
 
 
@@ -172,6 +177,15 @@ _BUILTIN_RULES = (
     ),
 )
 
+# Where any built-in rule could match: one of their literals, or a digit (cards and phone
+# numbers without a "+"). A text without any of these is left as it is.
+_TRIGGER = re.compile(
+    "|".join(
+        [re.escape(hint) for rule in _BUILTIN_RULES for hint in rule.hints]
+        + [r"\d" for rule in _BUILTIN_RULES if not rule.hints][:1]
+    )
+)
+
 # A "key": value pair in JSON text that does not parse (a tool call cut off mid-stream);
 # the value may be an unterminated string.
 _JSON_PAIR = re.compile(
@@ -202,6 +216,7 @@ class Redactor:
             for p in settings.patterns
         )
         self.rules: tuple[TextRule, ...] = custom + _BUILTIN_RULES
+        self._custom = custom
         self._json_keys: dict[str, str] = {}
         for name in settings.json_keys:
             self._json_keys.setdefault(normalize_key(name), name)
@@ -215,9 +230,15 @@ class Redactor:
     # Texts and JSON
 
     def redact_text(self, text: str) -> str:
+        """One pass over a text that holds nothing to redact (most texts): the built-in
+        rules run only where one of their triggers occurs."""
         if not self.enabled:
             return text
-        for rule in self.rules:
+        for rule in self._custom:
+            text = rule.apply(text)
+        if _TRIGGER.search(text) is None:
+            return text
+        for rule in _BUILTIN_RULES:
             text = rule.apply(text)
         return text
 
@@ -227,7 +248,7 @@ class Redactor:
             return text
         if _JSON_START.match(text):
             try:
-                redacted = self.redact_value(json.loads(text))
+                redacted = self.redact_value(jsoncodec.loads(text))
                 return json.dumps(redacted, ensure_ascii=False, separators=(",", ":"))
             except (ValueError, RecursionError):
                 pass  # not JSON, or nested too deeply to walk: redacted as text

@@ -1,88 +1,145 @@
-"""Relays a provider response to the client chunk by chunk, feeding the tap beside it."""
+"""The relay: a short loop that feeds the exchange the provider's response and executes the
+commands it returns. It owns the upstream response and releases it (STYLE rule 19).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import aiohttp
 from aiohttp import web
 
-from gateway.tap import ResponseTap
+from gateway.exchange import (
+    AbortClient,
+    CloseUpstream,
+    Command,
+    EndResponse,
+    Exchange,
+    Finished,
+    Forward,
+    Outcome,
+    Settle,
+)
+from gateway.items import Usage
 from gateway.upstream import response_headers
 
 log = logging.getLogger(__name__)
 
+_CLIENT_GONE = (asyncio.CancelledError, ConnectionResetError, aiohttp.ClientConnectionResetError)
+
 
 @dataclass(slots=True)
-class RelayOutcome:
+class Timing:
     first_chunk_at: float | None = None  # perf_counter() when the first byte arrived
-    cancelled: bool = False  # the client went away
-    provider_broke: str | None = None  # the provider's connection failed mid-body
-    observe_seconds: float = 0.0  # time spent in the tap
+    observe_seconds: float = 0.0  # time spent in the exchange
+
+
+class Handler(Protocol):
+    """What the proxy does with the exchange's decisions; both are quick and never raise."""
+
+    def settle(self, usage: Usage) -> None:
+        """Fires once, as soon as the step's usage is final."""
+
+    def finished(self, outcome: Outcome, timing: Timing) -> None:
+        """Fires once, before the client's response is complete."""
 
 
 async def relay(
     request: web.Request,
     upstream: aiohttp.ClientResponse,
-    tap: ResponseTap | None,
+    exchange: Exchange,
+    handler: Handler,
     *,
     own_headers: dict[str, str],
     body_rewritten: bool,
-    on_end: Callable[[], None] | None = None,
-) -> tuple[web.StreamResponse, RelayOutcome]:
-    """`on_end` runs once, as soon as the tap has seen the protocol's completion marker."""
-    outcome = RelayOutcome()
+) -> tuple[web.StreamResponse, bool]:
+    """Relay the response; return it and whether the client went away."""
+    timing = Timing()
     response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
     for name, value in response_headers(upstream.headers, body_rewritten=body_rewritten):
         response.headers.add(name, value)
     response.headers.update(own_headers)
+    exchange.head(
+        upstream.status,
+        content_type=upstream.content_type,
+        content_encoding=upstream.headers.get("Content-Encoding"),
+        content_length=upstream.content_length,
+    )
+    run = _Executor(request, response, upstream, handler, timing)
     try:
         await response.prepare(request)
         async for chunk in upstream.content.iter_any():
-            if outcome.first_chunk_at is None:
-                outcome.first_chunk_at = time.perf_counter()
-            if tap is None or not tap.holds_back:
-                await response.write(chunk)  # the client first, observing after
-                if tap is not None:
-                    tapped = time.perf_counter()
-                    tap.feed(chunk)
-                    outcome.observe_seconds += time.perf_counter() - tapped
-                    on_end = _fire_on_end(tap, on_end)
-                continue
             tapped = time.perf_counter()
-            visible = tap.feed(chunk)
-            outcome.observe_seconds += time.perf_counter() - tapped
-            on_end = _fire_on_end(tap, on_end)
-            if visible:
-                await response.write(visible)
-        rest = tap.finish() if tap is not None else b""
-        if rest:
-            await response.write(rest)
-        await response.write_eof()
-    except (asyncio.CancelledError, ConnectionResetError, aiohttp.ClientConnectionResetError):
-        outcome.cancelled = True
-        upstream.close()  # stop the provider's work for a client that left
-    except (aiohttp.ClientPayloadError, aiohttp.ClientError, TimeoutError) as exc:
-        outcome.provider_broke = repr(exc)
+            if timing.first_chunk_at is None:
+                timing.first_chunk_at = tapped
+            commands = exchange.receive(chunk)
+            timing.observe_seconds += time.perf_counter() - tapped
+            await run.execute(commands)
+        await run.execute(exchange.body_ended())
+    except _CLIENT_GONE:
+        run.gone = True
+        run.execute_now(exchange.client_gone())
+    except (aiohttp.ClientError, TimeoutError) as exc:
         log.info("provider connection broke mid-response: %r", exc)
-        # End the client's connection abruptly too, so it sees an incomplete body.
-        if request.transport is not None:
-            request.transport.close()
+        timed_out = isinstance(exc, TimeoutError)
+        run.execute_now(exchange.timed_out() if timed_out else exchange.provider_broke())
     finally:
         upstream.release()
-    return response, outcome
+    return response, run.gone
 
 
-def _fire_on_end(tap: ResponseTap, on_end: Callable[[], None] | None) -> Callable[[], None] | None:
-    """Call `on_end` once the stream has ended; return what is left to call later."""
-    if on_end is None or not tap.ended:
-        return on_end
-    on_end()
-    return None
+def execute_now(commands: list[Command], handler: Handler, timing: Timing) -> None:
+    """Commands with no I/O to the client (an exchange that never got a response)."""
+    for command in commands:
+        if isinstance(command, Settle):
+            handler.settle(command.usage)
+        elif isinstance(command, Finished):
+            handler.finished(command.outcome, timing)
+
+
+class _Executor:
+    def __init__(
+        self,
+        request: web.Request,
+        response: web.StreamResponse,
+        upstream: aiohttp.ClientResponse,
+        handler: Handler,
+        timing: Timing,
+    ) -> None:
+        self._request = request
+        self._response = response
+        self._upstream = upstream
+        self._handler = handler
+        self._timing = timing
+        self.gone = False
+
+    async def execute(self, commands: list[Command]) -> None:
+        for command in commands:
+            if isinstance(command, Forward):
+                await self._response.write(command.data)  # the client first, observing after
+            elif isinstance(command, EndResponse):
+                await self._response.write_eof()
+            else:
+                self._now(command)
+
+    def execute_now(self, commands: list[Command]) -> None:
+        """After a failure: the client can be written to no more."""
+        for command in commands:
+            self._now(command)
+
+    def _now(self, command: Command) -> None:
+        if isinstance(command, Settle):
+            self._handler.settle(command.usage)
+        elif isinstance(command, Finished):
+            self._handler.finished(command.outcome, self._timing)
+        elif isinstance(command, CloseUpstream):
+            self._upstream.close()
+        elif isinstance(command, AbortClient) and self._request.transport is not None:
+            self._request.transport.close()
 
 
 def handler_cancelled() -> bool:

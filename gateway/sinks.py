@@ -1,7 +1,7 @@
 """Where finished steps and refusals go besides the recorder: metrics, webhooks, ...
 
-A sink is called on the event loop right after a step ends; it must be quick and must
-not raise (a raising sink is logged and skipped, never breaking the request).
+A sink is called on the event loop; it must be quick and must not raise (a raising sink is
+logged and skipped, never breaking the request).
 """
 
 from __future__ import annotations
@@ -15,9 +15,14 @@ log = logging.getLogger(__name__)
 
 
 class Sink(Protocol):
-    def step_finished(self, step: StepRecord, overhead_seconds: float) -> None: ...
+    def step_finished(self, step: StepRecord, overhead_seconds: float) -> None:
+        """Fires once per step, when its exchange has finished: after the step's record is
+        spooled (it will be stored) and before the client's response is complete. The
+        record is frozen and final."""
 
-    def request_refused(self, refusal: RefusalRecord) -> None: ...
+    def request_refused(self, refusal: RefusalRecord) -> None:
+        """Fires once per refused request, after its record is spooled and before the
+        refusal is sent."""
 
 
 def notify_step(sinks: tuple[Sink, ...], step: StepRecord, overhead_seconds: float) -> None:

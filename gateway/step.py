@@ -1,4 +1,7 @@
-"""Step: the record of one model request, as it leaves the hot path for the recorder."""
+"""Step: the record of one model request, built once when its exchange finishes and frozen.
+
+No module changes a record after the proxy built it (redaction makes a redacted copy).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ from typing import Any
 from gateway.items import Item, StopReason, Usage, Violation
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class StepRecord:
     id: str
     trace_id: str
@@ -38,7 +41,7 @@ class StepRecord:
     traceparent: str | None = None  # the caller's W3C trace context header, for export
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class RefusalRecord:
     """A request refused before the provider (pairing or budget): violations, not a step."""
 
@@ -48,3 +51,22 @@ class RefusalRecord:
     budget_exceeded: bool = False
     budget_max_steps: int | None = None
     budget_max_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StepStart:
+    """What is known of a step when its request goes upstream; its record adds the outcome."""
+
+    id: str
+    trace_id: str
+    protocol: str
+    method: str
+    path: str
+    started_at: datetime
+    model: str | None = None
+    stream: bool = False
+    input_items: list[Item] = field(default_factory=list)
+    violations: tuple[Violation, ...] = ()  # found in the request's history
+    budget_max_steps: int | None = None
+    budget_max_tokens: int | None = None
+    traceparent: str | None = None

@@ -1,18 +1,21 @@
 """The response tap: reads a copy of what the provider sends, beside the bytes to the client.
 
-It never raises into the proxy: a failure stops observing, never forwarding (STYLE rule 12).
+It lives under the exchange, which decides what its readings mean. It never raises: a
+failure stops observing, never forwarding (STYLE rule 12).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import zlib
 from typing import Any
 
-from gateway.items import StopReason, Usage
+import orjson
+
+from gateway.items import Usage
 from gateway.protocols.base import ProtocolAdapter
-from gateway.stream.assembler import Assembled, Assembler, State
+from gateway.stops import Seen
+from gateway.stream.assembler import Assembler, State
 from gateway.stream.sse import SSEDecoder, SSEEvent
 
 log = logging.getLogger(__name__)
@@ -74,6 +77,7 @@ class ResponseTap:
         Without hiding that is `chunk` itself. With hiding (we asked for usage the client did
         not), bytes are released per complete event, minus the usage-only event.
         """
+        self._received += len(chunk)
         if self._broken is not None:
             return chunk
         held = self._sse.pending_raw if (self._hide and self._sse is not None) else b""
@@ -81,7 +85,6 @@ class ResponseTap:
             data = self._inflated(chunk) if self._inflate else chunk
             if self._sse is None:
                 self._keep_body(data)
-                self._received += len(chunk)
                 if self._received == self._length and self._status < 400:
                     self._decode_body()
                 return chunk
@@ -111,16 +114,37 @@ class ResponseTap:
             self._give_up(exc)
             return b""
 
-    def result(self, *, cancelled: bool = False) -> Assembled:
-        if self._sse is None and self._broken is None and self._status < 400:
-            self._decode_body()
+    @property
+    def assembler(self) -> Assembler:
+        return self._assembler
+
+    @property
+    def body_complete(self) -> bool:
+        """A body of known length has arrived whole."""
+        return self._sse is None and self._received == self._length
+
+    def seen(self) -> Seen:
+        """What was learned of the response; a whole body is decoded first if it was not."""
         if self._status >= 400:
-            return self._error_result()
-        assembled = self._assembler.result(cancelled=cancelled)
-        if self._broken is not None and assembled.stop_reason is StopReason.INTERRUPTED:
-            assembled.stop_reason = StopReason.UNKNOWN
-            assembled.violations = []
-        return assembled
+            return Seen.ERROR_STATUS
+        if self._sse is None and self._broken is None:
+            self._decode_body()
+        seen = self._assembler.seen()
+        return Seen.GAVE_UP if seen is Seen.PARTIAL and self._broken is not None else seen
+
+    def error_fields(self) -> dict[str, Any]:
+        """The provider's error object of an error-status response, or its first bytes."""
+        error: dict[str, Any] | None = None
+        body = self._parsed_body() if self._sse is None else None
+        if body is not None:
+            try:
+                error = self._adapter.decode_error(body)
+            except Exception as exc:
+                self._give_up(exc)
+        if error is None:
+            text = bytes(self._body[:500]).decode("utf-8", "replace")
+            error = {"message": text or f"HTTP {self._status}", "type": None, "code": None}
+        return error
 
     def _observe(self, events: list[SSEEvent]) -> None:
         assert self._events is not None
@@ -147,7 +171,7 @@ class ResponseTap:
 
     def _parsed_body(self) -> Any:
         try:
-            return json.loads(self._body) if self._body else None
+            return orjson.loads(self._body) if self._body else None
         except (ValueError, RecursionError):  # a hostile provider's deeply nested body
             return None
 
@@ -164,26 +188,6 @@ class ResponseTap:
                 self._assembler.feed(delta)
         except Exception as exc:
             self._give_up(exc)
-
-    def _error_result(self) -> Assembled:
-        error: dict[str, Any] | None = None
-        body = self._parsed_body() if self._sse is None else None
-        if body is not None:
-            try:
-                error = self._adapter.decode_error(body)
-            except Exception as exc:
-                self._give_up(exc)
-        if error is None:
-            text = bytes(self._body[:500]).decode("utf-8", "replace")
-            error = {"message": text or f"HTTP {self._status}", "type": None, "code": None}
-        return Assembled(
-            output_items=[],
-            stop_reason=StopReason.ERROR,
-            raw_stop_reason=None,
-            usage=self._assembler.usage,
-            error=error,
-            complete=True,
-        )
 
     def _give_up(self, exc: Exception) -> None:
         log.warning("response tap stopped observing: %r", exc)

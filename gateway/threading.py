@@ -115,6 +115,11 @@ def real_call_id(item: Item) -> str | None:
     return item.call_id
 
 
+def call_filter_key(call_id: str) -> str:
+    """A call id as the key filter takes keys: hex of a hash (uniform bits)."""
+    return blake2b(call_id.encode(), digest_size=16, person=b"loopwatch-call").hexdigest()
+
+
 @dataclass(frozen=True, slots=True)
 class CallTurn:
     """The last assistant turn of a history that echoes tool calls with provider ids."""

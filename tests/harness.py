@@ -66,7 +66,9 @@ GatewayFactory = Callable[..., Awaitable[Gateway]]
 
 
 @pytest.fixture
-async def make_gateway(provider: FakeProvider, database_url: str) -> AsyncIterator[GatewayFactory]:
+async def make_gateway(
+    provider: FakeProvider, database_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[GatewayFactory]:
     servers: list[TestServer] = []
 
     async def make(**overrides: Any) -> Gateway:
@@ -75,6 +77,9 @@ async def make_gateway(provider: FakeProvider, database_url: str) -> AsyncIterat
             "anthropic_upstream_url": provider.url.removesuffix("/v1"),  # type: ignore[attr-defined]
             "database_url": database_url,
             "recorder_flush_seconds": 0.01,
+            # In-process drain: a recorder process per test gateway would cost a start-up each.
+            "recorder": "thread",
+            "spool_dir": str(tmp_path_factory.mktemp("spool")),
             **overrides,
         }
         app = create_app(Settings(**values))

@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 from typing import Any
 
 import aiohttp
@@ -133,6 +134,7 @@ async def _start_replica(database_url: str, upstream: str) -> tuple[subprocess.P
         "LOOPWATCH_DATABASE_URL": database_url,
         "LOOPWATCH_UPSTREAM_URL": upstream,
         "LOOPWATCH_PORT": str(port),
+        "LOOPWATCH_SPOOL_DIR": tempfile.mkdtemp(prefix="loopwatch-spool-"),
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "gateway", "serve"],

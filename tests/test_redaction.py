@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -23,17 +24,15 @@ JWT = (
 
 
 def make_step(**changes: object) -> StepRecord:
-    step = StepRecord(
-        id="st_1",
-        trace_id="tr_1",
-        protocol="chat",
-        method="POST",
-        path="/v1/chat/completions",
-        started_at=datetime(2024, 8, 6, 12, 30, tzinfo=UTC),
-    )
-    for name, value in changes.items():
-        setattr(step, name, value)
-    return step
+    fields: dict[str, Any] = {
+        "id": "st_1",
+        "trace_id": "tr_1",
+        "protocol": "chat",
+        "method": "POST",
+        "path": "/v1/chat/completions",
+        "started_at": datetime(2024, 8, 6, 12, 30, tzinfo=UTC),
+    }
+    return StepRecord(**{**fields, **changes})
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -32,6 +33,8 @@ def reset_database(database_url: str) -> None:
         return
     for suffix in ("", "-wal", "-shm"):
         Path(url.database + suffix).unlink(missing_ok=True)
+    # Records an earlier demo left in its spool belong to the database just removed.
+    shutil.rmtree(url.database + "-spool", ignore_errors=True)
 
 
 @contextlib.asynccontextmanager

@@ -228,6 +228,44 @@ def call_emitters(engine: Engine, call_ids: list[str]) -> list[tuple[str, str, s
         return [(row.call_id, row.trace_id, row.id) for row in conn.execute(query)]
 
 
+def emitted_call_ids(engine: Engine, batch: int = 10_000) -> Iterator[str]:
+    """Every tool call id a recorded step emitted, in index order, in bounded batches."""
+    i = ITEMS.c
+    after = ""
+    while True:
+        query = (
+            sa.select(i.call_id)
+            .where(i.call_id > after, i.direction == "output", i.kind == "tool_call")
+            .order_by(i.call_id)
+            .limit(batch)
+        )
+        with _reading(engine) as conn:
+            ids = list(conn.scalars(query))
+        yield from ids
+        if len(ids) < batch:
+            return
+        after = ids[-1]
+
+
+def continuation_keys(engine: Engine, batch: int = 10_000) -> Iterator[str]:
+    """Every stored continuation key, in index order, read in bounded batches."""
+    s = STEPS.c
+    after = ""
+    while True:
+        query = (
+            sa.select(s.continuation_key)
+            .where(s.continuation_key > after)
+            .order_by(s.continuation_key)
+            .limit(batch)
+        )
+        with _reading(engine) as conn:
+            keys = list(conn.scalars(query))
+        yield from keys
+        if len(keys) < batch:
+            return
+        after = keys[-1]
+
+
 def list_violations(
     engine: Engine,
     *,

@@ -9,17 +9,18 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Engine
 
+from gateway import jsoncodec
 from gateway.items import Item, StopReason, Violation
 from gateway.step import RefusalRecord, StepRecord
 from gateway.store.engine import dialect_insert, write_connection
-from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
+from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS, UTCDateTime
 
 Record = StepRecord | RefusalRecord
 
@@ -246,10 +247,50 @@ def _insert_steps(conn: Connection, deltas: list[_TraceDelta], seqs: dict[str, i
             step_rows.append(_step_row(record, seqs[delta.trace_id] + offset))
             item_rows.extend(_item_rows(record.id, "input", record.input_items))
             item_rows.extend(_item_rows(record.id, "output", record.output_items))
-    if step_rows:
-        conn.execute(sa.insert(STEPS), step_rows)
-    if item_rows:
-        conn.execute(sa.insert(ITEMS), item_rows)
+    _insert_many(conn, STEPS, step_rows)
+    _insert_many(conn, ITEMS, item_rows)
+
+
+def _insert_many(conn: Connection, table: sa.Table, rows: list[dict[str, Any]]) -> None:
+    """One driver-level executemany: the rows of a batch skip SQLAlchemy's per-row
+    compilation and type processing (values are converted here, as those types would)."""
+    if not rows:
+        return
+    columns = list(rows[0])
+    mark = "?" if conn.dialect.name == "sqlite" else "%s"
+    sql = (
+        f"INSERT INTO {table.name} ({', '.join(columns)}) "
+        f"VALUES ({', '.join([mark] * len(columns))})"
+    )
+    convert = [_converter(conn, table.c[name].type) for name in columns]
+    values = [tuple(f(row[c]) for f, c in zip(convert, columns, strict=True)) for row in rows]
+    conn.exec_driver_sql(sql, values)
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _json(value: Any) -> str:
+    # Like sa.JSON: None is stored as JSON null, not SQL NULL.
+    return jsoncodec.dumps_text(value)
+
+
+def _sqlite_time(value: datetime) -> str:
+    # UTCDateTime's naive UTC, in SQLAlchemy's SQLite DATETIME text format.
+    return _utc(value).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def _utc(value: datetime) -> datetime:
+    return value if value.tzinfo is None else value.astimezone(UTC).replace(tzinfo=None)
+
+
+def _converter(conn: Connection, column_type: Any) -> Any:
+    if isinstance(column_type, sa.JSON):
+        return _json
+    if isinstance(column_type, UTCDateTime):
+        return _sqlite_time if conn.dialect.name == "sqlite" else _utc
+    return _same
 
 
 def _step_row(record: StepRecord, seq: int) -> dict[str, Any]:
@@ -321,5 +362,4 @@ def _insert_violations(conn: Connection, records: list[Record]) -> None:
                     "created_at": created,
                 }
             )
-    if rows:
-        conn.execute(sa.insert(VIOLATIONS), rows)
+    _insert_many(conn, VIOLATIONS, rows)

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from gateway.items import Item, ItemKind, StopReason, Usage, Violation, ViolationKind
+from gateway.items import Item, ItemKind, StopReason, Usage, Violation
 from gateway.output_checks import check_output
+from gateway.stops import Ending, Seen, decide
 from gateway.stream.deltas import (
     Delta,
     EndDelta,
@@ -45,6 +46,9 @@ class Assembled:
 
 
 class State(Enum):
+    # Members are singletons: identity hashing, in C, for the transition tables.
+    __hash__ = object.__hash__
+
     OPEN = "open"  # deltas flowing, no choice finished yet
     FINISHED = "finished"  # a choice reported its finish reason
     FAILED = "failed"  # an error event arrived
@@ -52,6 +56,9 @@ class State(Enum):
 
 
 class Event(Enum):
+    # Members are singletons: identity hashing, in C, for the transition tables.
+    __hash__ = object.__hash__
+
     META = "meta"
     CONTENT = "content"
     USAGE = "usage"
@@ -213,43 +220,40 @@ class Assembler:
         """The usage reported so far, without assembling the output."""
         return self._usage
 
+    def seen(self) -> Seen:
+        """What the deltas so far tell of the response's end."""
+        if self._error is not None:
+            return Seen.ERROR_EVENT
+        return Seen.MARKER if self.state is State.ENDED else Seen.PARTIAL
+
     def result(self, *, cancelled: bool = False) -> Assembled:
+        """The output once the body ended (or the client left, `cancelled`)."""
+        return self.outcome(self.seen(), Ending.CLIENT_GONE if cancelled else Ending.BODY_ENDED)
+
+    def outcome(self, seen: Seen, ending: Ending) -> Assembled:
+        """The output, its stop reason and violations as the exchange's table decides them."""
         ended = self.state is State.ENDED
         items: list[Item] = []
         for index in sorted(self._choices):
             items.extend(self._items_of(index, self._choices[index], ended))
         self._add_reasoning_tokens(items)
         first = self._choices[min(self._choices)].finish if self._choices else None
-        raw = first.raw_reason if first else None
+        decision = decide(seen, ending, first, items)
         assembled = Assembled(
             output_items=items,
-            stop_reason=self._stop_reason(first, items, ended, cancelled),
-            raw_stop_reason=raw,
+            stop_reason=decision.stop_reason,
+            raw_stop_reason=first.raw_reason if first else None,
             usage=self._usage,
             response_id=self._response_id,
             model=self._model,
             error=self._error,
             complete=ended,
+            violations=decision.violations,
             anomalies=list(self._anomalies),
         )
-        # An error event explains the end by itself; a cancel is the client's doing.
-        if not ended and not cancelled and self._error is None:
-            assembled.violations.append(_interrupted(items))
-        assembled.violations.extend(check_output(assembled))
+        if decision.checks:
+            assembled.violations.extend(check_output(assembled))
         return assembled
-
-    def _stop_reason(
-        self, finish: FinishDelta | None, items: list[Item], ended: bool, cancelled: bool
-    ) -> StopReason:
-        if self._error is not None:
-            return StopReason.ERROR
-        if not ended:
-            return StopReason.CANCELLED if cancelled else StopReason.INTERRUPTED
-        if finish is None:
-            return StopReason.UNKNOWN
-        if finish.stop_reason is StopReason.COMPLETED and _only_refusal(items):
-            return StopReason.REFUSAL
-        return finish.stop_reason
 
     def _items_of(self, index: int, choice: _Choice, ended: bool) -> list[Item]:
         base: dict[str, Any] = {"choice": index} if index else {}
@@ -300,22 +304,4 @@ def _call_item(choice: int, index: int, call: _Call, finished: bool, base: dict[
         tool_name=call.name,
         arguments="".join(call.fragments),
         attrs=attrs,
-    )
-
-
-def _only_refusal(items: list[Item]) -> bool:
-    kinds = {item.kind for item in items} - {ItemKind.REASONING}
-    return kinds == {ItemKind.REFUSAL}
-
-
-def _interrupted(items: list[Item]) -> Violation:
-    cut = [item for item in items if item.attrs.get("incomplete")]
-    detail = "The stream ended before the provider's completion marker"
-    if cut:
-        names = ", ".join(repr(item.tool_name or "(unnamed)") for item in cut)
-        detail += f"; tool call(s) {names} were cut off mid-arguments"
-    return Violation(
-        ViolationKind.STREAM_INTERRUPTED,
-        detail + ".",
-        call_id=cut[0].call_id if cut else None,
     )

@@ -1,0 +1,102 @@
+"""What the proxy does with an exchange's decisions: settle the budget, build the step's
+frozen record once, remember its continuation, hand it to the recorder and the sinks.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from gateway.admission import Admission, settle
+from gateway.deps import Deps
+from gateway.exchange import Outcome
+from gateway.items import ItemKind, Usage
+from gateway.relay import Timing
+from gateway.sinks import notify_step
+from gateway.step import StepRecord, StepStart
+from gateway.threading import StepRef, call_filter_key, real_call_id
+
+log = logging.getLogger(__name__)
+
+
+class StepFinisher:
+    """The relay's handler for one step (see `gateway.relay.Handler`)."""
+
+    def __init__(
+        self,
+        deps: Deps,
+        start: StepStart,
+        started: float,
+        admission: Admission | None = None,
+        input_state: bytes | None = None,
+    ) -> None:
+        self._deps = deps
+        self._start = start
+        self._started = started  # perf_counter() when the request arrived
+        self._sent_at = time.perf_counter()  # when the gateway's own work before upstream ended
+        self._admission = admission
+        self._input_state = input_state
+        self.provider_request_id: str | None = None
+
+    def settle(self, usage: Usage) -> None:
+        if self._admission is not None:
+            settle(self._deps, self._admission, usage)
+
+    def finished(self, outcome: Outcome, timing: Timing) -> None:
+        try:
+            record = self._record(outcome, timing)
+            self._remember(record, outcome)
+            self._deps.recorder.submit(record)
+            overhead = self._sent_at - self._started + timing.observe_seconds
+            notify_step(self._deps.sinks, record, overhead)
+        except Exception:  # recording must never break the request
+            log.exception("finishing a step failed; the step is not recorded")
+
+    def _record(self, outcome: Outcome, timing: Timing) -> StepRecord:
+        start = self._start
+        key = None
+        if self._input_state is not None and outcome.continuable:
+            key = self._deps.keys.step_key(self._input_state, outcome.output_items)
+        return StepRecord(
+            id=start.id,
+            trace_id=start.trace_id,
+            protocol=start.protocol,
+            method=start.method,
+            path=start.path,
+            started_at=start.started_at,
+            model=outcome.model or start.model,
+            stream=start.stream,
+            http_status=outcome.http_status,
+            stop_reason=outcome.stop_reason,
+            raw_stop_reason=outcome.raw_stop_reason,
+            usage=outcome.usage,
+            provider_request_id=self.provider_request_id,
+            response_id=outcome.response_id,
+            latency_ms=_ms(self._started, time.perf_counter()),
+            ttft_ms=_ms(self._started, timing.first_chunk_at),
+            input_items=start.input_items,
+            output_items=outcome.output_items,
+            error=outcome.error,
+            violations=[*start.violations, *outcome.violations],
+            continuation_key=key,
+            budget_max_steps=start.budget_max_steps,
+            budget_max_tokens=start.budget_max_tokens,
+            traceparent=start.traceparent,
+        )
+
+    def _remember(self, record: StepRecord, outcome: Outcome) -> None:
+        if self._input_state is None or not outcome.continuable:
+            return
+        ref = StepRef(record.trace_id, record.id, tuple(record.output_items))
+        self._deps.recent.remember(record.continuation_key, record.response_id, ref)
+        known = self._deps.known_keys
+        if record.continuation_key is not None:
+            known.add(record.continuation_key)
+        for item in record.output_items:
+            call_id = real_call_id(item) if item.kind is ItemKind.TOOL_CALL else None
+            if call_id is not None:
+                known.add(call_filter_key(call_id))
+
+
+def _ms(started: float, at: float | None) -> float | None:
+    return None if at is None else round((at - started) * 1000, 3)

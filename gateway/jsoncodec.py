@@ -1,0 +1,32 @@
+"""JSON in and out on the hot path and in the writer: orjson, with the standard library's
+rules kept for what orjson refuses (NaN, integers past 64 bits, lone surrogates).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+
+def loads(data: bytes | bytearray | memoryview | str) -> Any:
+    """Parse like `json.loads`: raises ValueError (or RecursionError) for what it refuses."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        # Rare: orjson is stricter than the standard library, which then decides.
+        return json.loads(bytes(data) if isinstance(data, memoryview | bytearray) else data)
+
+
+def dumps(value: Any) -> bytes:
+    """Compact UTF-8 JSON, as `json.dumps(..., ensure_ascii=False, separators=(",", ":"))`."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # an integer past 64 bits, a non-string key, a lone surrogate
+        # ASCII escapes: a lone surrogate has no UTF-8 form but is valid escaped JSON.
+        return json.dumps(value, separators=(",", ":")).encode()
+
+
+def dumps_text(value: Any) -> str:
+    return dumps(value).decode()
