@@ -82,6 +82,7 @@ class StepFinisher:
             budget_max_steps=start.budget_max_steps,
             budget_max_tokens=start.budget_max_tokens,
             traceparent=start.traceparent,
+            session_id=start.session_id,
         )
 
     def _remember(self, record: StepRecord, outcome: Outcome) -> None:

@@ -29,6 +29,9 @@ def encode(record: Record) -> bytes:
         record.budget_exceeded,
         record.budget_max_steps,
         record.budget_max_tokens,
+        record.kind,
+        [_item_row(i) for i in record.items],
+        record.session_id,
     )
     return _REFUSAL + orjson.dumps(row) + b"\n"
 
@@ -40,7 +43,7 @@ def decode(line: bytes) -> Record:
         if tag == _STEP:
             return _step(row)
         if tag == _REFUSAL:
-            trace_id, created, violations, exceeded, steps, tokens = row
+            trace_id, created, violations, exceeded, steps, tokens, kind, items, session = row
             return RefusalRecord(
                 trace_id,
                 datetime.fromisoformat(created),
@@ -48,6 +51,9 @@ def decode(line: bytes) -> Record:
                 exceeded,
                 steps,
                 tokens,
+                kind,
+                [_item(i) for i in items],
+                session,
             )
     except (TypeError, ValueError, KeyError) as exc:
         raise ValueError(f"spooled record is malformed: {exc!r}") from exc
@@ -96,13 +102,16 @@ def _step_row(r: StepRecord) -> tuple[Any, ...]:
         r.continuation_key,
         r.budget_max_steps,
         r.budget_max_tokens,
+        r.cost_nano,
+        r.cost_source,
+        r.session_id,
     )
 
 
 def _step(row: list[Any]) -> StepRecord:
     (id_, trace, protocol, method, path, started, model, stream, status, stop, raw) = row[:11]
     (usage, request_id, response_id, latency, ttft, inputs, outputs, error) = row[11:19]
-    violations, key, max_steps, max_tokens = row[19:]
+    violations, key, max_steps, max_tokens, cost_nano, cost_source, session = row[19:]
     return StepRecord(
         id=id_,
         trace_id=trace,
@@ -127,6 +136,9 @@ def _step(row: list[Any]) -> StepRecord:
         continuation_key=key,
         budget_max_steps=max_steps,
         budget_max_tokens=max_tokens,
+        cost_nano=cost_nano,
+        cost_source=cost_source,
+        session_id=session,
     )
 
 

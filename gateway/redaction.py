@@ -359,10 +359,16 @@ class Redactor:
             output_items=self.redact_items(step.output_items),
             error=step.error if step.error is None else self._error(step.error),
             violations=self.redact_violations(step.violations),
+            session_id=self._optional(step.session_id),
         )
 
     def redact_refusal(self, refusal: RefusalRecord) -> RefusalRecord:
-        return replace(refusal, violations=self.redact_violations(refusal.violations))
+        return replace(
+            refusal,
+            violations=self.redact_violations(refusal.violations),
+            items=self.redact_items(refusal.items),
+            session_id=self._optional(refusal.session_id),
+        )
 
 
 def _summary_dropped(item: Item) -> Item:

@@ -39,11 +39,17 @@ class StepRecord:
     budget_max_steps: int | None = None
     budget_max_tokens: int | None = None
     traceparent: str | None = None  # the caller's W3C trace context header, for export
+    # What it cost: nano-dollars (None: the model has no known price) and where the price
+    # came from ("genai-prices", "config", "unknown_model", "no_usage").
+    cost_nano: int | None = None
+    cost_source: str | None = None
+    session_id: str | None = None  # raw; redacted with the rest before storage
 
 
 @dataclass(frozen=True, slots=True)
 class RefusalRecord:
-    """A request refused before the provider (pairing or budget): violations, not a step."""
+    """A request refused before the provider (pairing, budget or loop): violations, not a
+    step; it keeps the request's new input items so the refusal can be looked at."""
 
     trace_id: str
     created_at: datetime
@@ -51,6 +57,9 @@ class RefusalRecord:
     budget_exceeded: bool = False
     budget_max_steps: int | None = None
     budget_max_tokens: int | None = None
+    kind: str = "pairing"  # gateway.trace_status.RefusalKind: pairing | budget | loop
+    items: list[Item] = field(default_factory=list)
+    session_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,3 +79,4 @@ class StepStart:
     budget_max_steps: int | None = None
     budget_max_tokens: int | None = None
     traceparent: str | None = None
+    session_id: str | None = None
