@@ -18,6 +18,7 @@ from gateway.config import KeyBudget
 from gateway.deps import Deps
 from gateway.errors import BudgetExceeded
 from gateway.items import Usage, Violation
+from gateway.pricing import Cost
 
 log = logging.getLogger(__name__)
 
@@ -49,13 +50,18 @@ async def admit(
     key: KeyBudget | None,
     trace_id: str,
     wanted_tokens: int | None,
+    model: str | None = None,
+    upstream_url: str | None = None,
 ) -> Admission | Refused:
     limits = budgets.limits_for(deps.settings, key, headers)
     if not limits.any:
         return Admission(limits)
+    price = None
+    if limits.max_cost_usd is not None:
+        price = deps.pricer.output_price(model, upstream_url=upstream_url)
     try:
         granted = await asyncio.wait_for(
-            deps.ledger.reserve(trace_id, limits, wanted_tokens), LEDGER_SECONDS
+            deps.ledger.reserve(trace_id, limits, wanted_tokens, price), LEDGER_SECONDS
         )
     except Exception as exc:
         log.warning("budget ledger unavailable, request forwarded unbudgeted: %r", exc)
@@ -67,20 +73,29 @@ async def admit(
     if limits.max_tokens is not None and granted.tokens_left is not None:
         tokens_used = limits.max_tokens - granted.tokens_left
     admission = Admission(limits, granted)
-    admission.headers = budgets.remaining_headers(limits, granted.steps_used, tokens_used)
+    cost_used = None
+    if limits.max_cost_nano is not None and granted.cost_left_nano is not None:
+        cost_used = limits.max_cost_nano - granted.cost_left_nano
+    admission.headers = budgets.remaining_headers(
+        limits, granted.steps_used, tokens_used, cost_used_nano=cost_used
+    )
     return admission
 
 
-def settle(deps: Deps, admission: Admission, usage: Usage) -> None:
-    """Swap the held tokens for the real usage, off the request's path, once.
-
-    The write starts now; the trace's next reservation waits for it (see SettlementWrites).
+def settle(deps: Deps, admission: Admission, usage: Usage, cost: Cost | None = None) -> None:
+    """Swap the held tokens and dollars for the real usage and cost, off the request's path,
+    once. The write starts now; the trace's next reservation waits for it (SettlementWrites).
     """
-    reservation = admission.reservation
-    if admission.settled or reservation is None or admission.limits.max_tokens is None:
-        return  # only a token budget has anything to settle
+    reservation, limits = admission.reservation, admission.limits
+    if admission.settled or reservation is None:
+        return
+    if limits.max_tokens is None and limits.max_cost_usd is None:
+        return  # only token and cost budgets have anything to settle
     admission.settled = True
     known = usage.total_tokens is not None or usage.prompt_tokens is not None
     # Without a usage report (a cancelled stream) assume the held tokens were spent.
     used = usage.total() if known else reservation.tokens
-    deps.ledger.settle_later(Settlement(reservation, used))
+    used_cost = budgets.cost_used_nano(
+        None if cost is None else cost.usd, reservation.cost_held_nano, known
+    )
+    deps.ledger.settle_later(Settlement(reservation, used, used_cost))

@@ -20,8 +20,10 @@ from gateway.deps import Deps
 from gateway.errors import GatewayError, NotFound, Unauthorized
 from gateway.keycache import CachedContinuationKeys
 from gateway.keyfilter import KeyFilter
+from gateway.loops import TraceCounters
 from gateway.metrics import MetricsSink, metrics_response
 from gateway.otlp.sink import OtlpSink
+from gateway.pricing import Pricer
 from gateway.protocols.registry import ADAPTERS, PATHS
 from gateway.readiness import Readiness
 from gateway.recording import (
@@ -126,6 +128,8 @@ async def _lifecycle(
         clock=clock or (lambda: datetime.now(UTC)),
         sinks=tuple(sink for sink in (metrics, webhooks, otlp) if sink is not None),
         known_keys=known_keys,
+        pricer=Pricer(settings.prices),
+        loops=TraceCounters(settings.loop_threshold),
     )
     app[READINESS] = Readiness(engine, recording, settings.recorder_queue_size)
     try:

@@ -10,10 +10,13 @@ from sqlalchemy.engine import Engine
 
 from gateway.config import Settings
 from gateway.keyfilter import KeyFilter
+from gateway.loops import TraceCounters
+from gateway.pricing import Pricer
 from gateway.recording import SpoolRecorder
 from gateway.sinks import Sink
 from gateway.store.ledger import Ledger
 from gateway.threading import ContinuationKeys, RecentSteps
+from gateway.tool_checks import ToolChecker
 from gateway.upstream import Upstream
 
 
@@ -33,3 +36,6 @@ class Deps:
     known_keys: KeyFilter = field(
         default_factory=lambda: KeyFilter(authoritative_when_loaded=False)
     )
+    pricer: Pricer = field(default_factory=Pricer)
+    tool_checker: ToolChecker = field(default_factory=ToolChecker)
+    loops: TraceCounters = field(default_factory=TraceCounters)

@@ -8,9 +8,11 @@ import logging
 import time
 
 from gateway.admission import Admission, settle
+from gateway.budgets import nano_usd
 from gateway.deps import Deps
 from gateway.exchange import Outcome
-from gateway.items import ItemKind, Usage
+from gateway.items import ItemKind, StopReason, Usage, Violation
+from gateway.pricing import Cost
 from gateway.relay import Timing
 from gateway.sinks import notify_step
 from gateway.step import StepRecord, StepStart
@@ -40,7 +42,11 @@ class StepFinisher:
 
     def settle(self, usage: Usage) -> None:
         if self._admission is not None:
-            settle(self._deps, self._admission, usage)
+            settle(self._deps, self._admission, usage, self._cost(usage))
+
+    def _cost(self, usage: Usage, model: str | None = None) -> Cost:
+        start = self._start
+        return self._deps.pricer.cost(usage, model or start.model, upstream_url=start.upstream_url)
 
     def finished(self, outcome: Outcome, timing: Timing) -> None:
         try:
@@ -52,11 +58,21 @@ class StepFinisher:
         except Exception:  # recording must never break the request
             log.exception("finishing a step failed; the step is not recorded")
 
+    def _checks(self, outcome: Outcome) -> list[Violation]:
+        """What the step's tool calls break: undeclared tools, schemas, repeated calls."""
+        start, deps = self._start, self._deps
+        if start.protocol == "passthrough" or not outcome.output_items:
+            return []
+        truncated = outcome.stop_reason is StopReason.LENGTH
+        found = deps.tool_checker.check(start.tools, outcome.output_items, truncated=truncated)
+        return found + deps.loops.of(start.trace_id).observe(outcome.output_items)
+
     def _record(self, outcome: Outcome, timing: Timing) -> StepRecord:
         start = self._start
         key = None
         if self._input_state is not None and outcome.continuable:
             key = self._deps.keys.step_key(self._input_state, outcome.output_items)
+        cost = self._cost(outcome.usage, outcome.model) if start.protocol != "passthrough" else None
         return StepRecord(
             id=start.id,
             trace_id=start.trace_id,
@@ -77,12 +93,14 @@ class StepFinisher:
             input_items=start.input_items,
             output_items=outcome.output_items,
             error=outcome.error,
-            violations=[*start.violations, *outcome.violations],
+            violations=[*start.violations, *outcome.violations, *self._checks(outcome)],
             continuation_key=key,
             budget_max_steps=start.budget_max_steps,
             budget_max_tokens=start.budget_max_tokens,
             traceparent=start.traceparent,
             session_id=start.session_id,
+            cost_nano=None if cost is None or cost.usd is None else nano_usd(cost.usd),
+            cost_source=None if cost is None else cost.source.value,
         )
 
     def _remember(self, record: StepRecord, outcome: Outcome) -> None:

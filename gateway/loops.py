@@ -129,3 +129,24 @@ def loop_refusal(loop: Loop | None, mode: LoopMode) -> tuple[RepeatedToolCall, V
         "not call the model again in this run."
     )
     return error, Violation(ViolationKind.REPEATED_TOOL_CALL, detail, loop.call_id, enforced=True)
+
+
+class TraceCounters:
+    """The call counters of recent traces, in this process's memory (bounded: the oldest
+    trace is forgotten first). A loop is judged per replica."""
+
+    def __init__(self, threshold: int = DEFAULT_THRESHOLD, *, traces: int = 10_000) -> None:
+        self._threshold = threshold
+        self._traces = traces
+        self._by_trace: OrderedDict[str, CallCounter] = OrderedDict()
+
+    def of(self, trace_id: str) -> CallCounter:
+        counter = self._by_trace.pop(trace_id, None) or CallCounter(self._threshold)
+        self._by_trace[trace_id] = counter
+        if len(self._by_trace) > self._traces:
+            self._by_trace.popitem(last=False)
+        return counter
+
+    def loop_of(self, trace_id: str) -> Loop | None:
+        counter = self._by_trace.get(trace_id)
+        return None if counter is None else counter.loop

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, Protocol
 
@@ -62,6 +63,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 GENAI_LABELS = ("gen_ai_provider_name", "server_address", "gen_ai_response_model")
 ProviderOf = Callable[[StepRecord], Provider]
 OPEN_TRACES = 10_000  # traces whose step count is kept in memory, least recent evicted
+NANO_USD = Decimal(1_000_000_000)  # the records count dollars in nano-dollars
 
 
 class RecorderGauges(Protocol):
@@ -158,6 +160,7 @@ class MetricsSink:
         self._recorder = _RecorderCollector()
         self.registry.register(self._recorder)
         self._trace_steps: OrderedDict[str, int] = OrderedDict()
+        self._trace_ends: OrderedDict[str, datetime] = OrderedDict()  # for tool time
         self._children: dict[tuple[object, ...], Any] = {}
         self._providers: dict[tuple[str, str | None, str], tuple[str, str]] = {}
         self._declare_loopwatch()
@@ -308,7 +311,7 @@ class MetricsSink:
             self.violations.labels(kind.value)
         for budget in BUDGETS.values():
             self.budget_refusals.labels(budget)
-        for reason in ("pairing", "budget"):
+        for reason in ("pairing", "budget", "loop"):
             self.refusals.labels(reason)
         for reason in ("queue_full", "failed"):
             self.webhook_dropped.labels(reason)
@@ -356,6 +359,20 @@ class MetricsSink:
         if protocol in MODEL_PROTOCOLS:
             self._observe_genai(step, model, error_class or "")
             self._count_trace_step(step)
+            cost = None if step.cost_nano is None else Decimal(step.cost_nano) / NANO_USD
+            self.step_costed(step.model, cost, self._tool_ms(step))
+
+    def _tool_ms(self, step: StepRecord) -> float | None:
+        """Time between the trace's previous response end and this request (this process's
+        memory, bounded); None for a trace's first step here."""
+        ends = self._trace_ends
+        previous = ends.pop(step.trace_id, None)
+        ends[step.trace_id] = step.started_at + timedelta(milliseconds=step.latency_ms or 0)
+        if len(ends) > OPEN_TRACES:
+            ends.popitem(last=False)
+        if previous is None:
+            return None
+        return max(0.0, (step.started_at - previous).total_seconds() * 1000)
 
     def step_costed(
         self, model: str | None, cost_usd: Decimal | None, tool_ms: float | None
@@ -373,7 +390,8 @@ class MetricsSink:
         for budget in sorted(budgets):
             self._child(self.budget_refusals, budget).inc()
         is_budget = bool(budgets) or refusal.budget_exceeded
-        self._child(self.refusals, "budget" if is_budget else "pairing").inc()
+        reason = "budget" if is_budget else ("loop" if refusal.kind == "loop" else "pairing")
+        self._child(self.refusals, reason).inc()
         if is_budget:  # the agent cannot go on: its trace is over
             steps = self._trace_steps.pop(refusal.trace_id, 0)
             if steps:

@@ -95,9 +95,12 @@ async def _continued(
         return found[0].position, found[1]
     turn = last_call_turn(items)
     if turn is not None:
-        ref = sole_emitter(deps.recent.emitters(turn.call_ids).values())
+        known = deps.recent.emitters(turn.call_ids)
+        ref = sole_emitter(known.values())
         if ref is not None:
             return turn.end, ref
+        if AMBIGUOUS in known.values():
+            turn = None  # several steps emitted these ids: the store cannot say more
     # Only keys and call ids the store may hold are looked up: in a gateway that is its
     # store's only writer, a history that continues nothing recorded costs no round trip.
     may_hold = deps.known_keys.may_hold

@@ -11,11 +11,12 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 from aiohttp import web
 
-from gateway import budgets, ids, jsoncodec, pairing
+from gateway import budgets, ids, jsoncodec, loops, pairing, sessions
 from gateway.admission import Admission, Refused, admit
 from gateway.config import KeyBudget
 from gateway.deps import Deps
@@ -64,6 +65,7 @@ class Admitted:
     violations: list[Violation]
     admission: Admission
     own_headers: dict[str, str]
+    session_id: str | None = None
 
 
 async def handle_model(
@@ -88,23 +90,35 @@ async def _check(
     except GatewayError as exc:
         return error_response(adapter, exc)
     own = {TRACE_HEADER: placement.trace_id}
+    session = sessions.session_id(request.headers, body, adapter.name)
+    refused = partial(_refused, deps, placement, session)
     key = budgets.key_settings(deps.settings, deps.secret, request.headers)
     violations = _history_violations(adapter, parsed, placement)
     refusal = _pairing_refusal(deps, adapter, violations, key)
     if refusal is not None:
-        _record_refusal(deps, RefusalRecord(placement.trace_id, deps.clock(), violations))
+        refused(violations, "pairing")
         return error_response(adapter, refusal, own)
+    loop = loops.loop_refusal(deps.loops.loop_of(placement.trace_id), deps.settings.loops)
+    if loop is not None:
+        refused([loop[1]], "loop")
+        return error_response(adapter, loop[0], own)
     try:
         admission = await admit(
-            deps, request.headers, key, placement.trace_id, parsed.max_output_tokens
+            deps,
+            request.headers,
+            key,
+            placement.trace_id,
+            parsed.max_output_tokens,
+            model=parsed.model,
+            upstream_url=target.url,
         )
     except GatewayError as exc:
         return error_response(adapter, exc, own)
     if isinstance(admission, Refused):
-        _record_budget_refusal(deps, placement.trace_id, admission)
+        refused([admission.violation], "budget", admission.limits)
         return error_response(adapter, admission.error, own)
     own.update(admission.headers)
-    return Admitted(raw, body, parsed, target, placement, violations, admission, own)
+    return Admitted(raw, body, parsed, target, placement, violations, admission, own, session)
 
 
 async def _forward(
@@ -177,6 +191,9 @@ def _model_start(
         budget_max_steps=admitted.admission.limits.max_steps,
         budget_max_tokens=admitted.admission.limits.max_tokens,
         traceparent=request.headers.get("traceparent"),
+        session_id=admitted.session_id,
+        tools=admitted.parsed.tools,
+        upstream_url=admitted.target.url,
     )
 
 
@@ -289,13 +306,24 @@ def _record_refusal(deps: Deps, refusal: RefusalRecord) -> None:
     notify_refusal(deps.sinks, refusal)
 
 
-def _record_budget_refusal(deps: Deps, trace_id: str, refused: Refused) -> None:
+def _refused(
+    deps: Deps,
+    placement: Placement,
+    session: str | None,
+    violations: list[Violation],
+    kind: str,
+    limits: budgets.Limits | None = None,
+) -> None:
+    """Record a refused request: its violations and the new items it carried."""
     record = RefusalRecord(
-        trace_id,
+        placement.trace_id,
         deps.clock(),
-        [refused.violation],
-        budget_exceeded=True,
-        budget_max_steps=refused.limits.max_steps,
-        budget_max_tokens=refused.limits.max_tokens,
+        violations,
+        budget_exceeded=kind == "budget",
+        budget_max_steps=None if limits is None else limits.max_steps,
+        budget_max_tokens=None if limits is None else limits.max_tokens,
+        kind=kind,
+        items=placement.new_items,
+        session_id=session,
     )
     _record_refusal(deps, record)

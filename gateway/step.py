@@ -80,3 +80,5 @@ class StepStart:
     budget_max_tokens: int | None = None
     traceparent: str | None = None
     session_id: str | None = None
+    tools: dict[str, Any] | None = None  # declared function tools (ParsedRequest.tools)
+    upstream_url: str | None = None  # where it went: names the provider for prices

@@ -14,6 +14,7 @@ from tests.fakes import anthropic as claude
 from tests.fakes import chat, responses
 from tests.fakes.provider import Reply
 from tests.fakes.responses import function_call, message, reasoning, response
+from tests.conftest import Database
 from tests.harness import Gateway
 
 provider, database_url = harness.provider, harness.database_url
@@ -151,9 +152,14 @@ async def test_anthropic_thread_unknown_to_the_gateway_is_forwarded(gateway: Gat
     assert (trace["step_count"], trace["violation_count"]) == (1, 0)
 
 
-async def test_anthropic_thread_continues_across_replicas(make_gateway: Any) -> None:
-    """The store is the source of truth: a replica that never saw the first step finds it."""
-    one, two = await make_gateway(), await make_gateway()
+@pytest.mark.postgres
+async def test_anthropic_thread_continues_across_replicas(
+    make_gateway: Any, postgres_database: Database
+) -> None:
+    """The store is the source of truth: a replica that never saw the first step finds it
+    (replicas share PostgreSQL; a SQLite file has one gateway writing it)."""
+    url = postgres_database.url
+    one, two = await make_gateway(database_url=url), await make_gateway(database_url=url)
     one.provider.queue(*thread_script(False))
     first = await claude_ask(
         one,
@@ -312,8 +318,12 @@ async def test_a_rewritten_echo_continues_by_its_call_ids(gateway: Gateway) -> N
     assert kinds(trace["steps"][1]["input_items"]) == [("tool_result", "call_lima_7Qx")]
 
 
-async def test_call_id_continuation_across_replicas(make_gateway: Any) -> None:
-    one, two = await make_gateway(), await make_gateway()
+@pytest.mark.postgres
+async def test_call_id_continuation_across_replicas(
+    make_gateway: Any, postgres_database: Database
+) -> None:
+    url = postgres_database.url
+    one, two = await make_gateway(database_url=url), await make_gateway(database_url=url)
     one.provider.queue(*chat_call_script("call_lima_9Rz"))
     first_messages: Any = [{"role": "user", "content": "Lima?"}]
     await chat_client(one).chat.completions.create(

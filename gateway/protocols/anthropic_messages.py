@@ -18,7 +18,7 @@ from gateway.protocols.anthropic_messages_events import (
     decode_message,
     error_delta,
 )
-from gateway.protocols.base import ParsedRequest, PreparedBody
+from gateway.protocols.base import ParsedRequest, PreparedBody, declared_functions
 from gateway.stream.deltas import Delta, EndDelta
 from gateway.stream.sse import SSEEvent
 
@@ -154,6 +154,19 @@ def _clamped(body: dict[str, Any], current: int, limit: int) -> PreparedBody:
     return PreparedBody({**body, **changes}, clamped_max_tokens=limit)
 
 
+def _declared_tools(body: dict[str, Any]) -> dict[str, Any] | None:
+    """Client tools by name (server tools, typed like `web_search_20250305`, answer in
+    blocks of their own). A continued thread's tools are held by the server."""
+    if "tools" not in body and _continued_message(body.get("thread")) is not None:
+        return None
+    return declared_functions(
+        body.get("tools"),
+        lambda t: t.get("name"),
+        lambda t: t.get("input_schema"),
+        is_function=lambda t: t.get("type") in (None, "custom"),
+    )
+
+
 def _continued_message(thread: Any) -> str | None:
     """A message thread's `continue` names the response it resumes from: the server holds
     the earlier turns, so the request carries only the new one (like `previous_response_id`)."""
@@ -183,6 +196,7 @@ class AnthropicMessagesAdapter:
             items=items,
             previous_response_id=_continued_message(body.get("thread")),
             max_output_tokens=as_int(body.get("max_tokens")),
+            tools=_declared_tools(body),
         )
 
     def prepare_body(

@@ -28,6 +28,10 @@ class ParsedRequest:
     # `previous_response_id`, an Anthropic message thread's `previous_message_id`).
     previous_response_id: str | None = None
     max_output_tokens: int | None = None  # the request's own completion limit, if any
+    # The function tools the request declares, by name → JSON Schema of their arguments;
+    # None when they are not known here (held by the provider: a continued thread, a
+    # stored prompt), so calls are not judged against them.
+    tools: dict[str, Any] | None = None
     attrs: dict[str, Any] = field(default_factory=dict)
 
 
@@ -88,6 +92,20 @@ def provider_request_id(headers: Mapping[str, str]) -> str | None:
         if value:
             return value
     return None
+
+
+def declared_functions(
+    tools: Any, name_of: Any, schema_of: Any, *, is_function: Any
+) -> dict[str, Any]:
+    """name → schema of each declared function tool; other tool kinds (hosted tools) make
+    calls of their own item types, never function calls, so they are left out."""
+    declared: dict[str, Any] = {}
+    for tool in tools if isinstance(tools, list) else ():
+        if isinstance(tool, dict) and is_function(tool):
+            name = name_of(tool)
+            if isinstance(name, str) and name:
+                declared[name] = schema_of(tool)
+    return declared
 
 
 def openai_error_body(error: GatewayError) -> dict[str, Any]:

@@ -11,11 +11,44 @@ from typing import Any
 from gateway.errors import BadRequest, GatewayError
 from gateway.items import Item, ItemKind
 from gateway.protocols import openai_chat_decode as decode
-from gateway.protocols.base import ParsedRequest, PreparedBody, openai_error_body
+from gateway.protocols.base import (
+    ParsedRequest,
+    PreparedBody,
+    declared_functions,
+    openai_error_body,
+)
 from gateway.stream.deltas import Delta
 from gateway.stream.sse import SSEEvent
 
 _LIMIT_FIELDS = ("max_completion_tokens", "max_tokens")
+
+
+def _function(tool: dict[str, Any]) -> dict[str, Any]:
+    function = tool.get("function")
+    return function if isinstance(function, dict) else {}
+
+
+def _declared_tools(body: dict[str, Any]) -> dict[str, Any] | None:
+    """`tools` (and the legacy `functions`); a custom (free-form) tool makes its calls
+    unjudgeable by schema, so the declarations are then not used at all."""
+    tools, functions = body.get("tools"), body.get("functions")
+    if isinstance(tools, list) and any(
+        isinstance(t, dict) and t.get("type") not in (None, "function") for t in tools
+    ):
+        return None
+    declared = declared_functions(
+        tools,
+        lambda t: _function(t).get("name"),
+        lambda t: _function(t).get("parameters"),
+        is_function=lambda t: True,
+    )
+    declared |= declared_functions(
+        functions,
+        lambda f: f.get("name"),
+        lambda f: f.get("parameters"),
+        is_function=lambda f: True,
+    )
+    return declared
 
 
 class OpenAIChatAdapter:
@@ -40,6 +73,7 @@ class OpenAIChatAdapter:
             stream=body.get("stream") is True,
             items=items,
             max_output_tokens=_limit(body),
+            tools=_declared_tools(body),
         )
 
     def prepare_body(

@@ -13,6 +13,7 @@ from gateway.protocols.base import (
     ParsedRequest,
     PreparedBody,
     ProtocolAdapter,
+    declared_functions,
     openai_error_body,
 )
 from gateway.protocols.openai_responses_events import (
@@ -139,6 +140,18 @@ def _reasoning_item(entry: dict[str, Any], index: int) -> Item:
     return Item(ItemKind.REASONING, role="assistant", text=text, attrs=attrs)
 
 
+def _declared_tools(body: dict[str, Any]) -> dict[str, Any] | None:
+    """Function tools by name; a stored `prompt` may declare tools the request does not."""
+    if body.get("prompt") is not None:
+        return None
+    return declared_functions(
+        body.get("tools"),
+        lambda t: t.get("name"),
+        lambda t: t.get("parameters"),
+        is_function=lambda t: t.get("type") == "function",
+    )
+
+
 class OpenAIResponsesAdapter:
     name = "responses"
 
@@ -157,6 +170,7 @@ class OpenAIResponsesAdapter:
             items=items,
             previous_response_id=as_str(body.get("previous_response_id")),
             max_output_tokens=as_int(body.get("max_output_tokens")),
+            tools=_declared_tools(body),
         )
 
     def prepare_body(
