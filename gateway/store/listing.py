@@ -193,3 +193,36 @@ def list_sessions(engine: Engine, *, limit: int = 100) -> list[dict[str, Any]]:
     )
     with engine.connect() as conn:
         return [dict(row) for row in conn.execute(query).mappings()]
+
+
+def find_prefix(engine: Engine, text: str) -> dict[str, Any] | None:
+    """The newest trace (and step) whose id, step id, response id or provider request id
+    starts with `text`, or that holds a tool call or result with exactly that call id."""
+    t, s, i = TRACES.c, STEPS.c, ITEMS.c
+    queries = [
+        sa.select(t.id.label("trace_id"), sa.null().label("step_id"), t.updated_at.label("at"))
+        .where(t.id.startswith(text, autoescape=True))
+        .order_by(t.updated_at.desc())
+        .limit(1),
+        sa.select(s.trace_id, s.id.label("step_id"), s.started_at.label("at"))
+        .where(
+            sa.or_(
+                s.id.startswith(text, autoescape=True),
+                s.response_id.startswith(text, autoescape=True),
+                s.provider_request_id.startswith(text, autoescape=True),
+            )
+        )
+        .order_by(s.started_at.desc())
+        .limit(1),
+        sa.select(s.trace_id, s.id.label("step_id"), s.started_at.label("at"))
+        .join(ITEMS, i.step_id == s.id)
+        .where(i.call_id == text)
+        .order_by(s.started_at)
+        .limit(1),
+    ]
+    with engine.connect() as conn:
+        for query in queries:
+            row = conn.execute(query).mappings().first()
+            if row is not None:
+                return {"trace_id": row["trace_id"], "step_id": row["step_id"]}
+    return None
