@@ -103,7 +103,10 @@ def _tool_title(records: list[CallRecord], kind: str) -> str:
 
 
 def refusal_spans(refusal: RefusalView, span: float) -> list[Span]:
-    return [Span("refusal", refusal.offset_ms, span * MIN_WIDTH * 2, "refused request")]
+    """A tick at the refusal; one at the very end of the trace is drawn just inside it."""
+    width = span * MIN_WIDTH * 2
+    start = max(0.0, min(refusal.offset_ms, span - width))
+    return [Span("refusal", start, width, "refused request")]
 
 
 def open_calls(calls: list[CallRecord]) -> list[CallRecord]:
