@@ -218,7 +218,7 @@ async def test_a_long_tool_result_shows_its_head_tail_and_cut(
     full = first.locator("details.more > div.text")
     assert await full.is_visible() and "KeyError: 'checkout'" in await full.inner_text()
     shown = row.locator("li.item.k-tool_result .text.json:visible").first
-    assert (await shown.inner_text()).startswith(("{\n  \"", "[\n  {"))  # indented JSON
+    assert (await shown.inner_text()).startswith(('{\n  "', "[\n  {"))  # indented JSON
     await shot(page, "step-long-result-1280")
 
 
