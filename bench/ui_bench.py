@@ -67,14 +67,14 @@ async def html_size(url: str) -> int:
 
 
 async def measure(browser: Any, url: str, loads: int) -> dict[str, float]:
-    figures: dict[str, list[float]] = {"dcl_ms": [], "load_ms": [], "nodes": []}
+    figures: dict[str, list[float]] = {"ttfb_ms": [], "dcl_ms": [], "load_ms": [], "nodes": []}
     for _ in range(loads):
         context = await browser.new_context(viewport={"width": 1280, "height": 900})
         page = await context.new_page()
         await page.goto(url, wait_until="load")
         timing = await page.evaluate(
             "(() => { const n = performance.getEntriesByType('navigation')[0];"
-            " return [n.domContentLoadedEventEnd, n.loadEventEnd,"
+            " return [n.responseStart, n.domContentLoadedEventEnd, n.loadEventEnd,"
             " document.getElementsByTagName('*').length]; })()"
         )
         for key, value in zip(figures, timing, strict=True):
@@ -119,25 +119,36 @@ async def run(args: argparse.Namespace) -> None:
             server.wait(timeout=10)
 
 
+def line(name: str, size: int, figures: dict[str, float], note: str) -> str:
+    return (
+        f"{name:22s} HTML {size / 1024:4.0f} KB, first byte {figures['ttfb_ms']:4.0f} ms, "
+        f"DOMContentLoaded {figures['dcl_ms']:4.0f} ms, load {figures['load_ms']:4.0f} ms, "
+        f"{figures['nodes']:.0f} DOM nodes ({note})"
+    )
+
+
 async def report(args: argparse.Namespace, base: str, trace_id: str, middle: str) -> None:
     from playwright.async_api import async_playwright
 
     trace_url = f"{base}/traces/{trace_id}"
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=args.chromium, args=ARGS)
-        await measure(browser, trace_url, 1)  # warm the server's caches and the browser
-        for name, url in (("trace page", trace_url), ("traces list", base + "/")):
-            size = await html_size(url)
-            figures = await measure(browser, url, args.loads)
-            print(
-                f"{name:12s} {args.steps} steps: HTML {size / 1024:.0f} KB, "
-                f"DOMContentLoaded {figures['dcl_ms']:.0f} ms, load {figures['load_ms']:.0f} ms, "
-                f"{figures['nodes']:.0f} DOM nodes (median of {args.loads})"
-            )
+        await measure(browser, base + "/healthz", 1)  # the browser's own start-up
+        cold = await measure(browser, trace_url, 1)
+        size = await html_size(trace_url)
+        print(line(f"trace, {args.steps} steps", size, cold, "first view after start"))
+        warm = await measure(browser, trace_url, args.loads)
+        print(line(f"trace, {args.steps} steps", size, warm, f"median of {args.loads} more"))
+        listing = await measure(browser, base + "/", args.loads)
+        print(line("traces list", await html_size(base + "/"), listing, "median"))
         body = await html_size(f"{base}/traces/{trace_id}/steps/{middle}?part=body")
         opened = statistics.median([await open_step(browser, trace_url, middle) for _ in range(5)])
-        print(f"one step body loaded on demand: {body / 1024:.1f} KB, {opened:.0f} ms to show")
+        print(
+            f"one step's body on demand: {body / 1024:.1f} KB, shown {opened:.0f} ms after a click"
+        )
         await browser.close()
+    load = os.getloadavg()[0]
+    print(f"load average during the run: {load:.1f} on {os.cpu_count()} CPUs")
 
 
 def main() -> None:

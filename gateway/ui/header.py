@@ -97,7 +97,7 @@ def ending_sentence(status: str, facts: dict[str, Any]) -> str:
     if status == "completed":
         return f"Completed: the last step stopped {stop or 'unknown'}."
     if status == "abandoned":
-        return f"Abandoned: {calls} never answered; idle for {facts.get('idle', '—')}."
+        return f"Abandoned: {calls} never answered; idle since {facts.get('since', '—')} UTC."
     if status == "refused":
         rule = str(refusal.get("kind") or "a rule").replace("_", " ")
         call = f" (call {refusal['call_id']})" if refusal.get("call_id") else ""

@@ -7,7 +7,7 @@ user text, refusals): each is used when present and derived or left out when not
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -45,6 +45,7 @@ class TraceView:
     running: bool
     violations: list[dict[str, Any]] = field(default_factory=list)  # the first few, listed
     seqs: dict[str, int] = field(default_factory=dict)
+    pages: dict[bool, str] = field(default_factory=dict)  # rendered pages, by auth enabled
 
 
 def step_anchor(step_id: str) -> str:
@@ -222,6 +223,7 @@ def _status(
         "last_stop": ending.last_stop,
         "open_calls": len(pending),
         "idle": duration((now - activity).total_seconds() * 1000) if activity else None,
+        "since": activity.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if activity else None,
         "refusal": enforced[-1][1][0] if enforced else None,
         "error": error.get("message") if isinstance(error, dict) else str(error),
     }

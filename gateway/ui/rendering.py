@@ -63,18 +63,25 @@ def _static_urls() -> dict[str, str]:
     return urls
 
 
-async def render(
-    request: web.Request, deps: Deps, name: str, *, status: int = 200, **context: Any
-) -> web.Response:
+async def render_text(request: web.Request, deps: Deps, name: str, **context: Any) -> str:
     """Rendered in a thread: a long trace's page must not hold up the streams being proxied."""
     template = request.app[TEMPLATES].get_template(name)
-    html = await asyncio.to_thread(
+    return await asyncio.to_thread(
         template.render,
         path=request.path,
         auth_enabled=deps.settings.admin_token is not None,
         **context,
     )
+
+
+def html_response(html: str, status: int = 200) -> web.Response:
     return web.Response(text=html, status=status, content_type="text/html", charset="utf-8")
+
+
+async def render(
+    request: web.Request, deps: Deps, name: str, *, status: int = 200, **context: Any
+) -> web.Response:
+    return html_response(await render_text(request, deps, name, **context), status)
 
 
 async def read(function: Callable[..., Any], deps: Deps, *args: Any, **kwargs: Any) -> Any:

@@ -17,7 +17,7 @@ from gateway.deps import Deps
 from gateway.store import queries
 from gateway.ui.list_pages import idle_seconds
 from gateway.ui.present import TraceView, trace_view
-from gateway.ui.rendering import TEMPLATES, error_page, read, render
+from gateway.ui.rendering import TEMPLATES, error_page, html_response, read, render, render_text
 from gateway.ui.shapes import Row, StepView
 
 NOT_FOUND = "No trace has this id. It may not have been recorded yet."
@@ -58,6 +58,8 @@ def _key(trace: dict[str, Any]) -> CacheKey:
 
 
 async def _view(request: web.Request, deps: Deps, *, cached: bool) -> TraceView | None:
+    """The trace's view; a cached one while the trace is unchanged and not running (a running
+    trace's view depends on the time: its open calls reach to now)."""
     trace_id = request.match_info["trace_id"]
     cache = request.app[VIEWS]
     if cached:
@@ -65,7 +67,7 @@ async def _view(request: web.Request, deps: Deps, *, cached: bool) -> TraceView 
         if summary is None:
             return None
         view = cache.get(_key(summary))
-        if view is not None:
+        if view is not None and not view.running:
             return view
     trace = await read(queries.get_trace, deps, trace_id)
     if trace is None:
@@ -78,10 +80,16 @@ async def _view(request: web.Request, deps: Deps, *, cached: bool) -> TraceView 
 
 
 async def trace_page(request: web.Request, deps: Deps) -> web.Response:
-    view = await _view(request, deps, cached=False)
+    view = await _view(request, deps, cached=True)
     if view is None:
         return await error_page(request, deps, 404, NOT_FOUND)
-    return await render(request, deps, "trace.html", view=view)
+    auth = deps.settings.admin_token is not None
+    html = view.pages.get(auth)
+    if html is None:
+        html = await render_text(request, deps, "trace.html", view=view)
+        if not view.running:  # the same bytes until the trace changes
+            view.pages[auth] = html
+    return html_response(html)
 
 
 async def step_page(request: web.Request, deps: Deps) -> web.Response:

@@ -102,7 +102,9 @@ def test_unanswered_calls_make_a_run_abandoned_when_idle_and_running_when_fresh(
     trace = trace_dict([step_dict(1, at_ms=0, inputs=[user("go")], outputs=[call("c1", "search")])])
     idle = view_of(trace)
     assert idle.header.status == "abandoned" and idle.header.tone == "warn"
-    assert idle.header.ending.startswith("Abandoned: 1 tool call never answered")
+    assert idle.header.ending == (
+        "Abandoned: 1 tool call never answered; idle since 2025-03-01 09:00:01 UTC."
+    )
     assert [s.kind for s in steps_of(idle)[1].spans][-1] == "unanswered"
     fresh = view_of(trace, now=T_JSON + timedelta(seconds=30))
     assert fresh.running and fresh.header.status == "running" and fresh.header.label == "running"
