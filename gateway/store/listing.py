@@ -112,12 +112,13 @@ def _decode(cursor: str, sort: str) -> tuple[float, str]:
 
 def trace_extras(engine: Engine, trace_ids: list[str]) -> dict[str, dict[str, Any]]:
     """Per listed trace: its last stop reason, violation kinds with counts, when its last
-    refused request came, and the start of its first user text."""
+    refused request came and its last step started, and the start of its first user text."""
     extras: dict[str, dict[str, Any]] = {
         trace_id: {
             "last_stop_reason": None,
             "violation_kinds": {},
             "last_refusal_at": None,
+            "last_step_at": None,
             "first_user_text": None,
         }
         for trace_id in trace_ids
@@ -139,11 +140,18 @@ def trace_extras(engine: Engine, trace_ids: list[str]) -> dict[str, dict[str, An
             .where(v.trace_id.in_(trace_ids), v.step_id.is_(None), v.enforced.is_(True))
             .group_by(v.trace_id)
         ).all()
+        starts = conn.execute(
+            sa.select(STEPS.c.trace_id, sa.func.max(STEPS.c.started_at))
+            .where(STEPS.c.trace_id.in_(trace_ids))
+            .group_by(STEPS.c.trace_id)
+        ).all()
         firsts = _first_user_texts(conn, trace_ids)
     for trace_id, kind, count in counts:
         extras[trace_id]["violation_kinds"][kind] = count
     for trace_id, when in refusals:
         extras[trace_id]["last_refusal_at"] = when
+    for trace_id, when in starts:
+        extras[trace_id]["last_step_at"] = when
     for trace_id, text in firsts.items():
         extras[trace_id]["first_user_text"] = text
     return extras

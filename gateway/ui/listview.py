@@ -49,6 +49,7 @@ def trace_row(trace: dict[str, Any], *, now: datetime, idle_seconds: float) -> T
         last_stop=trace.get("last_stop_reason"),
         last_step_end=updated if trace.get("step_count") else None,
         last_refusal_at=_when(trace.get("last_refusal_at")),
+        last_step_start=_when(trace.get("last_step_at")),
         open_calls=None,
         now=now,
         idle_seconds=idle_seconds,

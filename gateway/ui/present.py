@@ -212,6 +212,7 @@ def _status(
         last_stop=last.step.get("stop_reason") if last else None,
         last_step_end=last_end,
         last_refusal_at=refused_at,
+        last_step_start=parse_time(last.step.get("started_at")) if last else None,
         open_calls=bool(pending),
         now=now,
         idle_seconds=idle_seconds,

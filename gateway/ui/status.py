@@ -47,6 +47,9 @@ class Ending:
     last_stop: str | None
     last_step_end: datetime | None
     last_refusal_at: datetime | None
+    # A refusal after the last step began came after it: requests of a run are sequential,
+    # and a step's end is measured after its client already has the answer.
+    last_step_start: datetime | None
     open_calls: bool | None  # None: unknown, then a tool_calls stop means open calls
     now: datetime
     idle_seconds: float = IDLE_SECONDS
@@ -56,7 +59,8 @@ def status_of(ending: Ending) -> str:
     if ending.stored in STATUSES:
         return ending.stored
     refusal, step_end = ending.last_refusal_at, ending.last_step_end
-    if refusal is not None and (step_end is None or refusal >= step_end):
+    started = ending.last_step_start
+    if refusal is not None and (started is None or refusal > started):
         return "refused"
     if ending.stored == "error" or ending.last_stop in FAILED_STOPS:
         return "failed"

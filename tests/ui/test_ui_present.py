@@ -291,6 +291,7 @@ def test_a_fresh_running_list_row_and_an_idle_one() -> None:
         last_stop="tool_calls",
         last_step_end=T_JSON,
         last_refusal_at=None,
+        last_step_start=T_JSON,
         open_calls=None,
         now=T_JSON + timedelta(seconds=10),
     )
