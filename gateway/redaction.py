@@ -195,6 +195,53 @@ _JSON_START = re.compile(r"\s*[\[{]")
 _NON_ALNUM = re.compile(r"[^a-z0-9]")
 
 
+def cut_marker(count: int) -> str:
+    return f"\n[… {count:,} characters cut …]\n"
+
+
+def _precut(text: str, keep: int) -> tuple[int, int] | None:
+    """Where to cut a huge text before redacting it: after `keep` characters and `keep` before
+    its end, at line breaks (no built-in rule spans lines); None when that saves nothing."""
+    if len(text) <= 2 * keep:
+        return None
+    head_end = text.find("\n", keep)
+    tail_start = text.rfind("\n", 0, len(text) - keep)
+    if head_end < 0 or tail_start < 0 or tail_start <= head_end:
+        return None
+    return head_end, tail_start
+
+
+def cut_middle(head: str, tail: str, limit: int, original: int) -> tuple[str, list[int] | None]:
+    """`head`'s start and `tail`'s end within `limit` characters, a marker between them.
+
+    Returns the text and the marker's [start, end]; a limit too small for a marker keeps the
+    head only, as earlier versions did.
+    """
+    marker = cut_marker(original)
+    room = limit - len(marker)
+    if room < 2 * len(marker):
+        return (head + tail)[:limit], None
+    head_keep = _at_line_end(head, room // 2)
+    tail_keep = _at_line_start(tail, room - len(head_keep))
+    marker = cut_marker(max(original - len(head_keep) - len(tail_keep), 0))
+    text = head_keep + marker + tail_keep
+    return text[:limit], [len(head_keep), len(head_keep) + len(marker)]
+
+
+def _at_line_end(text: str, size: int) -> str:
+    """The first `size` characters, ending at a line break when one is near the end."""
+    piece = text[:size]
+    newline = piece.rfind("\n", max(0, size - 200))
+    return piece[: newline + 1] if newline > 0 else piece
+
+
+def _at_line_start(text: str, size: int) -> str:
+    """The last `size` characters, starting after a line break when one is near the start."""
+    piece = text[-size:] if size > 0 else ""
+    newline = piece.find("\n", 0, 200)
+    return piece[newline + 1 :] if 0 <= newline < len(piece) - 1 else piece
+
+
 @lru_cache(maxsize=4096)
 def normalize_key(key: str) -> str:
     """`X-Api-Key`, `api-key`, `apiKey` and `API_KEY` all become `apikey`."""
@@ -291,22 +338,27 @@ class Redactor:
 
     # Truncation
 
-    def _bounded(self, text: str, as_json: bool) -> tuple[str, int | None]:
-        """Redact then cut to max_text_chars; the original length when it was cut."""
+    def _bounded(self, text: str, as_json: bool) -> tuple[str, int | None, list[int] | None]:
+        """Redact, then keep head and tail within max_text_chars around a marker.
+
+        Returns the text, its original length when it was cut, and where the marker sits.
+        Tails matter: errors and stack traces come last in a tool's output.
+        """
         limit = self.max_text_chars
         redact = self.redact_json_text if as_json else self.redact_text
-        source = text
-        if not as_json and len(text) > limit * _PRECUT_FACTOR:
-            newline = text.find("\n", limit * _PRECUT_FACTOR)
-            if newline > 0:
-                source = text[:newline]
-        redacted = redact(source)
-        if source is not text and len(redacted) <= limit:
-            # Redaction shrank the pre-cut text below the limit: the rest is needed after all.
-            redacted = redact(text)
+        ends = None if as_json else _precut(text, limit * _PRECUT_FACTOR)
+        if ends is not None:
+            head, tail = redact(text[: ends[0]]), redact(text[ends[1] :])
+            if len(head) + len(tail) > limit:
+                kept, span = cut_middle(head, tail, limit, len(text))
+                return kept, len(text), span
+            # Redaction shrank the pre-cut parts below the limit: the rest is needed after all.
+        redacted = redact(text)
         if len(redacted) <= limit:
-            return redacted, None
-        return redacted[:limit], len(text)
+            return redacted, None, None
+        half = len(redacted) // 2
+        kept, span = cut_middle(redacted[:half], redacted[half:], limit, len(text))
+        return kept, len(text), span
 
     # Items and steps
 
@@ -320,15 +372,17 @@ class Redactor:
         }
         if item.text is not None:
             as_json = item.kind is ItemKind.TOOL_RESULT
-            changes["text"], length = self._bounded(item.text, as_json)
+            changes["text"], length, span = self._bounded(item.text, as_json)
             if length is not None:
-                attrs["text_length"] = length
-                attrs["truncated"] = True
+                attrs.update(text_length=length, truncated=True)
+            if span is not None:
+                attrs["text_cut"] = span
         if item.arguments is not None:
-            changes["arguments"], length = self._bounded(item.arguments, as_json=True)
+            changes["arguments"], length, span = self._bounded(item.arguments, as_json=True)
             if length is not None:
-                attrs["arguments_length"] = length
-                attrs["truncated"] = True
+                attrs.update(arguments_length=length, truncated=True)
+            if span is not None:
+                attrs["arguments_cut"] = span
         return item.with_changes(**changes)
 
     def _optional(self, text: str | None) -> str | None:

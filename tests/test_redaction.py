@@ -240,6 +240,44 @@ def test_huge_text_is_precut_at_a_line_break_without_leaking() -> None:
     )
 
 
+def test_a_long_text_keeps_its_head_and_tail_around_a_marker() -> None:
+    redactor = Redactor(RedactionSettings(max_text_chars=1000))
+    lines = [f"line {n}: ok" for n in range(400)]
+    text = "\n".join([*lines, f"Traceback: KeyError for {OPENAI_KEY}", "exit status 1"])
+    item = redactor.redact_item(Item(ItemKind.TOOL_RESULT, text=text))
+    assert item.text is not None and len(item.text) <= 1000
+    assert item.text.startswith("line 0: ok\n")
+    assert item.text.endswith("Traceback: KeyError for [REDACTED:api_key]\nexit status 1")
+    start, end = item.attrs["text_cut"]
+    marker = item.text[start:end]
+    assert marker.startswith("\n[… ") and marker.endswith(" characters cut …]\n")
+    kept = len(item.text) - len(marker)
+    assert f"{len(text) - kept:,} characters cut" in marker
+    assert item.text[start - 1] == "\n" and item.text[end:].startswith("line ")  # at line breaks
+    assert item.attrs["text_length"] == len(text) and item.attrs["truncated"] is True
+    assert redactor.redact_item(item) == item  # a cut text is within the limit: stays as it is
+
+
+def test_a_huge_text_is_redacted_at_both_ends_before_the_cut() -> None:
+    redactor = Redactor(RedactionSettings(max_text_chars=2000))
+    text = f"head {OPENAI_KEY}\n" + "filler line\n" * 100_000 + f"tail {JWT}\n"
+    item = redactor.redact_item(Item(ItemKind.USER, text=text))
+    assert item.text is not None and len(item.text) <= 2000
+    assert item.text.startswith("head [REDACTED:api_key]\n")
+    assert item.text.endswith("tail [REDACTED:jwt]\n")
+    assert OPENAI_KEY not in item.text and JWT not in item.text
+    assert "characters cut" in item.text[slice(*item.attrs["text_cut"])]
+
+
+def test_cut_arguments_mark_their_cut() -> None:
+    redactor = Redactor(RedactionSettings(max_text_chars=500))
+    arguments = json.dumps({"path": "a.py", "content": "x" * 2000, "mode": "w"})
+    item = redactor.redact_item(Item(ItemKind.TOOL_CALL, arguments=arguments))
+    assert item.arguments is not None and item.arguments.endswith('"mode":"w"}')
+    assert item.attrs["arguments_length"] == len(arguments)
+    assert "characters cut" in item.arguments[slice(*item.attrs["arguments_cut"])]
+
+
 def test_disabled_only_truncates() -> None:
     redactor = Redactor(RedactionSettings(enabled=False, max_text_chars=64))
     text = f"{OPENAI_KEY} " * 3

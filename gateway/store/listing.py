@@ -1,19 +1,127 @@
-"""Extra read-side facts for the traces list page: last stop reason and violation kinds."""
+"""The traces list's filters, sort orders and per-row extras (first user text, refusals).
+
+Columns a store may not have yet (session, cost, duration) are used when the table has them.
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine, RowMapping
 
-from gateway.store.models import TRACES, VIOLATIONS
+from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
+
+PREVIEW_CHARS = 300  # of the first user text; the page shows one line of it
+
+
+def _column(name: str) -> Any:
+    return TRACES.c.get(name)
+
+
+def sorts() -> tuple[str, ...]:
+    """Orders the list offers: newest first, then largest first by the others."""
+    extra = ("cost",) if _column("cost_usd") is not None else ()
+    return ("time", "duration", "steps", *extra)
+
+
+def narrow(
+    query: sa.Select[Any],
+    *,
+    status: str | Sequence[str] | None = None,
+    model: str | None = None,
+    session: str | None = None,
+    has_violations: bool | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> sa.Select[Any]:
+    """The list's filters; a trace is in a time range when it was active during it."""
+    t = TRACES.c
+    if status:
+        query = query.where(t.status.in_([status] if isinstance(status, str) else status))
+    if model:
+        # The trace's model list as JSON text: one table, no join; any case, any part.
+        text = sa.func.lower(sa.cast(t.models, sa.Text))
+        query = query.where(text.contains(model.lower(), autoescape=True))
+    if session:
+        column = _column("session_id")
+        query = query.where(sa.false() if column is None else column == session)
+    if has_violations is not None:
+        query = query.where(t.violation_count > 0 if has_violations else t.violation_count == 0)
+    if since is not None:
+        query = query.where(t.updated_at >= since)
+    if until is not None:
+        query = query.where(t.started_at <= until)
+    return query
+
+
+def _sort_key(conn: Connection, sort: str) -> Any:
+    if sort == "steps":
+        return TRACES.c.step_count
+    if sort == "cost" and _column("cost_usd") is not None:
+        return sa.func.coalesce(TRACES.c.cost_usd, -1.0)
+    if sort != "duration":
+        raise ValueError(f"unknown sort: {sort}")
+    if _column("duration_ms") is not None:
+        return sa.func.coalesce(TRACES.c.duration_ms, -1.0)
+    t = TRACES.c
+    if conn.dialect.name == "postgresql":
+        seconds = sa.extract("epoch", t.updated_at - t.started_at)
+        return sa.cast(seconds * 1000, sa.Float)
+    days = sa.func.julianday(t.updated_at) - sa.func.julianday(t.started_at)
+    return sa.cast(days * 86_400_000, sa.Float)
+
+
+def sorted_page(
+    conn: Connection, query: sa.Select[Any], sort: str, limit: int, cursor: str | None
+) -> tuple[list[RowMapping], str | None]:
+    """Keyset pagination, largest first by `sort` then by id: stable while rows arrive."""
+    key = _sort_key(conn, sort).label("sort_key")
+    query = query.add_columns(key)
+    if cursor:
+        value, row_id = _decode(cursor, sort)
+        query = query.where(sa.or_(key < value, sa.and_(key == value, TRACES.c.id < row_id)))
+    query = query.order_by(key.desc(), TRACES.c.id.desc()).limit(limit + 1)
+    rows = list(conn.execute(query).mappings())
+    if len(rows) <= limit:
+        return rows, None
+    last = rows[limit - 1]
+    return rows[:limit], _encode(sort, last["sort_key"], last["id"])
+
+
+def _encode(sort: str, value: Any, row_id: str) -> str:
+    raw = json.dumps([sort, value, row_id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode(cursor: str, sort: str) -> tuple[float, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        named, value, row_id = json.loads(raw)
+        if named != sort or not isinstance(value, int | float):
+            raise ValueError
+        return float(value), str(row_id)
+    except (binascii.Error, ValueError, TypeError):
+        raise ValueError("invalid cursor") from None
 
 
 def trace_extras(engine: Engine, trace_ids: list[str]) -> dict[str, dict[str, Any]]:
-    """Per listed trace: {"last_stop_reason": str | None, "violation_kinds": {kind: count}}."""
+    """Per listed trace: its last stop reason, violation kinds with counts, when its last
+    refused request came and its last step started, and the start of its first user text."""
     extras: dict[str, dict[str, Any]] = {
-        trace_id: {"last_stop_reason": None, "violation_kinds": {}} for trace_id in trace_ids
+        trace_id: {
+            "last_stop_reason": None,
+            "violation_kinds": {},
+            "last_refusal_at": None,
+            "last_step_at": None,
+            "first_user_text": None,
+        }
+        for trace_id in trace_ids
     }
     if not trace_ids:
         return extras
@@ -27,6 +135,102 @@ def trace_extras(engine: Engine, trace_ids: list[str]) -> dict[str, dict[str, An
             .group_by(v.trace_id, v.kind)
             .order_by(v.kind)
         ).all()
+        refusals = conn.execute(
+            sa.select(v.trace_id, sa.func.max(v.created_at))
+            .where(v.trace_id.in_(trace_ids), v.step_id.is_(None), v.enforced.is_(True))
+            .group_by(v.trace_id)
+        ).all()
+        starts = conn.execute(
+            sa.select(STEPS.c.trace_id, sa.func.max(STEPS.c.started_at))
+            .where(STEPS.c.trace_id.in_(trace_ids))
+            .group_by(STEPS.c.trace_id)
+        ).all()
+        firsts = _first_user_texts(conn, trace_ids)
     for trace_id, kind, count in counts:
         extras[trace_id]["violation_kinds"][kind] = count
+    for trace_id, when in refusals:
+        extras[trace_id]["last_refusal_at"] = when
+    for trace_id, when in starts:
+        extras[trace_id]["last_step_at"] = when
+    for trace_id, text in firsts.items():
+        extras[trace_id]["first_user_text"] = text
     return extras
+
+
+def _first_user_texts(conn: Connection, trace_ids: list[str]) -> dict[str, str]:
+    """The head of each trace's first user input item, from its first step."""
+    i, s = ITEMS.c, STEPS.c
+    rows = conn.execute(
+        sa.select(s.trace_id, sa.func.substr(i.text, 1, PREVIEW_CHARS))
+        .join(STEPS, s.id == i.step_id)
+        .where(
+            s.trace_id.in_(trace_ids),
+            s.seq == 1,
+            i.direction == "input",
+            i.kind == "user",
+            i.text.is_not(None),
+        )
+        .order_by(s.trace_id, i.position.desc())
+    ).all()
+    return {trace_id: text for trace_id, text in rows}  # the lowest position is written last
+
+
+def list_sessions(engine: Engine, *, limit: int = 100) -> list[dict[str, Any]]:
+    """Sessions with their trace counts, steps, tokens, cost and last activity, latest first;
+    empty when the store records no session."""
+    session = _column("session_id")
+    if session is None:
+        return []
+    t = TRACES.c
+    cost = _column("cost_usd")
+    query = (
+        sa.select(
+            session.label("session_id"),
+            sa.func.count().label("trace_count"),
+            sa.func.sum(t.step_count).label("step_count"),
+            sa.func.sum(t.total_tokens).label("total_tokens"),
+            sa.func.sum(t.violation_count).label("violation_count"),
+            sa.func.min(t.started_at).label("started_at"),
+            sa.func.max(t.updated_at).label("updated_at"),
+            (sa.func.sum(cost) if cost is not None else sa.null()).label("cost_usd"),
+        )
+        .where(session.is_not(None))
+        .group_by(session)
+        .order_by(sa.func.max(t.updated_at).desc())
+        .limit(limit)
+    )
+    with engine.connect() as conn:
+        return [dict(row) for row in conn.execute(query).mappings()]
+
+
+def find_prefix(engine: Engine, text: str) -> dict[str, Any] | None:
+    """The newest trace (and step) whose id, step id, response id or provider request id
+    starts with `text`, or that holds a tool call or result with exactly that call id."""
+    t, s, i = TRACES.c, STEPS.c, ITEMS.c
+    queries = [
+        sa.select(t.id.label("trace_id"), sa.null().label("step_id"), t.updated_at.label("at"))
+        .where(t.id.startswith(text, autoescape=True))
+        .order_by(t.updated_at.desc())
+        .limit(1),
+        sa.select(s.trace_id, s.id.label("step_id"), s.started_at.label("at"))
+        .where(
+            sa.or_(
+                s.id.startswith(text, autoescape=True),
+                s.response_id.startswith(text, autoescape=True),
+                s.provider_request_id.startswith(text, autoescape=True),
+            )
+        )
+        .order_by(s.started_at.desc())
+        .limit(1),
+        sa.select(s.trace_id, s.id.label("step_id"), s.started_at.label("at"))
+        .join(ITEMS, i.step_id == s.id)
+        .where(i.call_id == text)
+        .order_by(s.started_at)
+        .limit(1),
+    ]
+    with engine.connect() as conn:
+        for query in queries:
+            row = conn.execute(query).mappings().first()
+            if row is not None:
+                return {"trace_id": row["trace_id"], "step_id": row["step_id"]}
+    return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from gateway.items import Item, ItemKind
+from gateway.store import listing
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
 
 DEFAULT_LIMIT = 50
@@ -112,22 +113,36 @@ def list_traces(
     *,
     limit: int = DEFAULT_LIMIT,
     cursor: str | None = None,
-    status: str | None = None,
+    status: str | Sequence[str] | None = None,
     model: str | None = None,
     violation: str | None = None,
+    session: str | None = None,
+    has_violations: bool | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    sort: str = "time",
 ) -> dict[str, Any]:
+    """A page of traces, newest first or largest first by `sort` (listing.sorts())."""
     t = TRACES.c
-    query = sa.select(TRACES)
-    if status:
-        query = query.where(t.status == status)
-    if model:
-        query = query.where(sa.exists().where(STEPS.c.trace_id == t.id, STEPS.c.model == model))
+    query = listing.narrow(
+        sa.select(TRACES),
+        status=status,
+        model=model,
+        session=session,
+        has_violations=has_violations,
+        since=since,
+        until=until,
+    )
     if violation:
         query = query.where(
             sa.exists().where(VIOLATIONS.c.trace_id == t.id, VIOLATIONS.c.kind == violation)
         )
     with _reading(engine) as conn:
-        rows, next_cursor = _page(conn, query, (t.updated_at, t.id), limit, cursor)
+        if sort == "time":
+            rows, next_cursor = _page(conn, query, (t.updated_at, t.id), limit, cursor)
+        else:
+            limit = max(1, min(limit, MAX_LIMIT))
+            rows, next_cursor = listing.sorted_page(conn, query, sort, limit, cursor)
     return {"traces": [trace_json(row) for row in rows], "next_cursor": next_cursor}
 
 

@@ -1,273 +1,294 @@
-"""View models for the trace page: waterfall geometry, token bars, typed items, call↔result links.
+"""The trace page's view model from the read API's trace dict (DESIGN.md, Read API).
 
-Input is the read API's trace dict (DESIGN.md, Read API); output is plain data for templates.
+This is the one reader of the trace's optional fields (status, cost, timing, session, first
+user text, refusals): each is used when present and derived or left out when not.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import quote
 
-from gateway.ui.fmt import duration, parse_time
+from gateway.ui import header as head
+from gateway.ui import status as statuses
+from gateway.ui.fmt import duration, one_line, parse_time
+from gateway.ui.items_view import ItemView, digest, error_text, item_view
+from gateway.ui.links import CallRecord, link_calls, mark_repeats
+from gateway.ui.shapes import RefusalView, Row, StepView
+from gateway.ui.timeline import (
+    model_spans,
+    offset,
+    open_calls,
+    origin_of,
+    refusal_spans,
+    tool_gap,
+    tool_spans,
+)
 
-SCALE = 1000.0  # SVG user units across a bar's full width
-PREVIEW_CHARS = 600
-PREVIEW_LINES = 12
-KIND_LABELS = {
-    "instruction": "instruction",
-    "user": "user",
-    "assistant_text": "assistant",
-    "tool_call": "tool call",
-    "tool_result": "tool result",
-    "reasoning": "reasoning",
-    "refusal": "refusal",
-    "other": "other",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class Segment:
-    kind: str  # CSS class: prompt, cached, completion, reasoning, wait, stream
-    x: float
-    width: float
-    tokens: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Bar:
-    used: int
-    limit: int | None
-    fraction: float  # 0..1 of the limit, for the SVG
-    over: bool
-
-
-@dataclass(slots=True)
-class ItemView:
-    anchor: str
-    kind: str
-    label: str
-    role: str | None = None
-    text: str | None = None
-    preview: str | None = None  # set when `text` is long: shown collapsed first
-    tool_name: str | None = None
-    call_id: str | None = None
-    arguments: str | None = None
-    arguments_valid: bool = True
-    link: str | None = None  # "#anchor" of the partner call or result
-    is_error: bool = False
-    tokens: int | None = None  # reasoning tokens
-    truncated_from: int | None = None
-    incomplete: bool = False
-
-
-@dataclass(slots=True)
-class StepView:
-    id: str
-    seq: int
-    anchor: str
-    step: dict[str, Any]
-    offset_ms: float
-    timing: list[Segment]
-    tokens: list[Segment]
-    token_total: int
-    error_text: str | None = None
-    inputs: list[ItemView] = field(default_factory=list)
-    outputs: list[ItemView] = field(default_factory=list)
-    violations: list[dict[str, Any]] = field(default_factory=list)
+LAZY_AFTER = 40  # steps: longer traces load step bodies on demand
+OPEN_UPTO = 6  # steps: shorter traces show every step opened
+LISTED_VIOLATIONS = 20
 
 
 @dataclass(slots=True)
 class TraceView:
     trace: dict[str, Any]
-    steps: list[StepView]
+    header: head.Header
+    rows: list[Row]
+    steps: dict[str, StepView]
     span_ms: float
-    step_budget: Bar
-    token_budget: Bar
-    unplaced: list[dict[str, Any]]  # violations of refused requests: no step to sit at
-    duration: str
-    seqs: dict[str, int] = field(default_factory=dict)  # step id → its number in the trace
+    href: str
+    lazy: bool
+    open_rows: bool
+    running: bool
+    violations: list[dict[str, Any]] = field(default_factory=list)  # the first few, listed
+    seqs: dict[str, int] = field(default_factory=dict)
+    pages: dict[bool, str] = field(default_factory=dict)  # rendered pages, by auth enabled
 
 
 def step_anchor(step_id: str) -> str:
     return f"step-{step_id}"
 
 
-def budget_bar(used: int, limit: int | None) -> Bar:
-    if not limit:
-        return Bar(used, None, 0.0, False)
-    return Bar(used, limit, min(used / limit, 1.0), used > limit)
+def trace_href(trace_id: str) -> str:
+    return f"/traces/{quote(trace_id, safe='')}"
 
 
-def pretty_arguments(text: str | None) -> tuple[str | None, bool]:
-    """Indented JSON when the arguments parse; otherwise the text as sent, flagged invalid."""
-    if text is None or text == "":
-        return text, True
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return text, False
-    return json.dumps(value, indent=2, ensure_ascii=False), True
+def step_href(trace_id: str, step_id: str) -> str:
+    return f"{trace_href(trace_id)}/steps/{quote(step_id, safe='')}"
 
 
-def preview(text: str | None) -> str | None:
-    """The head of a long text, or None when the whole text is short enough to show."""
-    if text is None:
-        return None
-    lines = text.split("\n")
-    if len(text) <= PREVIEW_CHARS and len(lines) <= PREVIEW_LINES:
-        return None
-    head = "\n".join(lines[:PREVIEW_LINES])[:PREVIEW_CHARS]
-    return head.rstrip() + " …"
+def trace_view(
+    trace: dict[str, Any],
+    *,
+    now: datetime,
+    idle_seconds: float = statuses.IDLE_SECONDS,
+    lazy_after: int = LAZY_AFTER,
+) -> TraceView:
+    steps_json: list[dict[str, Any]] = trace.get("steps") or []
+    lazy = len(steps_json) > lazy_after
+    refusal_json = _refusals(trace)
+    origin = origin_of(trace, [t for t, _ in refusal_json if t is not None])
+    steps = _step_views(trace, steps_json, origin)
+    calls = link_calls(steps, _linker(trace["id"], lazy))
+    mark_repeats(steps)
+    refusals = [_refusal_view(when, group, origin) for when, group in refusal_json]
+    _place_violations(trace, steps)
+    pending = open_calls(calls)
+    status, facts = _status(trace, steps, refusal_json, pending, now, idle_seconds)
+    running = status == "running"
+    ends = [s.end_ms for s in steps] + [r.offset_ms for r in refusals]
+    end = max([*ends, 1.0])
+    if running and origin is not None:
+        end = max(end, offset(now, origin))
+    _draw(steps, refusals, calls, end, running)
+    rows: list[Row] = sorted([*steps, *refusals], key=lambda r: r.offset_ms)
+    return TraceView(
+        trace=trace,
+        header=_header(trace, steps, status, facts, end),
+        rows=rows,
+        steps={s.id: s for s in steps},
+        span_ms=end,
+        href=trace_href(trace["id"]),
+        lazy=lazy,
+        open_rows=len(steps_json) <= OPEN_UPTO,
+        running=running,
+        violations=(trace.get("violations") or [])[:LISTED_VIOLATIONS],
+        seqs={s.id: s.seq for s in steps},
+    )
 
 
-def _item_view(item: dict[str, Any], anchor: str, step: dict[str, Any]) -> ItemView:
-    kind = item.get("kind") or "other"
-    attrs = item.get("attrs") or {}
-    view = ItemView(anchor=anchor, kind=kind, label=KIND_LABELS.get(kind, kind))
-    view.role = item.get("role")
-    view.call_id = item.get("call_id")
-    view.tool_name = item.get("tool_name")
-    view.is_error = bool(item.get("is_error"))
-    view.incomplete = bool(attrs.get("incomplete"))
-    length = attrs.get("text_length")
-    text = item.get("text")
-    if isinstance(length, int) and text is not None and length > len(text):
-        view.truncated_from = length
-    if kind == "reasoning":
-        tokens = attrs.get("tokens")
-        if not isinstance(tokens, int):
-            tokens = (step.get("usage") or {}).get("reasoning_tokens")
-        view.tokens = tokens if isinstance(tokens, int) else None
-    view.text = text
-    view.preview = preview(text)
-    if kind == "tool_call":
-        view.arguments, view.arguments_valid = pretty_arguments(item.get("arguments"))
-    return view
+def _linker(trace_id: str, lazy: bool) -> Any:
+    def href(target: ItemView, where: StepView) -> str:
+        if not lazy or target.step_id is None or target.step_id == where.id:
+            return f"#{target.anchor}"
+        return f"{step_href(trace_id, target.step_id)}#{target.anchor}"
+
+    return href
 
 
-def _link_calls(steps: list[StepView]) -> None:
-    """Point each tool call at the first result that answers it, and each result back."""
-    calls: dict[str, ItemView] = {}
-    results: dict[str, ItemView] = {}
-    for step in steps:
-        for view in step.inputs + step.outputs:
-            if view.call_id is None:
-                continue
-            if view.kind == "tool_call":
-                calls.setdefault(view.call_id, view)
-            elif view.kind == "tool_result":
-                results.setdefault(view.call_id, view)
-    for step in steps:
-        for view in step.inputs + step.outputs:
-            if view.call_id is None:
-                continue
-            partner = (results if view.kind == "tool_call" else calls).get(view.call_id)
-            if view.kind in ("tool_call", "tool_result") and partner is not None:
-                view.link = f"#{partner.anchor}"
-
-
-def _timing(offset: float, step: dict[str, Any], span: float) -> list[Segment]:
-    """Waiting for the first chunk, then receiving; one segment when TTFT is unknown."""
-    x = offset / span * SCALE
-    width = max((step.get("latency_ms") or 0.0) / span * SCALE, 2.0)
-    ttft = step.get("ttft_ms")
-    if ttft is None:
-        return [Segment("stream", x, width)]
-    wait = min(ttft / span * SCALE, width)
-    return [Segment("wait", x, wait), Segment("stream", x + wait, width - wait)]
-
-
-def _token_segments(usage: dict[str, Any], widest: int) -> list[Segment]:
-    prompt = usage.get("prompt_tokens") or 0
-    cached = min(usage.get("cached_tokens") or 0, prompt)
-    completion = usage.get("completion_tokens") or 0
-    reasoning = min(usage.get("reasoning_tokens") or 0, completion)
-    parts = [
-        ("prompt", prompt - cached),
-        ("cached", cached),
-        ("completion", completion - reasoning),
-        ("reasoning", reasoning),
-    ]
-    segments, x = [], 0.0
-    for kind, tokens in parts:
-        width = tokens / widest * SCALE if widest else 0.0
-        if tokens:
-            segments.append(Segment(kind, x, width, tokens))
-        x += width
-    return segments
-
-
-def _error_text(error: Any) -> str | None:
-    if error is None:
-        return None
-    return error if isinstance(error, str) else json.dumps(error, indent=2, ensure_ascii=False)
-
-
-def _step_tokens(step: dict[str, Any]) -> int:
-    usage = step.get("usage") or {}
-    return int((usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0))
-
-
-def _offsets(steps: list[dict[str, Any]]) -> tuple[list[float], float]:
-    starts = [parse_time(step["started_at"]) for step in steps]
-    known = [s for s in starts if s is not None]
-    origin: datetime | None = min(known) if known else None
-    offsets = [
-        (start - origin).total_seconds() * 1000 if start and origin else 0.0 for start in starts
-    ]
-    ends = [off + (step.get("latency_ms") or 0.0) for off, step in zip(offsets, steps, strict=True)]
-    return offsets, max([*ends, 1.0])
-
-
-def _step_views(trace: dict[str, Any]) -> tuple[list[StepView], float]:
-    steps = trace.get("steps") or []
-    offsets, span = _offsets(steps)
-    widest = max([_step_tokens(step) for step in steps] + [1])
-    views = []
-    for offset, step in zip(offsets, steps, strict=True):
+def _step_views(
+    trace: dict[str, Any], steps_json: list[dict[str, Any]], origin: datetime | None
+) -> list[StepView]:
+    views: list[StepView] = []
+    previous_end: float | None = None
+    for step in steps_json:
+        start = offset(parse_time(step.get("started_at")), origin)
+        latency = step.get("latency_ms")
+        end = start + (float(latency) if isinstance(latency, int | float) else 0.0)
+        usage = step.get("usage") or {}
         view = StepView(
             id=step["id"],
             seq=step["seq"],
             anchor=step_anchor(step["id"]),
             step=step,
-            offset_ms=offset,
-            timing=_timing(offset, step, span),
-            tokens=_token_segments(step.get("usage") or {}, widest),
-            token_total=_step_tokens(step),
-            error_text=_error_text(step.get("error")),
+            offset_ms=start,
+            end_ms=end,
+            tool_ms=tool_gap(step, start, previous_end),
+            cost_usd=step.get("cost_usd"),
+            cost_source=step.get("cost_source"),
+            tokens=int((usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0)),
+            digest_in=digest(step.get("input_items") or []),
+            digest_out=digest(step.get("output_items") or []),
+            error=error_text(step.get("error")),
+            href=step_href(trace["id"], step["id"]),
         )
         for direction, target in (("input", view.inputs), ("output", view.outputs)):
             for position, item in enumerate(step.get(f"{direction}_items") or []):
                 anchor = f"s{step['seq']}-{direction[:3]}-{position}"
-                target.append(_item_view(item, anchor, step))
+                target.append(item_view(item, anchor, step["id"], usage))
+        previous_end = end if previous_end is None else max(previous_end, end)
         views.append(view)
-    return views, span
+    return views
 
 
-def trace_view(trace: dict[str, Any]) -> TraceView:
-    steps, span = _step_views(trace)
-    _link_calls(steps)
+def _refusals(trace: dict[str, Any]) -> list[tuple[datetime | None, list[dict[str, Any]]]]:
+    """Refused requests, each with its violations (and items when the store keeps them):
+    the trace's `refusals`, else its violations that have no step, grouped by time."""
+    source = trace.get("refusals")
+    if source is None:
+        source = [v for v in trace.get("violations") or [] if not v.get("step_id")]
+    groups: dict[str | None, list[dict[str, Any]]] = {}
+    for entry in source:
+        groups.setdefault(entry.get("created_at"), []).append(entry)
+    return [(parse_time(when), group) for when, group in groups.items()]
+
+
+def refusal_anchor(violation_id: str) -> str:
+    return f"refusal-{violation_id}"
+
+
+def _refusal_view(
+    when: datetime | None, group: list[dict[str, Any]], origin: datetime | None
+) -> RefusalView:
+    kept = [entry["items"] for entry in group if isinstance(entry.get("items"), list)]
+    first_id = str(group[0].get("id") or "")
+    anchor = refusal_anchor(first_id)
+    items = None
+    if kept:
+        items = [
+            item_view(item, f"{anchor}-in-{position}", None, {})
+            for position, item in enumerate(kept[0])
+        ]
+    return RefusalView(
+        id=first_id,
+        anchor=anchor,
+        offset_ms=offset(when, origin),
+        created_at=group[0].get("created_at"),
+        violations=group,
+        items=items,
+        digest=digest(kept[0]) if kept else "",
+    )
+
+
+def _place_violations(trace: dict[str, Any], steps: list[StepView]) -> None:
     by_id = {step.id: step for step in steps}
-    unplaced = []
     for violation in trace.get("violations") or []:
         owner = by_id.get(violation.get("step_id") or "")
-        if owner is None:
-            unplaced.append(violation)
-        else:
+        if owner is not None:
             owner.violations.append(violation)
+
+
+def _status(
+    trace: dict[str, Any],
+    steps: list[StepView],
+    refusals: list[tuple[datetime | None, list[dict[str, Any]]]],
+    pending: list[CallRecord],
+    now: datetime,
+    idle_seconds: float,
+) -> tuple[str, dict[str, Any]]:
+    last = steps[-1] if steps else None
+    last_end = None
+    if last is not None:
+        started = parse_time(last.step.get("started_at"))
+        latency = last.step.get("latency_ms") or 0.0
+        last_end = started if started is None else started + _ms(latency)
+    enforced = [(when, g) for when, g in refusals if when and any(v.get("enforced") for v in g)]
+    refused_at = max((when for when, _ in enforced), default=None)
+    ending = statuses.Ending(
+        stored=trace.get("status"),
+        last_stop=last.step.get("stop_reason") if last else None,
+        last_step_end=last_end,
+        last_refusal_at=refused_at,
+        last_step_start=parse_time(last.step.get("started_at")) if last else None,
+        open_calls=bool(pending),
+        now=now,
+        idle_seconds=idle_seconds,
+    )
+    status = statuses.status_of(ending)
+    activity = max([t for t in (last_end, refused_at) if t is not None], default=None)
+    error = (last.step.get("error") or {}) if last else {}
+    facts = {
+        "last_stop": ending.last_stop,
+        "open_calls": len(pending),
+        "idle": duration((now - activity).total_seconds() * 1000) if activity else None,
+        "since": activity.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if activity else None,
+        "refusal": enforced[-1][1][0] if enforced else None,
+        "error": error.get("message") if isinstance(error, dict) else str(error),
+    }
+    return status, facts
+
+
+def _ms(value: float) -> timedelta:
+    return timedelta(milliseconds=float(value))
+
+
+def _draw(
+    steps: list[StepView],
+    refusals: list[RefusalView],
+    calls: list[CallRecord],
+    end: float,
+    running: bool,
+) -> None:
+    tools = tool_spans(calls, end, end, running)
+    for step in steps:
+        step.spans = model_spans(step, end) + tools.get(step.id, [])
+    for refusal in refusals:
+        refusal.spans = refusal_spans(refusal, end)
+
+
+def _header(
+    trace: dict[str, Any],
+    steps: list[StepView],
+    status: str,
+    facts: dict[str, Any],
+    end: float,
+) -> head.Header:
+    steps_json = [s.step for s in steps]
+    total = trace.get("duration_ms")
+    total = float(total) if isinstance(total, int | float) else end if steps else 0.0
+    model = trace.get("model_ms")
+    if not isinstance(model, int | float):
+        model = sum(s.end_ms - s.offset_ms for s in steps)
+    tool = trace.get("tool_ms")
+    if not isinstance(tool, int | float):
+        tool = sum(s.tool_ms or 0.0 for s in steps)
+    cost, note = head.cost_of(trace, steps_json)
     budget = trace.get("budget") or {}
     usage = trace.get("usage") or {}
-    started, updated = parse_time(trace.get("started_at")), parse_time(trace.get("updated_at"))
-    elapsed = (updated - started).total_seconds() * 1000 if started and updated else None
-    return TraceView(
-        trace=trace,
-        steps=steps,
-        span_ms=span,
-        step_budget=budget_bar(trace.get("step_count") or 0, budget.get("max_steps")),
-        token_budget=budget_bar(usage.get("total_tokens") or 0, budget.get("max_tokens")),
-        unplaced=unplaced,
-        duration=duration(elapsed),
-        seqs={step.id: step.seq for step in steps},
+    title = trace.get("first_user_text")
+    if title is None:
+        title = _first_user_text(steps_json)
+    return head.Header(
+        status=status,
+        label=statuses.label(status),
+        tone=statuses.tone(status),
+        ending=head.ending_sentence(status, facts),
+        cost=cost,
+        cost_note=note,
+        duration=duration(total) if steps else "—",
+        shares=head.time_shares(total, float(model), float(tool)) if steps else [],
+        title=one_line(title, 200),
+        session=trace.get("session_id"),
+        step_budget=head.budget_bar(trace.get("step_count") or 0, budget.get("max_steps")),
+        token_budget=head.budget_bar(usage.get("total_tokens") or 0, budget.get("max_tokens")),
     )
+
+
+def _first_user_text(steps: list[dict[str, Any]]) -> str | None:
+    for item in (steps[0].get("input_items") or []) if steps else []:
+        if item.get("kind") == "user" and item.get("text"):
+            return str(item["text"])
+    return None

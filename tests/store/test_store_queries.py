@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from sqlalchemy.engine import Engine
@@ -93,6 +93,46 @@ def test_list_filters(engine: Engine, make_step: MakeStep) -> None:
     assert _all_pages(engine, 5, status="error") == []
     both = [t for t in every_third if t in odd]
     assert _all_pages(engine, 1, model="o3", violation="duplicate_call_id") == both
+
+
+def test_list_model_substring_time_range_and_violations(
+    engine: Engine, make_step: MakeStep
+) -> None:
+    newest_first = _seed(engine, make_step, 12)
+    odd = [t for t in newest_first if int(t[-3:]) % 2]
+    assert _all_pages(engine, 4, model="O3") == odd  # any case
+    assert _all_pages(engine, 4, model="PT-4") == [t for t in newest_first if t not in odd]
+    assert _all_pages(engine, 4, model="%") == []  # wildcards are plain characters
+    flagged = [t for t in newest_first if int(t[-3:]) % 3 == 0]
+    assert _all_pages(engine, 3, has_violations=True) == flagged  # type: ignore[arg-type]
+    clean = [t for t in newest_first if t not in flagged]
+    assert _all_pages(engine, 3, has_violations=False) == clean  # type: ignore[arg-type]
+    started = {t["id"]: t["started_at"] for t in list_traces(engine, limit=200)["traces"]}
+    since, until = (datetime.fromisoformat(started[t]) for t in ("tr-003", "tr-005"))
+    window = list_traces(engine, since=since, until=until)["traces"]
+    assert [t["id"] for t in window] == ["tr-005", "tr-004", "tr-003"]
+    assert list_traces(engine, status=("error", "ok"), limit=200)["traces"][0]["id"] == "tr-011"
+    assert list_traces(engine, session="no such session")["traces"] == []
+
+
+def test_list_sorted_by_steps_and_duration_across_pages(
+    engine: Engine, make_step: MakeStep
+) -> None:
+    base = make_step().started_at
+    records: list[StepRecord | RefusalRecord] = []
+    for i in range(7):  # trace i has i % 4 + 1 steps, each 1 s apart
+        for n in range(i % 4 + 1):
+            records.append(make_step(f"tr-{i}", at=base + timedelta(minutes=i, seconds=n)))
+    StoreWriter(engine).write_batch(records)
+    by_steps = _all_pages(engine, 2, sort="steps")
+    assert by_steps == ["tr-3", "tr-6", "tr-2", "tr-5", "tr-1", "tr-4", "tr-0"]
+    assert _all_pages(engine, 3, sort="duration") == by_steps  # more steps took longer
+    assert _all_pages(engine, 7, sort="duration") == by_steps
+    cursor = list_traces(engine, limit=2, sort="steps")["next_cursor"]
+    with pytest.raises(ValueError, match="invalid cursor"):
+        list_traces(engine, cursor=cursor, sort="duration")  # a cursor of another order
+    with pytest.raises(ValueError, match="unknown sort"):
+        list_traces(engine, sort="colour")
 
 
 def test_limit_is_capped_and_bad_cursor_rejected(engine: Engine, make_step: MakeStep) -> None:

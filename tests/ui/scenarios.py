@@ -10,6 +10,7 @@ import aiohttp
 import openai
 
 from tests.fakes.chat import call, completion, streamed, usage
+from tests.fakes.provider import Reply
 from tests.harness import Gateway
 
 SCRIPT = "<script>alert(1)</script>"
@@ -143,3 +144,104 @@ async def all_runs(gw: Gateway) -> Runs:
     )
     await gw.flush()
     return runs
+
+
+INCIDENT_TOOLS = [
+    {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+    for name in ("list_incidents", "get_incident")
+]
+
+
+async def retry_run(gw: Gateway, trace_id: str = "ui-retry") -> str:
+    """The stream of step 2 dies mid tool-call; the agent sends the same request again (step
+    3), runs the call and sends its result (step 4)."""
+    get = call("call_get", "get_incident", {"id": "INC-7", "include": ["owner", "timeline"]})
+    broken = streamed(tool_calls=[get], response_id="chatcmpl-r2")
+    gw.provider.queue(
+        completion(tool_calls=[call("call_list", "list_incidents", {})], response_id="chatcmpl-r1"),
+        Reply(events=broken.events, headers=broken.headers, die_after=5),
+        completion(tool_calls=[get], response_id="chatcmpl-r3"),
+        completion("INC-7 is owned by payments.", response_id="chatcmpl-r4"),
+    )
+    messages: list[Any] = [{"role": "user", "content": "Summarize the open incident."}]
+    async with sdk(gw, **{"X-Loopwatch-Trace-Id": trace_id}) as client:
+        first = await client.chat.completions.create(
+            model="gpt-4o", messages=messages, tools=INCIDENT_TOOLS
+        )
+        messages += [_assistant(first), _result("call_list", '[{"id": "INC-7"}]')]
+        try:
+            stream = await client.chat.completions.create(
+                model="gpt-4o", messages=messages, tools=INCIDENT_TOOLS, stream=True
+            )
+            async for _ in stream:
+                pass
+        except Exception:  # the connection broke: the SDK raises, the agent retries
+            pass
+        again = await client.chat.completions.create(
+            model="gpt-4o", messages=messages, tools=INCIDENT_TOOLS
+        )
+        messages += [_assistant(again), _result("call_get", '{"owner": "payments"}')]
+        await client.chat.completions.create(
+            model="gpt-4o", messages=messages, tools=INCIDENT_TOOLS
+        )
+    return trace_id
+
+
+def _assistant(response: Any) -> dict[str, Any]:
+    return response.choices[0].message.model_dump(exclude_none=True)
+
+
+def _result(call_id: str, content: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+async def refused_run(gw: Gateway, trace_id: str = "ui-refused") -> str:
+    """Two parallel calls; the agent sends only one result back and is refused by pairing."""
+    gw.provider.queue(
+        completion(
+            tool_calls=[
+                call("call_a", "get_weather", {"city": "Oslo"}),
+                call("call_b", "get_weather", {"city": "Rome"}),
+            ],
+            response_id="chatcmpl-f1",
+        )
+    )
+    messages: list[Any] = [{"role": "user", "content": "Weather in Oslo and Rome?"}]
+    async with sdk(gw, **{"X-Loopwatch-Trace-Id": trace_id}) as client:
+        first = await client.chat.completions.create(model="gpt-4o", messages=messages, tools=TOOLS)
+        messages += [_assistant(first), _result("call_a", "snow")]
+        try:
+            await client.chat.completions.create(model="gpt-4o", messages=messages, tools=TOOLS)
+        except openai.BadRequestError:
+            return trace_id
+    raise AssertionError("pairing did not refuse the request")
+
+
+async def first_step_only(gw: Gateway, trace_id: str = "ui-running") -> str:
+    """A run that asked for a tool a moment ago: still running."""
+    gw.provider.queue(
+        completion(tool_calls=[call("call_r", "get_weather", {"city": "Lima"})], response_id="r1")
+    )
+    async with sdk(gw, **{"X-Loopwatch-Trace-Id": trace_id}) as client:
+        await client.chat.completions.create(
+            model="gpt-4o",
+            messages=[{"role": "user", "content": "Weather in Lima?"}],
+            tools=TOOLS,
+        )
+    return trace_id
+
+
+async def next_step(gw: Gateway, trace_id: str = "ui-running") -> None:
+    """The running run goes on: the tool's result comes back and the model answers."""
+    gw.provider.queue(completion("Lima is cloudy.", response_id="r2"))
+    messages: list[Any] = [
+        {"role": "user", "content": "Weather in Lima?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [call("call_r", "get_weather", {"city": "Lima"})],
+        },
+        _result("call_r", "cloudy"),
+    ]
+    async with sdk(gw, **{"X-Loopwatch-Trace-Id": trace_id}) as client:
+        await client.chat.completions.create(model="gpt-4o", messages=messages, tools=TOOLS)

@@ -41,7 +41,8 @@ async def login(gw: Gateway, token: str, next_path: str = "/") -> aiohttp.Client
 
 
 async def test_without_a_token_pages_and_api_are_refused(guarded: Gateway) -> None:
-    for path in ("/", "/violations", "/traces/x", "/api/traces"):
+    paths = ("/", "/violations", "/sessions", "/traces/x", "/api/traces")
+    for path in (*paths, "/traces/x/steps/y?part=body", "/traces/x/live?after=0"):
         status, body, _ = await get(guarded, path)
         assert status == 401 and "invalid_admin_token" in body, path
     status, _, response = await get(guarded, "/violations?kind=x", **HTML)
@@ -58,8 +59,10 @@ async def test_without_a_token_pages_and_api_are_refused(guarded: Gateway) -> No
 
 
 async def test_bearer_token_opens_pages_and_api(guarded: Gateway) -> None:
-    for path in ("/", "/violations", "/api/traces"):
+    for path in ("/", "/violations", "/sessions", "/api/traces"):
         assert (await get(guarded, path, Authorization=f"Bearer {TOKEN}"))[0] == 200
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    assert (await get(guarded, "/traces/x/steps/y", **bearer))[0] == 404  # past the guard
     assert (await get(guarded, "/", Authorization="Bearer wrong-token-0123456789"))[0] == 401
 
 

@@ -1,4 +1,5 @@
-/* Loopwatch pages work without this file; it adds copy buttons, expand-all and live updates. */
+/* Loopwatch pages work without this file. It adds copy buttons, open/close all, loading of
+   step bodies on demand, keyboard moves, and live updates of the list and of a running trace. */
 "use strict";
 (function () {
   function copyText(el, button) {
@@ -36,20 +37,203 @@
     });
   }
 
-  function addExpandAll() {
-    var holder = document.querySelector("[data-expand-all]");
-    if (!holder || !document.querySelector("details.more")) { return; }
-    var button = document.createElement("button");
-    button.type = "button";
-    button.className = "link";
-    button.textContent = "expand all long texts";
-    var open = false;
-    button.addEventListener("click", function () {
-      open = !open;
-      document.querySelectorAll("details.more").forEach(function (d) { d.open = open; });
-      button.textContent = open ? "collapse all long texts" : "expand all long texts";
+  function parse(html) {
+    var doc = new DOMParser().parseFromString(html, "text/html");
+    return document.importNode(doc.body.firstElementChild, true);
+  }
+
+  function get(url, accept) {
+    return fetch(url, { headers: { Accept: accept }, credentials: "same-origin" }).then(function (r) {
+      if (!r.ok) { throw new Error(String(r.status)); }
+      return accept === "application/json" ? r.json() : r.text();
     });
-    holder.appendChild(button);
+  }
+
+  /* Step bodies of long traces load when their row opens. */
+  function load(row) {
+    var body = row.querySelector(":scope > .row-body.lazy");
+    if (!body) { return Promise.resolve(row); }
+    if (body.loading) { return body.loading; }
+    body.classList.add("loading");
+    var link = body.querySelector("a[href]");
+    body.loading = get(link.getAttribute("href") + "?part=body", "text/html").then(function (html) {
+      var part = parse(html);
+      body.replaceChildren(part);
+      body.classList.remove("lazy", "loading");
+      addCopyButtons(body);
+      return row;
+    }).catch(function () {
+      body.classList.remove("loading");
+      body.loading = null;
+      return row;
+    });
+    return body.loading;
+  }
+
+  function rows() { return Array.prototype.slice.call(document.querySelectorAll("details.row")); }
+
+  function rowOf(id) {
+    var el = document.getElementById(id);
+    if (el) { return el.closest("details.row"); }
+    var seq = /^s(\d+)-/.exec(id);
+    return seq ? document.querySelector('details.row[data-seq="' + seq[1] + '"]') : null;
+  }
+
+  /* Show the element a link points at: open its row, load it, focus it. */
+  function reveal(id, focus) {
+    var row = rowOf(id);
+    if (!row) { return; }
+    row.open = true;
+    load(row).then(function () {
+      var target = document.getElementById(id);
+      if (!target) { return; }
+      var more = target.closest("details.more");
+      if (more && more !== target) { more.open = true; }
+      if (focus) {
+        var focusable = target.matches("details.row") ? target.querySelector("summary") : target;
+        focusable.focus({ preventScroll: true });
+        target.scrollIntoView({ block: "start" });
+      }
+    });
+  }
+
+  function onHash() {
+    var id = decodeURIComponent(window.location.hash.slice(1));
+    if (id) { reveal(id, true); }
+  }
+
+  /* A link to another step's page, from a step body on the trace page, stays on this page. */
+  function onClick(event) {
+    var link = event.target.closest("a[data-step]");
+    if (!link || !document.getElementById("rows") || event.ctrlKey || event.metaKey) { return; }
+    var hash = link.getAttribute("href").split("#")[1];
+    if (!hash || !document.getElementById("step-" + link.getAttribute("data-step"))) { return; }
+    event.preventDefault();
+    var row = document.getElementById("step-" + link.getAttribute("data-step"));
+    row.open = true;
+    load(row).then(function () {
+      if (window.location.hash === "#" + hash) { onHash(); } else { window.location.hash = hash; }
+    });
+  }
+
+  function focusRow(row) {
+    var summary = row.querySelector("summary");
+    summary.focus({ preventScroll: true });
+    summary.scrollIntoView({ block: "nearest" });
+  }
+
+  /* The next (step 1) or previous (-1) row after the focused one, of violations only if asked. */
+  function move(step, onlyViolations) {
+    var all = rows();
+    var here = document.activeElement && document.activeElement.closest("details.row");
+    var at = here ? all.indexOf(here) : (step > 0 ? -1 : all.length);
+    var candidates = all.filter(function (row, i) {
+      return (!onlyViolations || row.hasAttribute("data-violations")) && (step > 0 ? i > at : i < at);
+    });
+    var row = step > 0 ? candidates[0] : candidates[candidates.length - 1];
+    if (row) { focusRow(row); }
+  }
+
+  function moveInList(step) {
+    var links = Array.prototype.slice.call(document.querySelectorAll("#trace-list a.run-link"));
+    if (!links.length) { return; }
+    var index = links.indexOf(document.activeElement) + step;
+    if (links.indexOf(document.activeElement) < 0) { index = step > 0 ? 0 : links.length - 1; }
+    var link = links[Math.max(0, Math.min(index, links.length - 1))];
+    link.focus();
+    link.scrollIntoView({ block: "nearest" });
+  }
+
+  function onKey(event) {
+    if (event.ctrlKey || event.metaKey || event.altKey) { return; }
+    var field = event.target.closest("input, textarea, select");
+    if (field) {
+      if (event.key === "Escape") { field.blur(); }
+      return;
+    }
+    var onTrace = !!document.getElementById("rows");
+    var actions = {
+      "/": function () { var q = document.getElementById("q"); if (q) { q.focus(); q.select(); } },
+      j: function () { if (onTrace) { move(1, false); } else { moveInList(1); } },
+      k: function () { if (onTrace) { move(-1, false); } else { moveInList(-1); } },
+      n: function () { if (onTrace) { move(1, true); } },
+      p: function () { if (onTrace) { move(-1, true); } }
+    };
+    var action = actions[event.key];
+    if (action) { event.preventDefault(); action(); }
+  }
+
+  function button(label, onclick) {
+    var b = document.createElement("button");
+    b.type = "button";
+    b.className = "quiet";
+    b.textContent = label;
+    b.addEventListener("click", onclick);
+    return b;
+  }
+
+  function addTraceTools() {
+    var head = document.querySelector(".wf-head");
+    if (!head) { return; }
+    var tools = document.createElement("div");
+    tools.className = "wf-tools";
+    if (!document.querySelector(".row-body.lazy")) {
+      tools.appendChild(button("Open all steps", function () { rows().forEach(function (r) { r.open = true; }); }));
+    }
+    tools.appendChild(button("Close all", function () { rows().forEach(function (r) { r.open = false; }); }));
+    if (document.querySelector("details.row[data-violations]")) {
+      tools.appendChild(button("← Previous violation", function () { move(-1, true); }));
+      tools.appendChild(button("Next violation →", function () { move(1, true); }));
+    }
+    head.appendChild(tools);
+    var keys = head.querySelector("[data-keys]");
+    if (keys) { keys.hidden = false; }
+  }
+
+  /* A running trace: new steps are appended, changed rows replaced, every bar rescaled. */
+  function follow(section) {
+    var url = section.getAttribute("data-live");
+    var container = document.getElementById("rows");
+    function later(seconds) { setTimeout(tick, seconds * 1000); }
+    function apply(data) {
+      var top = document.getElementById("trace-top");
+      if (top && data.top) { top.replaceWith(parse(data.top)); addCopyButtons(document.getElementById("trace-top")); }
+      data.rows.forEach(function (entry) {
+        var fresh = parse(entry.html);
+        var old = document.getElementById(entry.id);
+        if (!old) {
+          fresh.classList.add("fresh");
+          container.appendChild(fresh);
+          addCopyButtons(fresh);
+          return;
+        }
+        var loaded = old.querySelector(":scope > .row-body:not(.lazy)");
+        if (loaded && fresh.querySelector(":scope > .row-body.lazy")) {
+          old.querySelector(":scope > summary").replaceWith(fresh.querySelector(":scope > summary"));
+        } else {
+          fresh.open = old.open;
+          old.replaceWith(fresh);
+          addCopyButtons(fresh);
+        }
+      });
+      container.setAttribute("data-span", String(data.span));
+      document.querySelectorAll("svg.c-bar").forEach(function (svg) {
+        svg.setAttribute("viewBox", "0 0 " + Math.floor(data.span) + " 10");
+      });
+      section.setAttribute("data-after", String(data.after));
+      section.setAttribute("data-known", data.known || "");
+    }
+    function tick() {
+      if (document.hidden) { return later(3); }
+      var query = "?after=" + encodeURIComponent(section.getAttribute("data-after")) +
+        "&known=" + encodeURIComponent(section.getAttribute("data-known"));
+      get(url + query, "application/json").then(function (data) {
+        if (!data.changed) { return later(2); }
+        apply(data);
+        if (data.running) { later(2); }
+      }).catch(function () { later(10); });
+    }
+    later(2);
   }
 
   function poll(list) {
@@ -62,21 +246,19 @@
 
     function later(seconds) { setTimeout(tick, seconds * 1000); }
     function refresh() {
-      return fetch(window.location.href, { headers: { Accept: "text/html" }, credentials: "same-origin" })
-        .then(function (r) { return r.text(); })
-        .then(function (html) {
-          var fresh = new DOMParser().parseFromString(html, "text/html").getElementById("trace-list");
-          if (!fresh) { return; }
-          var seen = {};
-          list.querySelectorAll("tr[data-id]").forEach(function (tr) { seen[tr.getAttribute("data-id")] = true; });
-          fresh = document.importNode(fresh, true);
-          fresh.querySelectorAll("tr[data-id]").forEach(function (tr) {
-            if (!seen[tr.getAttribute("data-id")]) { tr.classList.add("fresh"); }
-          });
-          list.replaceWith(fresh);
-          list = fresh;
-          addCopyButtons(list);
+      return get(window.location.href, "text/html").then(function (html) {
+        var fresh = new DOMParser().parseFromString(html, "text/html").getElementById("trace-list");
+        if (!fresh) { return; }
+        var seen = {};
+        list.querySelectorAll("tr[data-id]").forEach(function (tr) { seen[tr.getAttribute("data-id")] = true; });
+        fresh = document.importNode(fresh, true);
+        fresh.querySelectorAll("tr[data-id]").forEach(function (tr) {
+          if (!seen[tr.getAttribute("data-id")]) { tr.classList.add("fresh"); }
         });
+        list.replaceWith(fresh);
+        list = fresh;
+        addCopyButtons(list);
+      });
     }
     function tick() {
       if (document.hidden) { return later(4); }
@@ -99,7 +281,18 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     addCopyButtons(document);
-    addExpandAll();
+    addTraceTools();
+    var filters = document.querySelector(".filters-box:not([data-active])");
+    if (filters && window.matchMedia("(max-width: 700px)").matches) { filters.open = false; }
+    document.addEventListener("keydown", onKey);
+    document.addEventListener("click", onClick);
+    document.addEventListener("toggle", function (event) {
+      if (event.target.matches && event.target.matches("details.row") && event.target.open) { load(event.target); }
+    }, true);
+    window.addEventListener("hashchange", onHash);
+    if (window.location.hash) { onHash(); }
+    var section = document.querySelector(".waterfall[data-live]");
+    if (section) { follow(section); }
     var list = document.querySelector("#trace-list[data-poll]");
     if (list) { poll(list); }
   });

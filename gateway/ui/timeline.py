@@ -1,0 +1,115 @@
+"""Where a trace's time went: step offsets, the agent's time between steps, waterfall spans.
+
+Spans are in milliseconds since the trace began; the page scales them with the SVG viewBox,
+so a live page rescales every row by changing one number.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from gateway.ui.fmt import duration, parse_time
+from gateway.ui.items_view import times
+from gateway.ui.links import CallRecord
+from gateway.ui.shapes import RefusalView, Span, StepView
+
+MIN_WIDTH = 0.004  # of the whole span: the shortest bar still visible
+
+
+def origin_of(trace: dict[str, Any], refusal_times: Iterable[datetime]) -> datetime | None:
+    starts = [parse_time(step.get("started_at")) for step in trace.get("steps") or []]
+    known = [s for s in starts if s is not None] + list(refusal_times)
+    started = parse_time(trace.get("started_at"))
+    if started is not None:
+        known.append(started)
+    return min(known) if known else None
+
+
+def offset(when: datetime | None, origin: datetime | None) -> float:
+    if when is None or origin is None:
+        return 0.0
+    return max((when - origin).total_seconds() * 1000, 0.0)
+
+
+def tool_gap(step: dict[str, Any], start: float, previous_end: float | None) -> float | None:
+    """The store's tool_ms when it has one; else the gap after the previous step's end."""
+    if "tool_ms" in step:
+        value = step["tool_ms"]
+        return float(value) if isinstance(value, int | float) else None
+    if previous_end is None:
+        return None
+    return max(start - previous_end, 0.0)
+
+
+def model_spans(step: StepView, span: float) -> list[Span]:
+    """Waiting for the first chunk, then receiving; one span when TTFT is unknown."""
+    latency = step.end_ms - step.offset_ms
+    width = max(latency, span * MIN_WIDTH)
+    ttft = step.step.get("ttft_ms")
+    label = f"model {duration(latency)}"
+    if not isinstance(ttft, int | float) or ttft <= 0 or ttft >= latency:
+        return [Span("stream", step.offset_ms, width, label)]
+    first = f"first chunk {duration(ttft)}"
+    return [
+        Span("wait", step.offset_ms, ttft, first),
+        Span("stream", step.offset_ms + ttft, max(width - ttft, span * MIN_WIDTH), label),
+    ]
+
+
+def tool_spans(
+    calls: list[CallRecord], end_of_trace: float, span: float, running: bool
+) -> dict[str, list[Span]]:
+    """Per emitting step id: one span per distinct answer, from its end to that request."""
+    groups: dict[tuple[str, float, str], list[CallRecord]] = {}
+    last = _last_emissions(calls)
+    for record in calls:
+        step = record.step
+        if step is None or _superseded(record, last):
+            continue
+        if record.answered_by is not None:
+            key = (step.id, record.answered_by.offset_ms, "tool")
+        else:
+            key = (step.id, end_of_trace, "open" if running else "unanswered")
+        groups.setdefault(key, []).append(record)
+    spans: dict[str, list[Span]] = {}
+    for (step_id, end, kind), records in groups.items():
+        start = records[0].holder.end_ms
+        width = max(end - start, span * MIN_WIDTH)
+        spans.setdefault(step_id, []).append(Span(kind, start, width, _tool_title(records, kind)))
+    return spans
+
+
+def _last_emissions(calls: list[CallRecord]) -> dict[str | None, CallRecord]:
+    return {record.view.call_id: record for record in calls}
+
+
+def _superseded(record: CallRecord, last: dict[str | None, CallRecord]) -> bool:
+    """An unanswered call emitted again later: the retry carries its span."""
+    return record.result is None and last.get(record.view.call_id) is not record
+
+
+def _tool_title(records: list[CallRecord], kind: str) -> str:
+    names = Counter(r.view.tool_name or "?" for r in records)
+    listed = ", ".join(times(name, n) for name, n in names.most_common(4))
+    count = f"{len(records)} calls " if len(records) > 1 else ""
+    answer = records[0].answered_by
+    if kind == "tool" and answer is not None:
+        wait = answer.offset_ms - records[0].holder.end_ms
+        return f"{count}{listed} → step {answer.seq} after {duration(wait)}"
+    return f"{count}{listed}: " + ("waiting for results" if kind == "open" else "never answered")
+
+
+def refusal_spans(refusal: RefusalView, span: float) -> list[Span]:
+    """A tick at the refusal; one at the very end of the trace is drawn just inside it."""
+    width = span * MIN_WIDTH * 2
+    start = max(0.0, min(refusal.offset_ms, span - width))
+    return [Span("refusal", start, width, "refused request")]
+
+
+def open_calls(calls: list[CallRecord]) -> list[CallRecord]:
+    """Emitted calls no result answered, and not emitted again afterwards."""
+    last = _last_emissions(calls)
+    return [r for r in calls if r.step is not None and not r.result and not _superseded(r, last)]

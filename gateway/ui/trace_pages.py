@@ -1,0 +1,164 @@
+"""The trace page, one step's page (or its body alone, loaded on demand) and the live feed.
+
+A long trace's page carries only its rows; step bodies come from the step URL, so the
+first paint stays small. Views are cached by what changes when a trace grows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import OrderedDict
+from typing import Any
+
+from aiohttp import web
+
+from gateway.deps import Deps
+from gateway.store import queries
+from gateway.ui.list_pages import idle_seconds
+from gateway.ui.present import TraceView, trace_view
+from gateway.ui.rendering import TEMPLATES, error_page, html_response, read, render, render_text
+from gateway.ui.shapes import Row, StepView
+
+NOT_FOUND = "No trace has this id. It may not have been recorded yet."
+CacheKey = tuple[Any, ...]
+
+
+class ViewCache:
+    """The last few trace views; a step body loaded on demand reuses its trace's view."""
+
+    def __init__(self, size: int = 8) -> None:
+        self._size = size
+        self._views: OrderedDict[CacheKey, TraceView] = OrderedDict()
+
+    def get(self, key: CacheKey) -> TraceView | None:
+        view = self._views.get(key)
+        if view is not None:
+            self._views.move_to_end(key)
+        return view
+
+    def put(self, key: CacheKey, view: TraceView) -> None:
+        self._views[key] = view
+        self._views.move_to_end(key)
+        while len(self._views) > self._size:
+            self._views.popitem(last=False)
+
+
+VIEWS = web.AppKey("loopwatch_trace_views", ViewCache)
+
+
+def _key(trace: dict[str, Any]) -> CacheKey:
+    return (
+        trace["id"],
+        trace.get("updated_at"),
+        trace.get("step_count"),
+        trace.get("violation_count"),
+        trace.get("status"),
+    )
+
+
+async def _view(request: web.Request, deps: Deps, *, cached: bool) -> TraceView | None:
+    """The trace's view; a cached one while the trace is unchanged and not running (a running
+    trace's view depends on the time: its open calls reach to now)."""
+    trace_id = request.match_info["trace_id"]
+    cache = request.app[VIEWS]
+    if cached:
+        summary = await read(queries.get_trace_summary, deps, trace_id)
+        if summary is None:
+            return None
+        view = cache.get(_key(summary))
+        if view is not None and not view.running:
+            return view
+    trace = await read(queries.get_trace, deps, trace_id)
+    if trace is None:
+        return None
+    view = await asyncio.to_thread(
+        trace_view, trace, now=deps.clock(), idle_seconds=idle_seconds(deps)
+    )
+    cache.put(_key(trace), view)
+    return view
+
+
+async def trace_page(request: web.Request, deps: Deps) -> web.Response:
+    view = await _view(request, deps, cached=True)
+    if view is None:
+        return await error_page(request, deps, 404, NOT_FOUND)
+    auth = deps.settings.admin_token is not None
+    html = view.pages.get(auth)
+    if html is None:
+        html = await render_text(request, deps, "trace.html", view=view)
+        if not view.running:  # the same bytes until the trace changes
+            view.pages[auth] = html
+    return html_response(html)
+
+
+async def step_page(request: web.Request, deps: Deps) -> web.Response:
+    """The step on a page of its own, or with ?part=body only its body, for the trace page."""
+    view = await _view(request, deps, cached=True)
+    step = view.steps.get(request.match_info["step_id"]) if view else None
+    if view is None or step is None:
+        message = NOT_FOUND if view is None else "This trace has no step with this id."
+        return await error_page(request, deps, 404, message)
+    if request.query.get("part") == "body":
+        return await render(request, deps, "step_part.html", s=step, view=view)
+    seqs = sorted(view.steps.values(), key=lambda s: s.seq)
+    index = seqs.index(step)
+    return await render(
+        request,
+        deps,
+        "step.html",
+        s=step,
+        view=view,
+        previous=seqs[index - 1] if index else None,
+        next=seqs[index + 1] if index + 1 < len(seqs) else None,
+    )
+
+
+async def live(request: web.Request, deps: Deps) -> web.Response:
+    """What changed since the page's last look: its header and the rows that moved.
+
+    `after` is the last step number the page has, `known` the trace's updated_at it saw.
+    """
+    raw = request.query.get("after", "0")
+    after = int(raw) if raw.isdigit() else 0
+    summary = await read(queries.get_trace_summary, deps, request.match_info["trace_id"])
+    if summary is None:
+        raise web.HTTPNotFound()
+    unchanged = summary["updated_at"] == request.query.get("known")
+    if unchanged and summary["step_count"] == after:
+        return _json({"changed": False})
+    view = await _view(request, deps, cached=False)
+    if view is None:
+        raise web.HTTPNotFound()
+    body = await asyncio.to_thread(_changes, request.app[TEMPLATES], view, after)
+    return _json(body)
+
+
+def _changes(templates: Any, view: TraceView, after: int) -> dict[str, Any]:
+    fresh = [s for s in view.steps.values() if s.seq > after]
+    since = min((s.offset_ms for s in fresh), default=view.span_ms)
+    moved = [row for row in view.rows if _touches(row, since)]
+    row_template = templates.get_template("row_part.html")
+    top = templates.get_template("top_part.html").render(view=view)
+    steps = [s for s in view.rows if isinstance(s, StepView)]
+    return {
+        "changed": True,
+        "running": view.running,
+        "known": view.trace.get("updated_at"),
+        "after": max((s.seq for s in steps), default=0),
+        "span": round(view.span_ms, 1),
+        "top": top,
+        "rows": [{"id": r.anchor, "html": row_template.render(r=r, view=view)} for r in moved],
+    }
+
+
+def _touches(row: Row, since: float) -> bool:
+    """A row is new, or one of its bars reaches the new steps (tool spans they answer)."""
+    if row.offset_ms >= since:
+        return True
+    tools = [span for span in row.spans if span.kind in ("tool", "open", "unanswered")]
+    return any(span.start + span.width >= since - 0.5 for span in tools)
+
+
+def _json(body: dict[str, Any]) -> web.Response:
+    return web.Response(text=json.dumps(body), content_type="application/json")
