@@ -10,11 +10,11 @@ import openai
 import pytest
 
 from tests import harness
+from tests.conftest import Database
 from tests.fakes import anthropic as claude
 from tests.fakes import chat, responses
 from tests.fakes.provider import Reply
 from tests.fakes.responses import function_call, message, reasoning, response
-from tests.conftest import Database
 from tests.harness import Gateway
 
 provider, database_url = harness.provider, harness.database_url
