@@ -104,6 +104,7 @@ async def _lifecycle(
         max_models=settings.metrics_max_models,
         redact=redactor.redact_text,
         provider_of=lambda step: provider_of(settings, step.protocol, step.model, step.path),
+        idle_seconds=settings.trace_idle_seconds,
     )
     recording = await stack.enter_async_context(_recording(settings, engine, worker))
     sole_writer = settings.workers == 1 and engine.dialect.name == "sqlite"

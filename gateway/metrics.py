@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Protocol
 
@@ -153,8 +153,13 @@ class MetricsSink:
         max_models: int = 50,
         redact: Callable[[str], str] | None = None,
         provider_of: ProviderOf | None = None,
+        idle_seconds: float = 300.0,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self._idle = timedelta(seconds=idle_seconds)
+        # Traces whose last step left tool calls open, with when it ended: abandoned once
+        # idle past `idle_seconds` (judged at each scrape).
+        self._open: OrderedDict[str, datetime] = OrderedDict()
         self.models = ModelNames(max_models, redact)
         self._provider_of = provider_of
         self._recorder = _RecorderCollector()
@@ -259,6 +264,12 @@ class MetricsSink:
             "Traces deleted by retention (retention_days), with all their rows.",
             registry=r,
         )
+        self.abandoned = Counter(
+            "loopwatch_traces_abandoned",
+            "Agent runs whose last step asked for tool calls that never got a result "
+            "(idle past trace_idle_seconds), as this process saw them.",
+            registry=r,
+        )
         self.otlp_dropped = Counter(
             "loopwatch_otlp_dropped",
             "Spans (or steps not yet made spans) not delivered to the OTLP collector.",
@@ -361,6 +372,25 @@ class MetricsSink:
             self._count_trace_step(step)
             cost = None if step.cost_nano is None else Decimal(step.cost_nano) / NANO_USD
             self.step_costed(step.model, cost, self._tool_ms(step))
+            self._track_open_calls(step)
+
+    def _track_open_calls(self, step: StepRecord) -> None:
+        self._open.pop(step.trace_id, None)
+        if step.stop_reason is StopReason.TOOL_CALLS:
+            end = step.started_at + timedelta(milliseconds=step.latency_ms or 0)
+            self._open[step.trace_id] = end
+            if len(self._open) > OPEN_TRACES:
+                self._open.popitem(last=False)
+
+    def count_abandoned(self, now: datetime | None = None) -> None:
+        """Traces idle past the threshold with tool calls unanswered: counted once each."""
+        cut = (now or datetime.now(UTC)) - self._idle
+        while self._open:
+            trace_id, ended = next(iter(self._open.items()))
+            if ended > cut:
+                break  # ordered by when their last step ended
+            del self._open[trace_id]
+            self.abandoned.inc()
 
     def _tool_ms(self, step: StepRecord) -> float | None:
         """Time between the trace's previous response end and this request (this process's
@@ -441,6 +471,7 @@ class MetricsSink:
             self._trace_steps.popitem(last=False)
 
     def exposition(self) -> bytes:
+        self.count_abandoned()
         recorder = self._recorder.recorder
         if recorder is not None:  # batches are written by the recorder, maybe in its process
             for seconds in recorder.new_batches():

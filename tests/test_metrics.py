@@ -167,3 +167,27 @@ def test_registries_are_per_app() -> None:
     first, second = MetricsSink(), MetricsSink()
     first.step_finished(_step(stop_reason=StopReason.COMPLETED), 0.001)
     assert "loopwatch_requests_total{" not in second.exposition().decode()
+
+
+def test_a_run_left_with_open_tool_calls_counts_as_abandoned_once_idle() -> None:
+    from datetime import timedelta
+
+    from gateway.items import StopReason
+    from gateway.metrics import MetricsSink
+    from tests.conftest import T0, build_step
+
+    sink = MetricsSink(idle_seconds=60)
+    sink.step_finished(build_step("stuck", at=T0, stop_reason=StopReason.TOOL_CALLS), 0.0)
+    sink.step_finished(build_step("done", at=T0, stop_reason=StopReason.TOOL_CALLS), 0.0)
+    sink.step_finished(
+        build_step("done", at=T0 + timedelta(seconds=5), stop_reason=StopReason.COMPLETED), 0.0
+    )
+
+    def abandoned() -> float | None:
+        return sink.registry.get_sample_value("loopwatch_traces_abandoned_total")
+
+    sink.count_abandoned(now=T0 + timedelta(seconds=30))
+    assert abandoned() == 0  # not idle long enough yet
+    sink.count_abandoned(now=T0 + timedelta(seconds=90))
+    sink.count_abandoned(now=T0 + timedelta(seconds=900))
+    assert abandoned() == 1  # "stuck" once; "done" answered its calls
