@@ -29,7 +29,7 @@ from gateway.demo.agents import RunSummary, run_all
 from gateway.demo.provider import ScriptedProvider
 from gateway.http_server import GatewayRunner
 
-__all__ = ["RunSummary", "run_demo", "serve_demo"]
+__all__ = ["DEMO_IDLE_SECONDS", "RunSummary", "run_demo", "serve_demo"]
 
 _WILDCARDS = ("0.0.0.0", "::", "")
 DEMO_IDLE_SECONDS = 2.0
