@@ -8,16 +8,20 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gateway.config import Settings
-from gateway.demo import serve_demo
+from gateway.demo import DEMO_IDLE_SECONDS, serve_demo
 from gateway.demo.script import THINKING_MARKER
+from gateway.items import Usage
+from gateway.pricing import Pricer
 from gateway.store import queries
 from gateway.store.engine import make_engine
+from gateway.ui.status import STATUSES, Ending, status_of
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -151,3 +155,92 @@ def test_cli_serves_until_interrupted(tmp_path: Path) -> None:
             process.kill()
             process.wait()
     assert process.returncode == 0, err
+
+
+def _run_trace(demo: dict[str, Any], title: str) -> dict[str, Any]:
+    run = next(r for r in demo["runs"] if r.title.startswith(title))
+    return next(t for t in demo["traces"] if t["id"] == run.trace_id)
+
+
+def _calls(step: dict[str, Any]) -> list[dict[str, Any]]:
+    return [i for i in step["output_items"] if i["kind"] == "tool_call"]
+
+
+def test_demo_shows_loop_and_undeclared_tool(demo: dict[str, Any]) -> None:
+    kinds = set().union(*(_violations(t) for t in demo["traces"]))
+    assert {"repeated_tool_call", "undeclared_tool"} <= kinds
+    assert demo["runs"][0].title.startswith("clean") and len(demo["runs"]) == 9
+
+
+def test_looping_run_is_flagged_and_finishes(demo: dict[str, Any]) -> None:
+    looping = _run_trace(demo, "looping agent")
+    calls = [(c["tool_name"], c["arguments"]) for s in looping["steps"] for c in _calls(s)]
+    assert len(calls) == 4 and len(set(calls)) == 1
+    repeated = [v for v in looping["violations"] if v["kind"] == "repeated_tool_call"]
+    assert repeated and not any(v["enforced"] for v in repeated)  # observe mode: forwarded
+    assert looping["steps"][-1]["stop_reason"] == "completed"
+    flagged = [t for t in demo["traces"] if "repeated_tool_call" in _violations(t)]
+    assert flagged == [looping]
+
+
+def test_undeclared_tool_is_flagged(demo: dict[str, Any]) -> None:
+    undeclared = _run_trace(demo, "model calls an undeclared")
+    found = [v for v in undeclared["violations"] if v["kind"] == "undeclared_tool"]
+    assert len(found) == 1 and "calculate" in str(found[0]["detail"])
+    assert undeclared["steps"][-1]["stop_reason"] == "completed"
+    assert [t for t in demo["traces"] if "undeclared_tool" in _violations(t)] == [undeclared]
+
+
+def test_abandoned_run_leaves_its_call_unanswered(demo: dict[str, Any]) -> None:
+    abandoned = _run_trace(demo, "agent dies mid-loop")
+    last = abandoned["steps"][-1]
+    assert last["stop_reason"] == "tool_calls"
+    asked = {c["call_id"] for c in _calls(last)}
+    answered = {i["call_id"] for s in abandoned["steps"] for i in s["input_items"]}
+    assert asked and not asked & answered
+    # Its status as the viewer derives it: running inside the demo's idle window, then abandoned.
+    ended = datetime.fromisoformat(last["started_at"]) + timedelta(
+        milliseconds=last["latency_ms"] or 0
+    )
+
+    def status(seconds_later: float) -> str:
+        ending = Ending(
+            stored=abandoned["status"],
+            last_stop=last["stop_reason"],
+            last_step_end=ended,
+            last_refusal_at=None,
+            last_step_start=datetime.fromisoformat(last["started_at"]),
+            open_calls=None,
+            now=ended + timedelta(seconds=seconds_later),
+            idle_seconds=DEMO_IDLE_SECONDS,
+        )
+        return status_of(ending)
+
+    assert status(DEMO_IDLE_SECONDS) == "abandoned"
+    if abandoned["status"] not in STATUSES:  # a store that records only ok/error
+        assert status(0) == "running"
+
+
+def test_every_trace_has_a_cost(demo: dict[str, Any]) -> None:
+    pricer = Pricer()
+    for trace in demo["traces"]:
+        costs = []
+        for step in trace["steps"]:
+            usage = step["usage"]
+            if usage["prompt_tokens"] is None:  # a broken stream reports no usage
+                continue
+            fields = {k: usage[k] for k in Usage.__slots__ if k in usage}
+            cost = pricer.cost(Usage(**fields), step["model"])
+            assert cost.usd is not None and cost.usd > 0, (step["model"], cost.source)
+            assert usage["completion_tokens"] and usage["prompt_tokens"] > 200
+            if "cost_usd" in step:  # the store records the price it computed
+                assert step["cost_usd"] and step["cost_source"] == "genai-prices"
+            costs.append(cost.usd)
+        assert costs, trace["id"]
+
+
+def test_demo_idle_window_yields_to_an_explicit_setting() -> None:
+    from gateway.demo import _idle_seconds
+
+    assert _idle_seconds(Settings()) == DEMO_IDLE_SECONDS
+    assert _idle_seconds(Settings(trace_idle_seconds=60)) == 60

@@ -1,5 +1,13 @@
 """`loopwatch demo`: the gateway on SQLite, a built-in scripted provider and sample agent runs
-through it, so a newcomer sees real traces in the UI with no API key and no network."""
+through it, so a newcomer sees real traces in the UI with no API key and no network.
+
+The demo gateway counts a trace as over after DEMO_IDLE_SECONDS (2 s) quiet, unless
+`trace_idle_seconds` is set explicitly, so the run whose agent dies mid-loop shows as
+`abandoned` moments after the runs instead of five minutes later. Every other sample run
+ends in a status that holds whatever the time (completed, refused, budget_exceeded), so the
+short window hides nothing there; only traffic you send yourself shows `running` for just
+2 s between its steps.
+"""
 
 from __future__ import annotations
 
@@ -21,9 +29,10 @@ from gateway.demo.agents import RunSummary, run_all
 from gateway.demo.provider import ScriptedProvider
 from gateway.http_server import GatewayRunner
 
-__all__ = ["RunSummary", "run_demo", "serve_demo"]
+__all__ = ["DEMO_IDLE_SECONDS", "RunSummary", "run_demo", "serve_demo"]
 
 _WILDCARDS = ("0.0.0.0", "::", "")
+DEMO_IDLE_SECONDS = 2.0
 
 
 def reset_database(database_url: str) -> None:
@@ -61,6 +70,12 @@ def _print_summary(out: TextIO, ui: str, runs: list[RunSummary]) -> None:
     print(f"\nOpen the trace viewer: {ui}", file=out)
 
 
+def _idle_seconds(settings: Settings) -> float:
+    if "trace_idle_seconds" in settings.model_fields_set:  # the user's own choice stands
+        return settings.trace_idle_seconds
+    return DEMO_IDLE_SECONDS
+
+
 async def serve_demo(
     settings: Settings, *, once: bool, out: TextIO = sys.stdout
 ) -> list[RunSummary]:
@@ -77,6 +92,9 @@ async def serve_demo(
                 "routes": (),
                 "pairing": "enforce",
                 "recorder_flush_seconds": 0.02,
+                "loops": "observe",
+                "loop_threshold": 3,
+                "trace_idle_seconds": _idle_seconds(settings),
             }
         )
         app = create_app(gateway_settings)

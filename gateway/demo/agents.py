@@ -40,6 +40,9 @@ _TOOL_RESULTS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "list_incidents": lambda a: [{"id": "INC-2041", "title": "checkout latency"}],
     "get_incident": lambda a: {"id": a["id"], "owner": "payments", "since": "09:12"},
     "get_hourly_forecast": lambda a: {"15:00": "showers 55%", "17:00": "showers 70%"},
+    "get_deploy_status": lambda a: {"service": a["service"], "state": "rolling_out", "pods": "6/8"},
+    "get_exchange_rate": lambda a: {"base": a["base"], "quote": a["quote"], "rate": 162.35},
+    "lookup_order": lambda a: {"id": a["order_id"], "total_eur": 49.9, "status": "delivered"},
 }
 
 
@@ -255,7 +258,81 @@ async def anthropic_run(gw: Gateway) -> RunSummary:
     return summary
 
 
-RUNS = (clean_run, pairing_run, budget_run, interrupted_run, anthropic_run, reasoning_run)
+async def _chat_loop(agent: ChatAgent, summary: RunSummary, rounds: int) -> RunSummary:
+    """Step, run the tools asked for, repeat until the model answers without a tool call."""
+    for number in range(rounds):
+        reply = await agent.step(stream=number % 2 == 0)
+        if reply.status != 200 or reply.interrupted:
+            summary.outcome = "interrupted" if reply.interrupted else f"HTTP {reply.status}"
+            return summary
+        agent.accept(reply)
+        if not reply.tool_calls():
+            summary.outcome = "completed"
+            return summary
+    summary.outcome = "never finished"
+    return summary
+
+
+async def looping_run(gw: Gateway) -> RunSummary:
+    summary = RunSummary("looping agent, same call 4 times")
+    agent = ChatAgent(
+        gw,
+        summary,
+        "Wait for the checkout deploy to finish, then tell me how it went.",
+        ["get_deploy_status"],
+        "gpt-4.1-mini",
+    )
+    await _chat_loop(agent, summary, 8)
+    calls = [m for m in agent.messages if m["role"] == "tool"]
+    summary.log.append(f"get_deploy_status called {len(calls)} times with the same arguments")
+    return summary
+
+
+async def undeclared_run(gw: Gateway) -> RunSummary:
+    summary = RunSummary("model calls an undeclared tool")
+    agent = ChatAgent(
+        gw, summary, "Convert 250 EUR to Japanese yen.", ["get_exchange_rate"], "gpt-4o-mini"
+    )
+    await _chat_loop(agent, summary, 6)
+    declared = {spec["function"]["name"] for spec in agent.tools}
+    for message in agent.messages:
+        for call in message.get("tool_calls") or []:
+            if call["function"]["name"] not in declared:
+                name = call["function"]["name"]
+                summary.log.append(f"the model called `{name}`, never declared; got an error")
+    return summary
+
+
+async def abandoned_run(gw: Gateway) -> RunSummary:
+    summary = RunSummary("agent dies mid-loop, abandoned")
+    agent = ChatAgent(
+        gw,
+        summary,
+        "Refund order A-8812: it arrived damaged.",
+        ["lookup_order", "issue_refund"],
+        "gpt-4o-mini",
+    )
+    first = await agent.step(stream=False)
+    agent.accept(first)
+    second = await agent.step(stream=True)
+    # The deliberate crash: the agent never runs the call it was asked for, nor says so.
+    names = ", ".join(name for _, name, _ in second.tool_calls())
+    summary.log.append(f"the agent died before running {names}; no result was ever sent")
+    summary.outcome = "abandoned mid-loop" if second.stop == "tool_calls" else str(second.stop)
+    return summary
+
+
+RUNS = (
+    clean_run,
+    pairing_run,
+    budget_run,
+    interrupted_run,
+    anthropic_run,
+    reasoning_run,
+    looping_run,
+    undeclared_run,
+    abandoned_run,
+)
 
 
 async def run_all(base: str) -> list[RunSummary]:

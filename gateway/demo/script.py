@@ -142,6 +142,42 @@ def _prime(c: Conversation) -> Answer:
     )
 
 
+def _deploy(c: Conversation) -> Answer:
+    """The looping agent: the same status check, same arguments, round after round."""
+    check = ("get_deploy_status", {"service": "checkout", "environment": "production"})
+    if len(c.results) < 4:
+        text = "Still rolling out; checking again." if c.results else "Checking the deploy."
+        return Answer(text, _calls(c, "deploy", check))
+    return Answer(
+        "The checkout deploy is still rolling out after four checks (75 % of pods updated); "
+        "I'll stop polling here. Ask me again in a few minutes."
+    )
+
+
+def _currency(c: Conversation) -> Answer:
+    """The model reaches for a tool nobody declared: `calculate`."""
+    if not c.results:
+        rate = ("get_exchange_rate", {"base": "EUR", "quote": "JPY"})
+        return Answer("", _calls(c, "yen", rate))
+    if len(c.results) == 1:
+        return Answer(
+            "The rate is 162.35; let me do the multiplication.",
+            _calls(c, "yen", ("calculate", {"expression": "250 * 162.35"})),
+        )
+    return Answer("250 EUR is about 40,588 JPY at today's rate of 162.35 yen per euro.")
+
+
+def _refund(c: Conversation) -> Answer:
+    """Its second round asks for a refund the agent never carries out: it dies first."""
+    if not c.results:
+        return Answer("", _calls(c, "refund", ("lookup_order", {"order_id": "A-8812"})))
+    refund = {"order_id": "A-8812", "amount_eur": 49.9, "reason": "arrived damaged"}
+    return Answer(
+        "The order qualifies for a full refund; issuing it now.",
+        _calls(c, "refund", ("issue_refund", refund)),
+    )
+
+
 SCENARIOS = {
     "hiking": _hiking,
     "dinner": _dinner,
@@ -149,6 +185,9 @@ SCENARIOS = {
     "incident": _incident,
     "umbrella": _umbrella,
     "prime": _prime,
+    "deploy": _deploy,
+    "yen": _currency,
+    "refund": _refund,
 }
 
 
