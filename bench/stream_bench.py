@@ -159,8 +159,10 @@ async def compare(args: argparse.Namespace, provider_port: int, gateway_port: in
     direct = f"http://127.0.0.1:{provider_port}/v1/chat/completions"
     via = f"http://127.0.0.1:{gateway_port}/v1/chat/completions"
     interval = args.interval_ms / 1000
-    await round_of(direct, 5, 5, 0.001)  # warm-up
-    await round_of(via, 5, 5, 0.001)
+    await asyncio.sleep(3)  # the gateway's recorder process finishes starting
+    await round_of(direct, args.streams, 10, 0.001)  # warm-up
+    await round_of(via, args.streams, 10, 0.001)
+    await asyncio.sleep(1)
     added: list[float] = []
     memory: list[float] = []
     for number in range(1, args.rounds + 1):

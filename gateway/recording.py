@@ -398,10 +398,15 @@ class Drain:
         if self._stopping:
             return
         self._stopping = True
-        self.pull()
-        with contextlib.suppress(TimeoutError):
-            await self._recorder.flush(timeout=timeout)
-        self.settle()
+        deadline = time.monotonic() + timeout
+        self._refresh()
+        while True:  # everything spooled, as far as the time allows
+            moved = self.pull()
+            with contextlib.suppress(TimeoutError):
+                await self._recorder.flush(timeout=max(0.0, deadline - time.monotonic()))
+            self.settle()
+            if not moved or time.monotonic() >= deadline:
+                break
         await self._recorder.close(timeout=0.1)
         for reader in self._readers.values():
             reader.close()

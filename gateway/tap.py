@@ -10,8 +10,7 @@ import logging
 import zlib
 from typing import Any
 
-import orjson
-
+from gateway import jsoncodec
 from gateway.items import Usage
 from gateway.protocols.base import ProtocolAdapter
 from gateway.stops import Seen
@@ -171,7 +170,7 @@ class ResponseTap:
 
     def _parsed_body(self) -> Any:
         try:
-            return orjson.loads(self._body) if self._body else None
+            return jsoncodec.loads(self._body) if self._body else None
         except (ValueError, RecursionError):  # a hostile provider's deeply nested body
             return None
 
