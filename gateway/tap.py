@@ -117,10 +117,10 @@ class ResponseTap:
     def assembler(self) -> Assembler:
         return self._assembler
 
-    @property
-    def body_complete(self) -> bool:
-        """A body of known length has arrived whole."""
-        return self._sse is None and self._received == self._length
+    def completed_by(self, chunk: bytes) -> bool:
+        """This chunk completes a body of known length."""
+        length = self._length
+        return self._sse is None and length is not None and self._received + len(chunk) == length
 
     def seen(self) -> Seen:
         """What was learned of the response; a whole body is decoded first if it was not."""
