@@ -7,6 +7,8 @@ alternately; printed: per-chunk latency p50/p99 direct and via, the added p99, a
 gateway's RSS after each round (it should stay flat). With 2 CPUs the gateway runs on
 CPU 0, provider and client on CPU 1.
 Usage: python bench/stream_bench.py [--streams 50] [--chunks 50] [--interval-ms 20] [--rounds 2]
+With NAIVE_PROXY=<path of a bare pass-through taking --port and $UPSTREAM> the same streams
+also go through it, for the floor of an aiohttp proxy on this machine.
 """
 
 from __future__ import annotations
@@ -143,24 +145,43 @@ async def main(args: argparse.Namespace) -> int:
             ],
             env={**env, "LOOPWATCH_LOG_LEVEL": "warning"},
         )
+        naive, naive_port = None, free_port()
+        if os.environ.get("NAIVE_PROXY"):
+            naive = subprocess.Popen(
+                [*pinned(0), sys.executable, os.environ["NAIVE_PROXY"], "--port", str(naive_port)],
+                env={**env, "UPSTREAM": f"http://127.0.0.1:{provider_port}"},
+            )
         try:
             await wait_up(f"http://127.0.0.1:{provider_port}/v1/chat/completions")
             await wait_up(f"http://127.0.0.1:{gateway_port}/healthz")
+            if naive is not None:
+                await wait_up(f"http://127.0.0.1:{naive_port}/v1/chat/completions")
             if (os.cpu_count() or 1) >= 2:
                 os.sched_setaffinity(0, {1})
-            return await compare(args, provider_port, gateway_port, gateway.pid)
+            ports = (provider_port, gateway_port, naive_port if naive else None)
+            return await compare(args, *ports, gateway.pid)
         finally:
-            for process in (gateway, upstream):
-                process.terminate()
-                process.wait(30)
+            for process in (gateway, upstream, naive):
+                if process is not None:
+                    process.terminate()
+                    process.wait(30)
 
 
-async def compare(args: argparse.Namespace, provider_port: int, gateway_port: int, pid: int) -> int:
+async def compare(
+    args: argparse.Namespace,
+    provider_port: int,
+    gateway_port: int,
+    naive_port: int | None,
+    pid: int,
+) -> int:
     direct = f"http://127.0.0.1:{provider_port}/v1/chat/completions"
     via = f"http://127.0.0.1:{gateway_port}/v1/chat/completions"
+    bare = None if naive_port is None else f"http://127.0.0.1:{naive_port}/v1/chat/completions"
     interval = args.interval_ms / 1000
-    await round_of(direct, 5, 5, 0.001)  # warm-up
-    await round_of(via, 5, 5, 0.001)
+    await asyncio.sleep(3)  # the gateway's recorder process finishes starting
+    await round_of(direct, args.streams, 10, 0.001)  # warm-up
+    await round_of(via, args.streams, 10, 0.001)
+    await asyncio.sleep(1)
     added: list[float] = []
     memory: list[float] = []
     for number in range(1, args.rounds + 1):
@@ -169,6 +190,13 @@ async def compare(args: argparse.Namespace, provider_port: int, gateway_port: in
         await asyncio.sleep(1.0)  # recording of the round settles
         memory.append(rss_mib(pid))
         added.append(pct(v, 99) - pct(d, 99))
+        if bare is not None:
+            b = await round_of(bare, args.streams, args.chunks, interval)
+            print(
+                f"round {number}: bare proxy p50={pct(b, 50):.3f} p99={pct(b, 99):.3f} ms, "
+                f"added p99={pct(b, 99) - pct(d, 99):.3f} ms",
+                flush=True,
+            )
         print(
             f"round {number}: {args.streams} streams x {args.chunks} chunks: chunk latency "
             f"direct p50={pct(d, 50):.3f} p99={pct(d, 99):.3f} ms, via p50={pct(v, 50):.3f} "

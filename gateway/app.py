@@ -237,12 +237,14 @@ async def _recording(
     with claim_spool(directory):
         recording = SpoolRecorder(directory, WRITER_NAME, queue_size=settings.recorder_queue_size)
         if settings.recorder == "process":
-            process, stop = recorder_process.start(settings, directory, [WRITER_NAME])
+            keeper = recorder_process.Keeper(settings, directory, [WRITER_NAME])
+            watch = asyncio.get_running_loop().create_task(keeper.watch(), name="recorder-watch")
             try:
                 yield recording
             finally:
+                watch.cancel()
                 recording.close()
-                await recorder_process.stop_process(process, stop)
+                await keeper.stop()
             return
         recorder = recorder_process.make_recorder(settings, engine)
         drain = recorder_process.make_drain(

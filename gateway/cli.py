@@ -84,7 +84,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_demo(settings, once=args.once)
     if args.command == "key-fingerprint":
         return _print_fingerprint(settings)
-    return _serve(settings)
+    try:
+        return _serve(settings)
+    except ConfigError as exc:  # found at start-up (a spool directory in use, say)
+        print(f"loopwatch: {exc}", file=sys.stderr)
+        return 2
 
 
 def _serve(settings: Settings) -> int:

@@ -44,9 +44,11 @@ class Outcome:
 
 @dataclass(frozen=True, slots=True)
 class Forward:
-    """Write these bytes to the client."""
+    """Write these bytes to the client; with `observe`, then feed them back (`forwarded`):
+    the client gets each chunk before it is parsed."""
 
     data: bytes
+    observe: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +124,7 @@ TRANSITIONS: dict[tuple[Phase, Event], Phase] = {
     (Phase.RECEIVING, Event.CHUNK): Phase.RECEIVING,
     (Phase.MARKED, Event.CHUNK): Phase.MARKED,
     (Phase.RECEIVING, Event.MARKER): Phase.MARKED,
+    (Phase.MARKED, Event.MARKER): Phase.MARKED,
     **{(p, e): Phase.DONE for p in _OPEN for e in _ENDINGS},
     **{(Phase.DONE, e): Phase.DONE for e in _ENDINGS},
 }
@@ -176,20 +179,35 @@ class Exchange:
         return []
 
     def receive(self, chunk: bytes) -> list[Command]:
-        """A chunk of the provider's body arrived."""
+        """A chunk of the provider's body arrived. It is forwarded before it is observed
+        (`forwarded`), unless bytes are released per event or it completes the body."""
         if not self._go(Event.CHUNK):
             return []
         tap = self._tap
         if tap is None:
             return [Forward(chunk)]
-        visible = tap.feed(chunk)
-        if tap.body_complete:
-            # The client's response completes with these bytes: finish first.
+        if tap.completed_by(chunk):
+            # The client's response completes with these bytes: the outcome comes first.
+            visible = tap.feed(chunk)
             return [*self._finish(Ending.BODY_ENDED), Forward(visible), EndResponse()]
-        commands: list[Command] = [Forward(visible)] if visible else []
-        if tap.ended and self._go(Event.MARKER):
-            commands.extend(self._settle(tap.usage))
-        return commands
+        if not tap.holds_back:
+            return [Forward(chunk, observe=True)]
+        visible = tap.feed(chunk)
+        head: list[Command] = [Forward(visible)] if visible else []
+        return head + self._marker()
+
+    def forwarded(self, chunk: bytes) -> list[Command]:
+        """A chunk from a `Forward(observe=True)` is on its way to the client: observe it."""
+        if self._tap is None or self.phase is Phase.DONE:
+            return []
+        self._tap.feed(chunk)
+        return self._marker()
+
+    def _marker(self) -> list[Command]:
+        tap = self._tap
+        if tap is not None and tap.ended and self._go(Event.MARKER):
+            return self._settle(tap.usage)
+        return []
 
     def body_ended(self) -> list[Command]:
         """The provider's body ended normally."""

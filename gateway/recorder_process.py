@@ -89,6 +89,28 @@ def start(
     return process, stop
 
 
+class Keeper:
+    """Keeps one recorder process running for a gateway: starts it, starts it again if it
+    dies (its spool waits meanwhile), stops it."""
+
+    def __init__(self, settings: Settings, directory: Path, active: list[str]) -> None:
+        self._args = (settings, directory, active)
+        self.process, self._stop = start(*self._args)
+
+    def check(self) -> None:
+        if not self.process.is_alive():
+            log.error("recorder process exited (%s); starting it again", self.process.exitcode)
+            self.process, self._stop = start(*self._args)
+
+    async def watch(self, every: float = 1.0) -> None:
+        while True:
+            await asyncio.sleep(every)
+            self.check()
+
+    async def stop(self) -> None:
+        await stop_process(self.process, self._stop)
+
+
 async def stop_process(process: multiprocessing.process.BaseProcess, stop: StopEvent) -> None:
     """Ask the recorder to store what is spooled and exit; the spool keeps what it could not."""
     stop.set()

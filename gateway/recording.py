@@ -95,8 +95,14 @@ def progress_path(directory: Path, name: str) -> Path:
 @contextlib.contextmanager
 def claim_spool(directory: Path) -> Iterator[None]:
     """Hold the spool directory for this gateway's lifetime; a second gateway is refused."""
-    ensure_directory(directory)
-    with (directory / "gateway.lock").open("w") as lock:
+    try:
+        ensure_directory(directory)
+        lock = (directory / "gateway.lock").open("w")
+    except OSError as exc:
+        raise ConfigError(
+            f"invalid setting spool_dir (LOOPWATCH_SPOOL_DIR): {directory} is not writable: {exc}"
+        ) from None
+    with lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -398,10 +404,15 @@ class Drain:
         if self._stopping:
             return
         self._stopping = True
-        self.pull()
-        with contextlib.suppress(TimeoutError):
-            await self._recorder.flush(timeout=timeout)
-        self.settle()
+        deadline = time.monotonic() + timeout
+        self._refresh()
+        while True:  # everything spooled, as far as the time allows
+            moved = self.pull()
+            with contextlib.suppress(TimeoutError):
+                await self._recorder.flush(timeout=max(0.0, deadline - time.monotonic()))
+            self.settle()
+            if not moved or time.monotonic() >= deadline:
+                break
         await self._recorder.close(timeout=0.1)
         for reader in self._readers.values():
             reader.close()

@@ -78,7 +78,7 @@ async def relay(
                 timing.first_chunk_at = tapped
             commands = exchange.receive(chunk)
             timing.observe_seconds += time.perf_counter() - tapped
-            await run.execute(commands)
+            await run.execute(commands, exchange)
         await run.execute(exchange.body_ended())
     except _CLIENT_GONE:
         run.gone = True
@@ -117,10 +117,15 @@ class _Executor:
         self._timing = timing
         self.gone = False
 
-    async def execute(self, commands: list[Command]) -> None:
+    async def execute(self, commands: list[Command], exchange: Exchange | None = None) -> None:
         for command in commands:
             if isinstance(command, Forward):
                 await self._response.write(command.data)  # the client first, observing after
+                if command.observe and exchange is not None:
+                    observing = time.perf_counter()
+                    more = exchange.forwarded(command.data)
+                    self._timing.observe_seconds += time.perf_counter() - observing
+                    await self.execute(more)
             elif isinstance(command, EndResponse):
                 await self._response.write_eof()
             else:

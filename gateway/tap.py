@@ -10,8 +10,7 @@ import logging
 import zlib
 from typing import Any
 
-import orjson
-
+from gateway import jsoncodec
 from gateway.items import Usage
 from gateway.protocols.base import ProtocolAdapter
 from gateway.stops import Seen
@@ -118,10 +117,10 @@ class ResponseTap:
     def assembler(self) -> Assembler:
         return self._assembler
 
-    @property
-    def body_complete(self) -> bool:
-        """A body of known length has arrived whole."""
-        return self._sse is None and self._received == self._length
+    def completed_by(self, chunk: bytes) -> bool:
+        """This chunk completes a body of known length."""
+        length = self._length
+        return self._sse is None and length is not None and self._received + len(chunk) == length
 
     def seen(self) -> Seen:
         """What was learned of the response; a whole body is decoded first if it was not."""
@@ -171,7 +170,7 @@ class ResponseTap:
 
     def _parsed_body(self) -> Any:
         try:
-            return orjson.loads(self._body) if self._body else None
+            return jsoncodec.loads(self._body) if self._body else None
         except (ValueError, RecursionError):  # a hostile provider's deeply nested body
             return None
 

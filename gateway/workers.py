@@ -37,7 +37,7 @@ def serve(settings: Settings) -> int:
     directory = settings.spool_path()
     names = [writer_name(i) for i in range(settings.workers)]
     with claim_spool(directory):
-        recorder, recorder_stop = recorder_process.start(settings, directory, names)
+        recorder = recorder_process.Keeper(settings, directory, names)
         workers = {i: _start(settings, i) for i in range(settings.workers)}
         stopping: list[int] = []
 
@@ -48,13 +48,15 @@ def serve(settings: Settings) -> int:
         signal.signal(signal.SIGINT, on_signal)
         while not stopping:
             wait([w.sentinel for w in workers.values()], timeout=0.5)
+            if not stopping:
+                recorder.check()
             for index, worker in list(workers.items()):
                 if not worker.is_alive() and not stopping:
                     log.error("worker %d exited (%s); starting it again", index, worker.exitcode)
                     time.sleep(0.5)  # a worker that cannot start must not spin
                     workers[index] = _start(settings, index)
         _stop(list(workers.values()))
-        asyncio.run(recorder_process.stop_process(recorder, recorder_stop))
+        asyncio.run(recorder.stop())
     return 0
 
 

@@ -116,11 +116,26 @@ def timeout(x: Exchange) -> Any:
 Row = tuple[Callable[[Exchange], list[Command]], list[Any]]
 
 
+def observed(data: bytes) -> Forward:
+    """Forwarded first, then fed back to the exchange to observe."""
+    return Forward(data, observe=True)
+
+
+def relayed(exchange: Exchange, commands: list[Command]) -> list[Command]:
+    """What the relay does: bytes forwarded with `observe` are fed back at once."""
+    out: list[Command] = []
+    for command in commands:
+        out.append(command)
+        if isinstance(command, Forward) and command.observe:
+            out.extend(relayed(exchange, exchange.forwarded(command.data)))
+    return out
+
+
 def play(exchange: Exchange, rows: list[Row]) -> list[Command]:
     """Run the table; return every command, in order, for further checks."""
     everything: list[Command] = []
     for number, (event, expected) in enumerate(rows):
-        commands = event(exchange)
+        commands = relayed(exchange, event(exchange))
         assert len(commands) == len(expected), f"row {number}: {commands}"
         for command, want in zip(commands, expected, strict=True):
             ok = want(command) if callable(want) else want == command
@@ -140,8 +155,8 @@ def test_stream_settles_at_its_marker_and_finishes_before_the_response_ends() ->
         Exchange(ADAPTER),
         [
             (head(), []),
-            (receive(body), [Forward(body)]),
-            (receive(marker), [Forward(marker), settled(130)]),
+            (receive(body), [observed(body)]),
+            (receive(marker), [observed(marker), settled(130)]),
             (end, [finished(stop_reason=StopReason.TOOL_CALLS, complete=True), EndResponse()]),
         ],
     )
@@ -173,7 +188,7 @@ def test_client_gone_mid_stream_is_cancelled_without_a_violation() -> None:
         Exchange(ADAPTER),
         [
             (head(), []),
-            (receive(TEXT), [Forward(TEXT)]),
+            (receive(TEXT), [observed(TEXT)]),
             (
                 gone,
                 [CloseUpstream(), settled(None), finished(stop_reason=StopReason.CANCELLED)],
@@ -191,7 +206,7 @@ def test_cut_stream_is_interrupted_with_a_violation(event: Any, ending: Ending) 
         Exchange(ADAPTER),
         [
             (head(), []),
-            (receive(TEXT), [Forward(TEXT)]),
+            (receive(TEXT), [observed(TEXT)]),
             (event, [AbortClient(), settled(None), finished(ending=ending)]),
         ],
     )
@@ -205,7 +220,7 @@ def test_marker_then_client_gone_keeps_the_providers_stop() -> None:
         Exchange(ADAPTER),
         [
             (head(), []),
-            (receive(TEXT + STOP + DONE), [Forward(TEXT + STOP + DONE), settled(None)]),
+            (receive(TEXT + STOP + DONE), [observed(TEXT + STOP + DONE), settled(None)]),
             (gone, [CloseUpstream(), finished(stop_reason=StopReason.COMPLETED)]),
         ],
     )
@@ -217,7 +232,7 @@ def test_body_of_known_length_finishes_before_its_last_bytes() -> None:
         Exchange(ADAPTER),
         [
             (head(content_type="application/json", length=len(BODY)), []),
-            (receive(first), [Forward(first)]),
+            (receive(first), [observed(first)]),
             (
                 receive(last),
                 [
@@ -237,7 +252,7 @@ def test_body_without_length_is_decoded_at_its_end() -> None:
         Exchange(ADAPTER),
         [
             (head(content_type="application/json"), []),
-            (receive(BODY), [Forward(BODY)]),
+            (receive(BODY), [observed(BODY)]),
             (end, [settled(4), finished(stop_reason=StopReason.COMPLETED), EndResponse()]),
         ],
     )
@@ -319,7 +334,7 @@ def test_gzip_body_is_observed_when_its_last_byte_arrives() -> None:
         Exchange(ADAPTER),
         [
             (head(content_type="application/json", encoding="gzip", length=len(raw)), []),
-            (receive(raw[:10]), [Forward(raw[:10])]),
+            (receive(raw[:10]), [observed(raw[:10])]),
             (
                 receive(raw[10:]),
                 [
@@ -340,7 +355,7 @@ def test_compression_bomb_stops_observing_not_forwarding() -> None:
         Exchange(ADAPTER),
         [
             (head(content_type="application/json", encoding="gzip"), []),
-            (receive(bomb), [Forward(bomb)]),  # the client still gets every byte
+            (receive(bomb), [observed(bomb)]),  # the client still gets every byte
             (
                 end,
                 [
@@ -359,7 +374,8 @@ def test_every_split_forwards_the_same_bytes(split: int) -> None:
     exchange = Exchange(ADAPTER)
     exchange.head(200, content_type=SSE, content_encoding=None, content_length=None)
     pieces = [TRANSCRIPT[i : i + split * 37] for i in range(0, len(TRANSCRIPT), split * 37)]
-    commands = [c for piece in pieces for c in exchange.receive(piece)] + exchange.body_ended()
+    commands = [c for piece in pieces for c in relayed(exchange, exchange.receive(piece))]
+    commands += exchange.body_ended()
     assert b"".join(c.data for c in commands if isinstance(c, Forward)) == TRANSCRIPT
     assert outcome_of(commands).stop_reason is StopReason.TOOL_CALLS
 
@@ -378,3 +394,12 @@ def test_done_is_terminal() -> None:
         e for (p, e), nxt in TRANSITIONS.items() if p is Phase.DONE and nxt is not Phase.DONE
     }
     assert leaving_done == set()
+
+
+def test_a_chunk_reaches_the_client_before_it_is_parsed() -> None:
+    exchange = Exchange(ADAPTER)
+    exchange.head(200, content_type=SSE, content_encoding=None, content_length=None)
+    assert exchange.receive(TEXT + STOP + DONE) == [observed(TEXT + STOP + DONE)]
+    assert exchange.phase is Phase.RECEIVING  # nothing parsed yet: the marker is unseen
+    assert [type(c) for c in exchange.forwarded(TEXT + STOP + DONE)] == [Settle]
+    assert exchange.phase is Phase.MARKED

@@ -80,3 +80,10 @@ def test_a_second_gateway_on_one_spool_is_refused(tmp_path: Path) -> None:
         claim_spool(tmp_path),
     ):
         pass
+
+
+def test_an_unwritable_spool_is_a_config_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(ConfigError, match="spool_dir"), claim_spool(blocker / "spool"):
+        pass

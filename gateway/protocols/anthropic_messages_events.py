@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway import jsoncodec
 from gateway.items import StopReason, Usage
 from gateway.stream.deltas import (
     Delta,
@@ -157,7 +158,7 @@ class MessagesEventDecoder:
     def decode(self, event: SSEEvent) -> list[Delta]:
         # A tap must never break forwarding: what cannot be read is skipped, not raised.
         try:
-            payload = json.loads(event.data)
+            payload = jsoncodec.loads(event.data)
         except ValueError:
             return []
         if not isinstance(payload, dict):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gateway import jsoncodec
 from gateway.errors import BadRequest, GatewayError
 from gateway.items import Item, ItemKind
 from gateway.protocols import openai_chat_decode as decode
@@ -112,7 +113,7 @@ class OpenAIChatAdapter:
         if '"usage"' not in data or '"usage":null' in data or '"usage": null' in data:
             return False
         try:
-            chunk = json.loads(data)
+            chunk = jsoncodec.loads(data)
         except ValueError:
             return False
         # Never hide a chunk that also carries an error (OpenRouter sends both).

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gateway import jsoncodec
 from gateway.items import StopReason, Usage
 from gateway.stream.deltas import (
     Delta,
@@ -55,7 +56,7 @@ class ChatEventDecoder:
         if not data.startswith("{"):
             return [EndDelta()] if data.strip() == "[DONE]" else []
         try:
-            chunk = json.loads(data)
+            chunk = jsoncodec.loads(data)
         except ValueError:
             return []  # a broken line must never break the tap
         if not isinstance(chunk, dict):

@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from gateway import jsoncodec
 from gateway.items import StopReason, Usage
 from gateway.stream.deltas import (
     Delta,
@@ -155,7 +156,7 @@ class ResponsesEventDecoder:
 
     def decode(self, event: SSEEvent) -> list[Delta]:
         try:
-            data = json.loads(event.data)
+            data = jsoncodec.loads(event.data)
         except (ValueError, RecursionError):
             return []  # keep-alives and non-JSON lines carry nothing to record
         if not isinstance(data, dict):
