@@ -20,6 +20,7 @@ from aiohttp import web
 from gateway.deps import Deps
 from gateway.items import ViolationKind
 from gateway.store import listing, queries
+from gateway.trace_status import TraceStatus
 from gateway.ui import auth, fmt
 from gateway.ui.present import preview, step_anchor, trace_view
 
@@ -33,7 +34,7 @@ def _web_dir() -> Path:
 WEB_DIR = _web_dir()
 TEMPLATES = web.AppKey("loopwatch_templates", jinja2.Environment)
 PAGE_SIZE = 50
-STATUSES = ("ok", "error", "budget_exceeded")
+STATUSES = tuple(status.value for status in TraceStatus)
 RANGES = {
     "15m": (timedelta(minutes=15), "last 15 minutes"),
     "1h": (timedelta(hours=1), "last hour"),
