@@ -26,8 +26,7 @@ def _column(name: str) -> Any:
 
 def sorts() -> tuple[str, ...]:
     """Orders the list offers: newest first, then largest first by the others."""
-    extra = ("cost",) if _column("cost_usd") is not None else ()
-    return ("time", "duration", "steps", *extra)
+    return ("time", "duration", "steps", "cost")
 
 
 def narrow(
@@ -63,17 +62,16 @@ def narrow(
 def _sort_key(conn: Connection, sort: str) -> Any:
     if sort == "steps":
         return TRACES.c.step_count
-    if sort == "cost" and _column("cost_usd") is not None:
-        return sa.func.coalesce(TRACES.c.cost_usd, -1.0)
+    if sort == "cost":
+        return TRACES.c.cost_nano
     if sort != "duration":
         raise ValueError(f"unknown sort: {sort}")
-    if _column("duration_ms") is not None:
-        return sa.func.coalesce(TRACES.c.duration_ms, -1.0)
     t = TRACES.c
+    end = sa.func.coalesce(t.last_response_end, t.updated_at)
     if conn.dialect.name == "postgresql":
-        seconds = sa.extract("epoch", t.updated_at - t.started_at)
+        seconds = sa.extract("epoch", end - t.started_at)
         return sa.cast(seconds * 1000, sa.Float)
-    days = sa.func.julianday(t.updated_at) - sa.func.julianday(t.started_at)
+    days = sa.func.julianday(end) - sa.func.julianday(t.started_at)
     return sa.cast(days * 86_400_000, sa.Float)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -14,29 +14,25 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from gateway.items import Item, ItemKind
-from gateway.store import listing
+from gateway.store.filters import TraceFilters, trace_conditions
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
+from gateway.store.shapes import (
+    ITEM_FIELDS,
+    iso,
+    item_json,
+    refusal_json,
+    step_json,
+    trace_json,
+    violation_json,
+)
+from gateway.trace_status import DEFAULT_IDLE_SECONDS
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
-USAGE_FIELDS = (
-    "prompt_tokens",
-    "completion_tokens",
-    "total_tokens",
-    "cached_tokens",
-    "reasoning_tokens",
-)
-_ITEM_FIELDS = ("kind", "role", "text", "call_id", "tool_name", "arguments", "is_error", "attrs")
-
-
-def iso(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    return value.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 @contextmanager
-def _reading(engine: Engine) -> Iterator[Connection]:
+def reading(engine: Engine) -> Iterator[Connection]:
     """One snapshot for the whole read, so a trace and its steps agree with each other."""
     with engine.connect() as conn:
         if conn.dialect.name == "postgresql":
@@ -60,7 +56,7 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
         raise ValueError("invalid cursor") from None
 
 
-def _page(
+def page(
     conn: Connection,
     query: sa.Select[Any],
     columns: tuple[Any, Any],
@@ -81,80 +77,72 @@ def _page(
     return rows[:limit], encode_cursor(last[when_col.name], last[id_col.name])
 
 
-def trace_json(row: RowMapping) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "started_at": iso(row["started_at"]),
-        "updated_at": iso(row["updated_at"]),
-        "status": row["status"],
-        "step_count": row["step_count"],
-        "models": list(row["models"] or []),
-        "usage": {name: row[name] for name in USAGE_FIELDS},
-        "violation_count": row["violation_count"],
-        "budget": {"max_steps": row["budget_max_steps"], "max_tokens": row["budget_max_tokens"]},
-    }
-
-
-def violation_json(row: RowMapping) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "kind": row["kind"],
-        "trace_id": row["trace_id"],
-        "step_id": row["step_id"],
-        "call_id": row["call_id"],
-        "detail": row["detail"],
-        "enforced": row["enforced"],
-        "created_at": iso(row["created_at"]),
-    }
-
-
 def list_traces(
     engine: Engine,
     *,
     limit: int = DEFAULT_LIMIT,
     cursor: str | None = None,
-    status: str | Sequence[str] | None = None,
+    status: str | None = None,
     model: str | None = None,
     violation: str | None = None,
     session: str | None = None,
     has_violations: bool | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
+    q: str | None = None,
     sort: str = "time",
+    filters: TraceFilters | None = None,
+    now: datetime | None = None,
+    idle_seconds: float = DEFAULT_IDLE_SECONDS,
 ) -> dict[str, Any]:
-    """A page of traces, newest first or largest first by `sort` (listing.sorts())."""
+    """One page, newest first, or largest first by `sort` (listing.sorts()). `filters`
+    carries the read API's filters (DESIGN.md); the keyword ones are merged into it."""
+    from gateway.store import listing  # listing builds on this module's reading helpers
+
+    now = now or datetime.now(UTC)
     t = TRACES.c
-    query = listing.narrow(
-        sa.select(TRACES),
+    filters = (filters or TraceFilters()).merged(
         status=status,
         model=model,
+        violation=violation,
         session=session,
         has_violations=has_violations,
         since=since,
         until=until,
+        q=q,
     )
-    if violation:
-        query = query.where(
-            sa.exists().where(VIOLATIONS.c.trace_id == t.id, VIOLATIONS.c.kind == violation)
-        )
-    with _reading(engine) as conn:
+    query = sa.select(TRACES)
+    for condition in trace_conditions(filters, engine.dialect.name, now, idle_seconds):
+        query = query.where(condition)
+    with reading(engine) as conn:
         if sort == "time":
-            rows, next_cursor = _page(conn, query, (t.updated_at, t.id), limit, cursor)
+            rows, next_cursor = page(conn, query, (t.updated_at, t.id), limit, cursor)
         else:
             limit = max(1, min(limit, MAX_LIMIT))
             rows, next_cursor = listing.sorted_page(conn, query, sort, limit, cursor)
-    return {"traces": [trace_json(row) for row in rows], "next_cursor": next_cursor}
+    traces = [trace_json(row, now, idle_seconds) for row in rows]
+    return {"traces": traces, "next_cursor": next_cursor}
 
 
-def get_trace_summary(engine: Engine, trace_id: str) -> dict[str, Any] | None:
+def get_trace_summary(
+    engine: Engine,
+    trace_id: str,
+    now: datetime | None = None,
+    idle_seconds: float = DEFAULT_IDLE_SECONDS,
+) -> dict[str, Any] | None:
     """The trace as listed, without its steps: cheap for counters and headers."""
-    with _reading(engine) as conn:
+    with reading(engine) as conn:
         row = conn.execute(sa.select(TRACES).where(TRACES.c.id == trace_id)).mappings().first()
-    return None if row is None else trace_json(row)
+    return None if row is None else trace_json(row, now, idle_seconds)
 
 
-def get_trace(engine: Engine, trace_id: str) -> dict[str, Any] | None:
-    with _reading(engine) as conn:
+def get_trace(
+    engine: Engine,
+    trace_id: str,
+    now: datetime | None = None,
+    idle_seconds: float = DEFAULT_IDLE_SECONDS,
+) -> dict[str, Any] | None:
+    with reading(engine) as conn:
         row = conn.execute(sa.select(TRACES).where(TRACES.c.id == trace_id)).mappings().first()
         if row is None:
             return None
@@ -176,36 +164,14 @@ def get_trace(engine: Engine, trace_id: str) -> dict[str, Any] | None:
         by_step = {step["id"]: step for step in step_dicts}
         for item in items:
             by_step[item["step_id"]][item["direction"] + "_items"].append(item_json(item))
-        result = trace_json(row)
+        result = trace_json(row, now, idle_seconds)
         result["steps"] = step_dicts
-        result["violations"] = [violation_json(v) for v in violations]
+        stored = list(violations)
+        result["violations"] = [violation_json(v) for v in stored]
+        result["refusals"] = [
+            refusal_json(v) for v in stored if v["step_id"] is None and v["enforced"]
+        ]
     return result
-
-
-def step_json(row: RowMapping) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "seq": row["seq"],
-        "protocol": row["protocol"],
-        "model": row["model"],
-        "stream": row["stream"],
-        "http_status": row["http_status"],
-        "stop_reason": row["stop_reason"],
-        "raw_stop_reason": row["raw_stop_reason"],
-        "usage": {name: row[name] for name in USAGE_FIELDS},
-        "provider_request_id": row["provider_request_id"],
-        "response_id": row["response_id"],
-        "started_at": iso(row["started_at"]),
-        "latency_ms": row["latency_ms"],
-        "ttft_ms": row["ttft_ms"],
-        "input_items": [],
-        "output_items": [],
-        "error": row["error"],
-    }
-
-
-def item_json(row: RowMapping) -> dict[str, Any]:
-    return {name: row[name] for name in _ITEM_FIELDS}
 
 
 def find_continuation(engine: Engine, keys: list[str]) -> tuple[str, str, str] | None:
@@ -221,7 +187,7 @@ def find_continuation(engine: Engine, keys: list[str]) -> tuple[str, str, str] |
     query = sa.select(s.trace_id, s.id, s.continuation_key, s.started_at).where(
         s.continuation_key.in_(list(rank))
     )
-    with _reading(engine) as conn:
+    with reading(engine) as conn:
         rows = conn.execute(query).all()
     if not rows:
         return None
@@ -239,7 +205,7 @@ def call_emitters(engine: Engine, call_ids: list[str]) -> list[tuple[str, str, s
         .join(STEPS, s.id == i.step_id)
         .where(i.call_id.in_(call_ids), i.direction == "output", i.kind == "tool_call")
     )
-    with _reading(engine) as conn:
+    with reading(engine) as conn:
         return [(row.call_id, row.trace_id, row.id) for row in conn.execute(query)]
 
 
@@ -254,7 +220,7 @@ def emitted_call_ids(engine: Engine, batch: int = 10_000) -> Iterator[str]:
             .order_by(i.call_id)
             .limit(batch)
         )
-        with _reading(engine) as conn:
+        with reading(engine) as conn:
             ids = list(conn.scalars(query))
         yield from ids
         if len(ids) < batch:
@@ -273,7 +239,7 @@ def continuation_keys(engine: Engine, batch: int = 10_000) -> Iterator[str]:
             .order_by(s.continuation_key)
             .limit(batch)
         )
-        with _reading(engine) as conn:
+        with reading(engine) as conn:
             keys = list(conn.scalars(query))
         yield from keys
         if len(keys) < batch:
@@ -292,8 +258,8 @@ def list_violations(
     query = sa.select(VIOLATIONS)
     if kind:
         query = query.where(v.kind == kind)
-    with _reading(engine) as conn:
-        rows, next_cursor = _page(conn, query, (v.created_at, v.id), limit, cursor)
+    with reading(engine) as conn:
+        rows, next_cursor = page(conn, query, (v.created_at, v.id), limit, cursor)
     return {"violations": [violation_json(row) for row in rows], "next_cursor": next_cursor}
 
 
@@ -306,7 +272,7 @@ def find_step(engine: Engine, query: str) -> dict[str, Any] | None:
         .order_by(s.started_at.desc())
         .limit(1)
     )
-    with _reading(engine) as conn:
+    with reading(engine) as conn:
         row = conn.execute(statement).first()
     return None if row is None else {"trace_id": row.trace_id, "step_id": row.id, "seq": row.seq}
 
@@ -320,7 +286,7 @@ def find_by_response_id(engine: Engine, response_id: str) -> tuple[str, str] | N
         .order_by(s.started_at.desc())
         .limit(1)
     )
-    with _reading(engine) as conn:
+    with reading(engine) as conn:
         row = conn.execute(statement).first()
     return None if row is None else (row.trace_id, row.id)
 
@@ -331,12 +297,12 @@ def step_output_items(engine: Engine, step_id: str) -> list[Item]:
     statement = (
         sa.select(ITEMS).where(i.step_id == step_id, i.direction == "output").order_by(i.position)
     )
-    with _reading(engine) as conn:
+    with reading(engine) as conn:
         rows = conn.execute(statement).mappings().all()
     return [
         Item(
             kind=ItemKind(row["kind"]),
-            **{name: row[name] for name in _ITEM_FIELDS if name != "kind"},
+            **{name: row[name] for name in ITEM_FIELDS if name != "kind"},
         )
         for row in rows
     ]
@@ -346,7 +312,7 @@ def last_step(engine: Engine, trace_id: str) -> tuple[str, list[Item]] | None:
     """The newest step of a trace and its output, for checks against what it emitted."""
     s = STEPS.c
     statement = sa.select(s.id).where(s.trace_id == trace_id).order_by(s.seq.desc()).limit(1)
-    with _reading(engine) as conn:
+    with reading(engine) as conn:
         step_id = conn.execute(statement).scalar()
     if step_id is None:
         return None

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -17,17 +17,28 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Engine
 
 from gateway import jsoncodec
-from gateway.items import Item, StopReason, Violation
+from gateway.items import Item, Violation
 from gateway.step import RefusalRecord, StepRecord
 from gateway.store.engine import dialect_insert, write_connection
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS, UTCDateTime
+from gateway.store.run_fold import Folded, fold, is_unpriced, step_end
+from gateway.trace_status import TraceStatus
 
 Record = StepRecord | RefusalRecord
 
-STATUS_OK = "ok"
-STATUS_ERROR = "error"
-STATUS_BUDGET = "budget_exceeded"
-_ERROR_STOPS = frozenset({StopReason.ERROR, StopReason.INTERRUPTED})
+# What a new row holds until the batch's fold sets it, in the same transaction.
+_PLACEHOLDER_STATUS = TraceStatus.COMPLETED.value
+# The run summary as stored before the batch: the merge leaves these columns alone, so its
+# RETURNING reads them under the row lock it took.
+_SUMMARY_COLUMNS = (
+    "last_step_started_at",
+    "last_stop_reason",
+    "open_calls",
+    "last_refusal_at",
+    "last_refusal_kind",
+    "last_response_end",
+    "first_user_text",
+)
 _TOKEN_SUMS = (
     "prompt_tokens",
     "completion_tokens",
@@ -55,13 +66,15 @@ class _TraceDelta:
     started_at: datetime
     updated_at: datetime
     steps: list[StepRecord] = field(default_factory=list)
+    refusals: list[RefusalRecord] = field(default_factory=list)
     tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_TOKEN_SUMS, 0))
     violations: int = 0
     models: list[str] = field(default_factory=list)
-    step_status: str | None = None
-    budget_exceeded: bool = False
-    last_stop_reason: str | None = None
     budget: dict[str, int] = field(default_factory=dict)
+    cost_nano: int = 0
+    unpriced_steps: int = 0
+    model_ms: float = 0.0
+    session_id: str | None = None
 
     def add_step(self, record: StepRecord) -> None:
         self.steps.append(record)
@@ -72,16 +85,19 @@ class _TraceDelta:
         self.tokens["total_tokens"] += usage.total()
         if record.model and record.model not in self.models:
             self.models.append(record.model)
-        self.step_status = STATUS_ERROR if record.stop_reason in _ERROR_STOPS else STATUS_OK
-        self.last_stop_reason = record.stop_reason.value
         self.violations += len(record.violations)
         self._set_budget(record.budget_max_steps, record.budget_max_tokens)
+        self.cost_nano += record.cost_nano or 0
+        self.unpriced_steps += is_unpriced(record)
+        self.model_ms += record.latency_ms or 0.0
+        self.session_id = self.session_id or record.session_id
 
     def add_refusal(self, record: RefusalRecord) -> None:
+        self.refusals.append(record)
         self._widen(record.created_at, record.created_at)
         self.violations += len(record.violations)
-        self.budget_exceeded = self.budget_exceeded or record.budget_exceeded
         self._set_budget(record.budget_max_steps, record.budget_max_tokens)
+        self.session_id = self.session_id or record.session_id
 
     def _widen(self, start: datetime, end: datetime) -> None:
         self.started_at = min(self.started_at, start)
@@ -92,13 +108,6 @@ class _TraceDelta:
             self.budget["budget_max_steps"] = max_steps
         if max_tokens is not None:
             self.budget["budget_max_tokens"] = max_tokens
-
-
-def step_end(record: StepRecord) -> datetime:
-    """When the step finished: what orders traces newest first."""
-    if record.latency_ms is None:
-        return record.started_at
-    return record.started_at + timedelta(milliseconds=record.latency_ms)
 
 
 def violation_id(owner: str, index: int, violation: Violation) -> str:
@@ -127,8 +136,8 @@ class StoreWriter:
             if not fresh:
                 return
             deltas = _group(fresh)
-            seqs = _merge_traces(conn, deltas)
-            _insert_steps(conn, deltas, seqs)
+            seqs, folds = _merge_traces(conn, deltas)
+            _insert_steps(conn, deltas, seqs, folds)
             _insert_violations(conn, fresh)
 
 
@@ -179,20 +188,25 @@ def _group(records: list[Record]) -> list[_TraceDelta]:
 
 
 def _trace_row(delta: _TraceDelta) -> dict[str, Any]:
-    """The trace row as this batch alone would make it; merged into an existing row."""
-    status = STATUS_BUDGET if delta.budget_exceeded else (delta.step_status or STATUS_OK)
+    """The trace row as this batch alone would make it, its run summary empty (the fold
+    sets it); merged into an existing row."""
     return {
         "id": delta.trace_id,
         "started_at": delta.started_at,
         "updated_at": delta.updated_at,
-        "status": status,
+        "status": _PLACEHOLDER_STATUS,
         "step_count": len(delta.steps),
         "models": delta.models,
         **delta.tokens,
         "violation_count": delta.violations,
-        "last_stop_reason": delta.last_stop_reason,
         "budget_max_steps": delta.budget.get("budget_max_steps"),
         "budget_max_tokens": delta.budget.get("budget_max_tokens"),
+        "cost_nano": delta.cost_nano,
+        "unpriced_steps": delta.unpriced_steps,
+        "model_ms": delta.model_ms,
+        "session_id": delta.session_id,
+        **dict.fromkeys(_SUMMARY_COLUMNS),
+        "open_calls": 0,
     }
 
 
@@ -200,51 +214,70 @@ def _merge(conn: Connection) -> Any:
     """INSERT … ON CONFLICT DO UPDATE adding the batch's counts to the stored ones.
 
     One statement for every trace of a batch: the row lock it takes orders concurrent
-    replicas, and the increments make counters exact. budget_exceeded is sticky; a batch
-    without steps (refusals only) leaves the status and last stop reason as they were.
+    replicas, and the increments make counters exact. It leaves the run summary alone, so
+    RETURNING gives the summary as stored before the batch, for the fold.
     """
     t, new = TRACES.c, dialect_insert(conn, TRACES).excluded
-    status = sa.case(
-        (t.status == STATUS_BUDGET, t.status),
-        (new.status == STATUS_BUDGET, new.status),
-        (new.last_stop_reason.is_(None), t.status),
-        else_=new.status,
-    )
+    summed = (*_TOKEN_SUMS, "step_count", "violation_count", "cost_nano", "unpriced_steps")
     merged: dict[str, Any] = {
-        "step_count": t.step_count + new.step_count,
-        "violation_count": t.violation_count + new.violation_count,
-        **{name: t[name] + new[name] for name in _TOKEN_SUMS},
+        **{name: t[name] + new[name] for name in (*summed, "model_ms")},
         "started_at": sa.case((new.started_at < t.started_at, new.started_at), else_=t.started_at),
         "updated_at": sa.case((new.updated_at > t.updated_at, new.updated_at), else_=t.updated_at),
-        "status": status,
-        "last_stop_reason": sa.func.coalesce(new.last_stop_reason, t.last_stop_reason),
         "budget_max_steps": sa.func.coalesce(new.budget_max_steps, t.budget_max_steps),
         "budget_max_tokens": sa.func.coalesce(new.budget_max_tokens, t.budget_max_tokens),
+        "session_id": sa.func.coalesce(t.session_id, new.session_id),
     }
     upsert = dialect_insert(conn, TRACES).on_conflict_do_update(index_elements=["id"], set_=merged)
-    return upsert.returning(t.id, t.step_count, t.models, sort_by_parameter_order=True)
+    summary = [t[name] for name in _SUMMARY_COLUMNS]
+    return upsert.returning(t.id, t.step_count, t.models, *summary, sort_by_parameter_order=True)
 
 
-def _merge_traces(conn: Connection, deltas: list[_TraceDelta]) -> dict[str, int]:
-    """Apply every delta; return each trace's step count before this batch."""
+def _fold_update() -> Any:
+    t = TRACES.c
+    values: dict[str, Any] = {
+        name: sa.bindparam(name, type_=t[name].type) for name in _FOLDED_COLUMNS
+    }
+    values["tool_ms"] = t.tool_ms + sa.bindparam("add_tool_ms", type_=sa.Float())
+    return TRACES.update().where(t.id == sa.bindparam("trace_id")).values(values)
+
+
+_FOLDED_COLUMNS = (*_SUMMARY_COLUMNS, "status", "status_final", "models")
+
+
+def _merge_traces(
+    conn: Connection, deltas: list[_TraceDelta]
+) -> tuple[dict[str, int], dict[str, Folded]]:
+    """Apply every delta and fold it into its trace's run summary; return each trace's
+    step count before this batch and its fold."""
     rows = conn.execute(_merge(conn), [_trace_row(d) for d in deltas]).all()
     before: dict[str, int] = {}
+    folds: dict[str, Folded] = {}
+    updates: list[dict[str, Any]] = []
     for delta, row in zip(deltas, rows, strict=True):
         before[delta.trace_id] = int(row.step_count) - len(delta.steps)
+        folded = fold(row, delta.steps, delta.refusals, first_batch=before[delta.trace_id] == 0)
+        folds[delta.trace_id] = folded
         stored = list(row.models or [])
-        added = [m for m in delta.models if m not in stored]
-        if added:  # the row lock is held until commit, so `stored` cannot go stale
-            update = TRACES.update().where(TRACES.c.id == delta.trace_id)
-            conn.execute(update.values(models=stored + added))
-    return before
+        # The row lock is held until commit, so `stored` cannot go stale.
+        models = stored + [m for m in delta.models if m not in stored]
+        updates.append(
+            {**folded.values, "models": models, "add_tool_ms": folded.tool_ms}
+            | {"trace_id": delta.trace_id}
+        )
+    conn.execute(_fold_update(), updates)
+    return before, folds
 
 
-def _insert_steps(conn: Connection, deltas: list[_TraceDelta], seqs: dict[str, int]) -> None:
+def _insert_steps(
+    conn: Connection, deltas: list[_TraceDelta], seqs: dict[str, int], folds: dict[str, Folded]
+) -> None:
     step_rows: list[dict[str, Any]] = []
     item_rows: list[dict[str, Any]] = []
     for delta in deltas:
+        tool_ms = folds[delta.trace_id].step_tool_ms
         for offset, record in enumerate(delta.steps, start=1):
-            step_rows.append(_step_row(record, seqs[delta.trace_id] + offset))
+            row = _step_row(record, seqs[delta.trace_id] + offset)
+            step_rows.append(row | {"tool_ms": tool_ms.get(record.id)})
             item_rows.extend(_item_rows(record.id, "input", record.input_items))
             item_rows.extend(_item_rows(record.id, "output", record.output_items))
     _insert_many(conn, STEPS, step_rows)
@@ -320,6 +353,8 @@ def _step_row(record: StepRecord, seq: int) -> dict[str, Any]:
         "ttft_ms": record.ttft_ms,
         "error": record.error,
         "continuation_key": record.continuation_key,
+        "cost_nano": record.cost_nano,
+        "cost_source": record.cost_source,
     }
 
 
@@ -345,10 +380,13 @@ def _item_rows(step_id: str, direction: str, items: list[Item]) -> list[dict[str
 def _insert_violations(conn: Connection, records: list[Record]) -> None:
     rows: list[dict[str, Any]] = []
     for record in records:
+        items: list[dict[str, Any]] | None = None
         if isinstance(record, StepRecord):
             owner, step_id, created = record.id, record.id, step_end(record)
         else:
             owner, step_id, created = _refusal_owner(record), None, record.created_at
+            items = [item.to_json() for item in record.items] or None
+        keeper = _items_keeper(record.violations)
         for index, violation in enumerate(record.violations):
             rows.append(
                 {
@@ -360,6 +398,15 @@ def _insert_violations(conn: Connection, records: list[Record]) -> None:
                     "detail": violation.detail,
                     "enforced": violation.enforced,
                     "created_at": created,
+                    "items": items if index == keeper else None,
                 }
             )
     _insert_many(conn, VIOLATIONS, rows)
+
+
+def _items_keeper(violations: list[Violation]) -> int:
+    """Which violation of a refusal keeps its request's items: the enforced one."""
+    for index, violation in enumerate(violations):
+        if violation.enforced:
+            return index
+    return 0

@@ -1,9 +1,10 @@
-"""The JSON read API: traces, one trace with its steps, violations."""
+"""The JSON read API: traces (filtered), one trace with its steps, violations, sessions."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
@@ -11,7 +12,9 @@ from aiohttp import web
 from gateway.deps import Deps
 from gateway.errors import BadRequest, NotFound
 from gateway.items import ViolationKind
-from gateway.store import queries
+from gateway.store import queries, session_list
+from gateway.store.filters import TraceFilters
+from gateway.trace_status import TraceStatus
 
 MAX_LIMIT = 200
 
@@ -30,21 +33,82 @@ def _violation_kind(request: web.Request) -> str | None:
     return kind or None
 
 
+def _status(request: web.Request) -> str | None:
+    status = request.query.get("status") or None
+    if status is not None and status not in TraceStatus.__members__.values():
+        known = ", ".join(s.value for s in TraceStatus)
+        raise BadRequest(f"status must be one of {known}", param="status")
+    return status
+
+
+def _flag(request: web.Request, name: str) -> bool | None:
+    raw = request.query.get(name) or None
+    if raw is None:
+        return None
+    if raw not in ("true", "false"):
+        raise BadRequest(f"{name} must be true or false", param=name)
+    return raw == "true"
+
+
+def _time(request: web.Request, name: str) -> datetime | None:
+    """An RFC 3339 time; one without an offset is taken as UTC."""
+    raw = (request.query.get(name) or "").strip()
+    if not raw:
+        return None
+    if "T" in raw.upper():
+        raw = raw.replace(" ", "+")  # an unescaped `+` of the offset arrives as a space
+    try:
+        when = datetime.fromisoformat(raw)
+    except ValueError:
+        raise BadRequest(f"{name} must be an RFC 3339 time", param=name) from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def _filters(request: web.Request) -> TraceFilters:
+    query = request.query
+    return TraceFilters(
+        status=_status(request),
+        model=(query.get("model") or "").strip() or None,
+        violation=_violation_kind(request),
+        has_violations=_flag(request, "has_violations"),
+        session=query.get("session") or None,
+        since=_time(request, "since"),
+        until=_time(request, "until"),
+        q=(query.get("q") or "").strip() or None,
+    )
+
+
 async def list_traces(request: web.Request, deps: Deps) -> web.Response:
     result = await _read(
         queries.list_traces,
         deps,
         limit=_limit(request),
         cursor=request.query.get("cursor") or None,
-        status=request.query.get("status") or None,
-        model=request.query.get("model") or None,
-        violation=_violation_kind(request),
+        filters=_filters(request),
+        now=deps.clock(),
+        idle_seconds=deps.settings.trace_idle_seconds,
+    )
+    return await _json(result)
+
+
+async def list_sessions(request: web.Request, deps: Deps) -> web.Response:
+    result = await _read(
+        session_list.sessions_page,
+        deps,
+        limit=_limit(request),
+        cursor=request.query.get("cursor") or None,
     )
     return await _json(result)
 
 
 async def get_trace(request: web.Request, deps: Deps) -> web.Response:
-    trace = await _read(queries.get_trace, deps, request.match_info["trace_id"])
+    trace = await _read(
+        queries.get_trace,
+        deps,
+        request.match_info["trace_id"],
+        now=deps.clock(),
+        idle_seconds=deps.settings.trace_idle_seconds,
+    )
     if trace is None:
         raise NotFound(f"no trace {request.match_info['trace_id']}")
     return await _json(trace)

@@ -92,7 +92,7 @@ def list_query(request: web.Request, now: datetime) -> ListQuery:
 def _store_filters(q: ListQuery) -> dict[str, Any]:
     status = q.params["status"]
     return {
-        "status": statuses.STORED_AS.get(status or "") if status else None,
+        "status": status or None,
         "model": q.params["model"],
         "violation": q.params["violation"],
         "has_violations": True if q.params["any_violation"] else None,
@@ -140,7 +140,8 @@ async def traces_page(request: web.Request, deps: Deps) -> web.Response:
         if target is not None:
             raise web.HTTPFound(target)
     q = list_query(request, now)
-    kwargs = {**_store_filters(q), "limit": _page_size(request)}
+    kwargs = {**_store_filters(q), "limit": _page_size(request), "now": now}
+    kwargs["idle_seconds"] = idle_seconds(deps)
     kwargs["cursor"] = request.query.get("cursor") or None
     if search and searchable:
         kwargs["q"] = search
@@ -150,8 +151,6 @@ async def traces_page(request: web.Request, deps: Deps) -> web.Response:
         return await error_page(request, deps, 400, "That page link is invalid.")
     idle = idle_seconds(deps)
     rows = [trace_row(t, now=now, idle_seconds=idle) for t in page["traces"]]
-    if q.params["status"]:  # older stores keep fewer statuses: each row is derived again
-        rows = [row for row in rows if row.status == q.params["status"]]
     links = {**q.params, "q": search or None}
     return await render(
         request,

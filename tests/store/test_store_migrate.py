@@ -144,6 +144,14 @@ async def test_start_up_adopts_a_database_made_before_migrations(
     gw = await make_gateway(database_url=url)
     listed = await gw.traces(limit="50")
     assert {t["id"]: t["step_count"] for t in listed} == traces
+    renamed = {"ok": "completed", "error": "failed"}
+    shown = {i: renamed.get(s, s) for i, s in statuses_before.items()}
+    assert {t["id"]: t["status"] for t in listed} == shown  # final: never `running`
+    assert all(t["cost_usd"] is None for t in listed if t["step_count"])  # unknown, not 0
+    completed = {i for i, s in shown.items() if s == "completed"}
+    assert {t["id"] for t in await gw.traces(status="completed", limit="50")} == completed
+    some = next(iter(traces))
+    assert [t["id"] for t in await gw.traces(q=some[:-2], limit="50")] == [some]
     for trace_id, steps in traces.items():
         assert len((await gw.trace(trace_id))["steps"]) == steps
     gw.provider.queue(completion("hello again"))
@@ -155,7 +163,6 @@ async def test_start_up_adopts_a_database_made_before_migrations(
     for table, rows in rows_before.items():
         after = _as_text(old, table, columns_before[table])
         assert rows <= after, f"{table} lost or changed rows"
-    renamed = {"ok": "completed", "error": "failed"}
     statuses = {row.id: row.status for row in _rows(old, "traces")}
     assert {i: statuses[i] for i in statuses_before} == {
         i: renamed.get(s, s) for i, s in statuses_before.items()

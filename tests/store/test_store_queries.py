@@ -69,7 +69,15 @@ def test_list_newest_first_across_pages(engine: Engine, make_step: MakeStep) -> 
         "models",
         "usage",
         "violation_count",
+        "has_violations",
         "budget",
+        "cost_usd",
+        "cost_complete",
+        "duration_ms",
+        "model_ms",
+        "tool_ms",
+        "session_id",
+        "first_user_text",
     }
     assert trace["updated_at"].endswith("Z")
 
@@ -89,8 +97,8 @@ def test_list_filters(engine: Engine, make_step: MakeStep) -> None:
     every_third = [t for t in newest_first if int(t[-3:]) % 3 == 0]
     assert _all_pages(engine, 2, violation="duplicate_call_id") == every_third
     assert _all_pages(engine, 2, violation="orphan_tool_result") == []
-    assert _all_pages(engine, 5, status="ok") == newest_first
-    assert _all_pages(engine, 5, status="error") == []
+    assert _all_pages(engine, 5, status="abandoned") == newest_first  # tool calls unanswered
+    assert _all_pages(engine, 5, status="failed") == []
     both = [t for t in every_third if t in odd]
     assert _all_pages(engine, 1, model="o3", violation="duplicate_call_id") == both
 

@@ -1,0 +1,74 @@
+"""The traces list's filters as SQL conditions on TRACES, each served by an index where the
+list is large: status by its time-free split (gateway.trace_status), session, time, search.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+
+from gateway.store import search
+from gateway.store.models import TRACES, VIOLATIONS
+from gateway.trace_status import TraceStatus
+
+
+@dataclass(frozen=True, slots=True)
+class TraceFilters:
+    """Every filter of GET /api/traces; None: not filtered on."""
+
+    status: str | None = None  # a TraceStatus value
+    model: str | None = None  # substring of a model name, any case
+    violation: str | None = None  # a violation kind the trace has
+    has_violations: bool | None = None
+    session: str | None = None
+    since: datetime | None = None  # last activity at or after
+    until: datetime | None = None  # last activity at or before
+    q: str | None = None  # gateway.store.search
+
+    def merged(self, **values: Any) -> TraceFilters:
+        return replace(self, **{k: v for k, v in values.items() if v is not None})
+
+
+def trace_conditions(
+    filters: TraceFilters, dialect: str, now: datetime, idle_seconds: float
+) -> list[Any]:
+    t = TRACES.c
+    conditions: list[Any] = []
+    if filters.status:
+        conditions.append(status_condition(TraceStatus(filters.status), now, idle_seconds))
+    if filters.model:
+        models = sa.cast(t.models, sa.Text)
+        conditions.append(models.icontains(filters.model, autoescape=True))
+    if filters.violation:
+        v = VIOLATIONS.c
+        conditions.append(sa.exists().where(v.trace_id == t.id, v.kind == filters.violation))
+    if filters.has_violations is not None:
+        count = t.violation_count
+        conditions.append(count > 0 if filters.has_violations else count == 0)
+    if filters.session:
+        conditions.append(t.session_id == filters.session)
+    if filters.since is not None:
+        conditions.append(t.updated_at >= filters.since)
+    if filters.until is not None:
+        conditions.append(t.updated_at <= filters.until)
+    if filters.q and filters.q.strip():
+        conditions.append(search.matches(filters.q, dialect))
+    return conditions
+
+
+def status_condition(status: TraceStatus, now: datetime, idle_seconds: float) -> Any:
+    """The SQL twin of trace_status.status_at, per status, with cut = now - idle."""
+    t = TRACES.c
+    cut = now - timedelta(seconds=idle_seconds)
+    if status is TraceStatus.RUNNING:
+        return sa.and_(t.status_final.is_(False), t.updated_at > cut)
+    if status is TraceStatus.ABANDONED:
+        return sa.and_(t.status == status.value, t.updated_at <= cut)
+    if status is TraceStatus.COMPLETED:
+        return sa.and_(
+            t.status == status.value, sa.or_(t.status_final.is_(True), t.updated_at <= cut)
+        )
+    return t.status == status.value

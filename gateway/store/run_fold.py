@@ -1,0 +1,120 @@
+"""How one batch moves a trace's run summary: its status fold (gateway.trace_status), tool
+time, last response end and first user text. Pure: the stored row in, column values out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from gateway.items import ItemKind, StopReason
+from gateway.step import RefusalRecord, StepRecord
+from gateway.trace_status import RefusalKind, TraceSummary, emitted_calls, settle
+
+FIRST_TEXT_CHARS = 300
+PASSTHROUGH = "passthrough"
+
+
+@dataclass(slots=True)
+class Folded:
+    """What a batch sets on its trace row, and each of its steps' tool time."""
+
+    values: dict[str, Any]
+    tool_ms: float = 0.0  # added to the trace's sum
+    step_tool_ms: dict[str, float | None] = field(default_factory=dict)
+
+
+def step_end(record: StepRecord) -> datetime:
+    """When the step's response ended: what orders traces newest first."""
+    if record.latency_ms is None:
+        return record.started_at
+    return record.started_at + timedelta(milliseconds=record.latency_ms)
+
+
+def fold(
+    row: Any, steps: list[StepRecord], refusals: list[RefusalRecord], first_batch: bool
+) -> Folded:
+    """Fold a batch's records into the summary stored in `row` (read under its row lock).
+
+    `first_batch`: the trace had no step before this batch, so its first step is here.
+    """
+    summary = _summary(row)
+    ordered = sorted(steps, key=lambda s: (s.started_at, s.id))
+    last_end: datetime | None = row.last_response_end
+    folded = Folded(values={})
+    for step in ordered:
+        tool = None if last_end is None else max(0.0, _ms(step.started_at - last_end))
+        folded.step_tool_ms[step.id] = tool
+        folded.tool_ms += tool or 0.0
+        end = step_end(step)
+        last_end = end if last_end is None else max(last_end, end)
+        summary = summary.with_step(
+            started_at=step.started_at,
+            ended_at=end,
+            stop=step.stop_reason,
+            open_calls=emitted_calls(step.output_items),
+            model_step=step.protocol != PASSTHROUGH,
+        )
+    for refusal in refusals:
+        summary = summary.with_refusal(refusal_kind(refusal), refusal.created_at)
+    stored = settle(summary)
+    folded.values = {
+        "status": stored.status.value,
+        "status_final": stored.final,
+        "last_step_started_at": summary.last_step_started_at,
+        "last_stop_reason": None if summary.last_stop is None else summary.last_stop.value,
+        "open_calls": summary.open_calls,
+        "last_refusal_at": summary.last_refusal_at,
+        "last_refusal_kind": None if summary.last_refusal is None else summary.last_refusal.value,
+        "last_response_end": last_end,
+        "first_user_text": row.first_user_text
+        if row.first_user_text is not None or not first_batch or not ordered
+        else first_user_text(ordered[0]),
+    }
+    return folded
+
+
+def refusal_kind(record: RefusalRecord) -> RefusalKind:
+    if record.budget_exceeded:
+        return RefusalKind.BUDGET
+    try:
+        return RefusalKind(record.kind)
+    except ValueError:
+        return RefusalKind.PAIRING
+
+
+def first_user_text(step: StepRecord) -> str | None:
+    """The step's first user item's text on one line, cut to FIRST_TEXT_CHARS."""
+    for item in step.input_items:
+        if item.kind is ItemKind.USER and item.text:
+            return " ".join(item.text.split())[:FIRST_TEXT_CHARS] or None
+    return None
+
+
+def is_unpriced(record: StepRecord) -> bool:
+    """It reported usage but has no price: its cost is unknown, not zero."""
+    return record.cost_nano is None and any(v is not None for v in record.usage.to_json().values())
+
+
+def _summary(row: Any) -> TraceSummary:
+    return TraceSummary(
+        last_step_started_at=row.last_step_started_at,
+        last_stop=_enum(StopReason, row.last_stop_reason),
+        open_calls=int(row.open_calls or 0),
+        last_refusal_at=row.last_refusal_at,
+        last_refusal=_enum(RefusalKind, row.last_refusal_kind),
+    )
+
+
+def _enum(kind: Any, value: str | None) -> Any:
+    if value is None:
+        return None
+    try:
+        return kind(value)
+    except ValueError:
+        return None
+
+
+def _ms(delta: timedelta) -> float:
+    return delta.total_seconds() * 1000.0

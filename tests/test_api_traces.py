@@ -1,0 +1,116 @@
+"""The read API's trace filters and sessions over real HTTP, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import aiohttp
+import pytest
+
+from gateway.items import Item, ItemKind, StopReason, Violation, ViolationKind
+from gateway.store.engine import create_schema, make_engine
+from gateway.store.writer import StoreWriter
+from tests.conftest import Database, build_step
+from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noqa: F401
+
+ANSWER = [Item(ItemKind.ASSISTANT_TEXT, role="assistant", text="done")]
+
+
+@pytest.fixture
+def database_url(database: Database) -> str:
+    return database.url
+
+
+@pytest.fixture
+async def seeded(database: Database, make_gateway: GatewayFactory) -> Gateway:
+    """Four traces: two of session s1 (one running now), one failed of s2, one old."""
+    now = datetime.now(UTC)
+    engine = make_engine(database.url)
+    create_schema(engine)
+    dup = Violation(ViolationKind.DUPLICATE_CALL_ID, "twice", call_id="c")
+    StoreWriter(engine).write_batch(
+        [
+            build_step("live", at=now - timedelta(seconds=5), session_id="s1", model="gpt-4o"),
+            build_step(
+                "done",
+                at=now - timedelta(hours=1),
+                session_id="s1",
+                model="claude-sonnet-4",
+                stop_reason=StopReason.COMPLETED,
+                output_items=ANSWER,
+                cost_nano=2_000,
+            ),
+            build_step(
+                "broke",
+                at=now - timedelta(hours=2),
+                session_id="s2",
+                stop_reason=StopReason.ERROR,
+                output_items=[],
+                violations=[dup],
+            ),
+            build_step("old", at=datetime(2024, 1, 1, tzinfo=UTC)),
+        ]
+    )
+    engine.dispose()
+    return await make_gateway()
+
+
+async def _get(gw: Gateway, path: str, **params: str) -> tuple[int, Any]:
+    async with aiohttp.ClientSession() as session, session.get(gw.url + path, params=params) as r:
+        return r.status, await r.json()
+
+
+async def _ids(gw: Gateway, **params: str) -> list[str]:
+    return [t["id"] for t in await gw.traces(**params)]
+
+
+async def test_filters(seeded: Gateway) -> None:
+    gw = seeded
+    assert await _ids(gw) == ["live", "done", "broke", "old"]
+    assert await _ids(gw, status="running") == ["live"]
+    assert await _ids(gw, status="completed") == ["done"]
+    assert await _ids(gw, status="failed") == ["broke"]
+    assert await _ids(gw, status="abandoned") == ["old"]  # its tool call never answered
+    assert await _ids(gw, has_violations="true") == ["broke"]
+    assert await _ids(gw, has_violations="false") == ["live", "done", "old"]
+    assert await _ids(gw, model="SONNET") == ["done"]
+    assert await _ids(gw, session="s1") == ["live", "done"]
+    assert await _ids(gw, since="2025-01-01T00:00:00Z") == ["live", "done", "broke"]
+    # An unescaped `+` of an offset arrives as a space; it is read as the `+` it was.
+    assert await _ids(gw, until="2024-06-01T00:00:00 00:00") == ["old"]
+    assert await _ids(gw, q="live") == ["live"]
+    assert await _ids(gw, q="live", status="failed") == []
+    done = (await gw.trace("done"))["cost_usd"]
+    assert done == pytest.approx(2e-6)
+
+
+@pytest.mark.parametrize(
+    ("param", "value"),
+    [
+        ("status", "ok"),
+        ("has_violations", "yes"),
+        ("since", "yesterday"),
+        ("until", "2025-13-01T00:00:00Z"),
+        ("limit", "0"),
+        ("cursor", "not a cursor!"),
+    ],
+)
+async def test_a_bad_parameter_is_named(seeded: Gateway, param: str, value: str) -> None:
+    status, body = await _get(seeded, "/api/traces", **{param: value})
+    assert status == 400
+    assert param in body["error"]["message"] or body["error"].get("param") == param
+
+
+async def test_sessions(seeded: Gateway) -> None:
+    status, body = await _get(seeded, "/api/sessions")
+    assert status == 200
+    sessions = {s["session_id"]: s for s in body["sessions"]}
+    assert [s["session_id"] for s in body["sessions"]] == ["s1", "s2"]
+    assert sessions["s1"]["trace_count"] == 2
+    assert sessions["s1"]["cost_usd"] == pytest.approx(2e-6)
+    assert body["next_cursor"] is None
+    status, page = await _get(seeded, "/api/sessions", limit="1")
+    assert [s["session_id"] for s in page["sessions"]] == ["s1"]
+    status, rest = await _get(seeded, "/api/sessions", limit="1", cursor=page["next_cursor"])
+    assert [s["session_id"] for s in rest["sessions"]] == ["s2"] and rest["next_cursor"] is None
