@@ -25,7 +25,7 @@ class TraceFilters:
     has_violations: bool | None = None
     session: str | None = None
     since: datetime | None = None  # last activity at or after
-    until: datetime | None = None  # last activity at or before
+    until: datetime | None = None  # started at or before: with since, active during the range
     q: str | None = None  # gateway.store.search
 
     def merged(self, **values: Any) -> TraceFilters:
@@ -53,7 +53,7 @@ def trace_conditions(
     if filters.since is not None:
         conditions.append(t.updated_at >= filters.since)
     if filters.until is not None:
-        conditions.append(t.updated_at <= filters.until)
+        conditions.append(t.started_at <= filters.until)
     if filters.q and filters.q.strip():
         conditions.append(search.matches(filters.q, dialect))
     return conditions

@@ -119,7 +119,6 @@ def test_list_model_substring_time_range_and_violations(
     since, until = (datetime.fromisoformat(started[t]) for t in ("tr-003", "tr-005"))
     window = list_traces(engine, since=since, until=until)["traces"]
     assert [t["id"] for t in window] == ["tr-005", "tr-004", "tr-003"]
-    assert list_traces(engine, status=("error", "ok"), limit=200)["traces"][0]["id"] == "tr-011"
     assert list_traces(engine, session="no such session")["traces"] == []
 
 
