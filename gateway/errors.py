@@ -39,6 +39,12 @@ class RequestTooLarge(GatewayError):
     code = "request_too_large"
 
 
+class UnsupportedEncoding(GatewayError):
+    status = 415
+    type = "invalid_request_error"
+    code = "unsupported_content_encoding"
+
+
 class PairingViolation(BadRequest):
     """The request's tool history breaks a pairing rule; `code` names the rule."""
 

@@ -8,6 +8,7 @@ quotes the first 100 bytes of the offending line, which may be an Authorization 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
@@ -65,9 +66,14 @@ class _Server(web.Server):
 
 
 class GatewayRunner(web.AppRunner):
-    """An AppRunner whose connections are handled by `_RequestHandler`."""
+    """An AppRunner whose connections are handled by `_RequestHandler`, and whose request
+    bodies arrive as the client sent them: the gateway decodes them itself, bounded, and
+    refuses codings it cannot read (`gateway.codings`)."""
 
     __slots__ = ()
+
+    def __init__(self, app: web.Application, **kwargs: Any) -> None:
+        super().__init__(app, **{"auto_decompress": False, **kwargs})
 
     async def _make_server(self) -> web.Server:
         server = await super()._make_server()

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from gateway import budgets, ids, jsoncodec, loops, pairing, sessions
+from gateway import budgets, codings, ids, jsoncodec, loops, pairing, sessions
 from gateway.admission import Admission, Refused, admit
 from gateway.config import KeyBudget
 from gateway.deps import Deps
@@ -139,8 +139,12 @@ async def _forward(
     headers = forward_headers(
         request.headers, api_key=admitted.target.api_key, protocol=adapter.name
     )
+    for name in [n for n in headers if n.lower() == "content-encoding"]:
+        del headers[name]  # the payload is the decoded body (see `_read_json`)
     if prepared.hide_usage_event:
-        headers["Accept-Encoding"] = "identity"  # events must be readable to hide one
+        # Events must be readable to hide one; a provider that compresses anyway gets its
+        # bytes passed through unchanged, the usage event included (see `gateway.tap`).
+        headers["Accept-Encoding"] = "identity"
     exchange = Exchange(adapter, hide_usage_event=prepared.hide_usage_event)
     finisher = StepFinisher(deps, start, started, admission, admitted.placement.input_state)
     try:
@@ -149,14 +153,7 @@ async def _forward(
         return _unreachable(adapter, exchange, finisher, exc, own)
     finisher.provider_request_id = provider_request_id(upstream.headers)
     with relaying(deps.sinks, adapter.name):
-        response, gone = await relay(
-            request,
-            upstream,
-            exchange,
-            finisher,
-            own_headers=own,
-            body_rewritten=prepared.hide_usage_event,
-        )
+        response, gone = await relay(request, upstream, exchange, finisher, own_headers=own)
     if gone and handler_cancelled():
         raise asyncio.CancelledError
     return response
@@ -233,9 +230,7 @@ async def handle_passthrough(
         return _unreachable(adapter, exchange, finisher, exc, own)
     finisher.provider_request_id = provider_request_id(upstream.headers)
     with relaying(deps.sinks, "passthrough"):
-        response, gone = await relay(
-            request, upstream, exchange, finisher, own_headers=own, body_rewritten=False
-        )
+        response, gone = await relay(request, upstream, exchange, finisher, own_headers=own)
     if gone and handler_cancelled():
         raise asyncio.CancelledError
     return response
@@ -248,6 +243,10 @@ def _raw_target(request: web.Request) -> tuple[str, str]:
 
 
 async def _read_json(request: web.Request, limit: int) -> tuple[bytes, Any]:
+    """The body, decoded if the client compressed it, and its JSON. The decoded bytes are
+    what is forwarded (without Content-Encoding): the body may be rewritten anyway (a clamp,
+    usage asked for), and every provider reads identity."""
+    encoding = codings.check_request_coding(request.headers.get("Content-Encoding"))
     if request.content_length is not None and request.content_length > limit:
         raise RequestTooLarge(f"Request body is larger than {limit} bytes.")
     chunks, size = [], 0
@@ -257,12 +256,19 @@ async def _read_json(request: web.Request, limit: int) -> tuple[bytes, Any]:
             raise RequestTooLarge(f"Request body is larger than {limit} bytes.")
         chunks.append(chunk)
     raw = b"".join(chunks)
+    if encoding not in codings.IDENTITY:
+        raw = await _off_loop_if_large(size, _inflater(encoding, limit), raw)
+        size = len(raw)
     try:
         return raw, await _off_loop_if_large(size, jsoncodec.loads, raw)
     except ValueError as exc:
         raise BadRequest(f"Request body is not valid JSON: {exc}") from None
     except RecursionError:
         raise BadRequest("Request body is JSON nested too deeply.") from None
+
+
+def _inflater(encoding: str, limit: int) -> Callable[[bytes], bytes]:
+    return lambda raw: codings.inflate_request(raw, encoding, limit)
 
 
 async def _off_loop_if_large(size: int, function: Callable[[A], R], argument: A) -> R:

@@ -55,20 +55,21 @@ async def relay(
     handler: Handler,
     *,
     own_headers: dict[str, str],
-    body_rewritten: bool,
 ) -> tuple[web.StreamResponse, bool]:
     """Relay the response; return it and whether the client went away."""
     timing = Timing()
-    response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
-    for name, value in response_headers(upstream.headers, body_rewritten=body_rewritten):
-        response.headers.add(name, value)
-    response.headers.update(own_headers)
     exchange.head(
         upstream.status,
         content_type=upstream.content_type,
         content_encoding=upstream.headers.get("Content-Encoding"),
         content_length=upstream.content_length,
     )
+    # The exchange has decided, from the head, whether it rewrites the body (it never does
+    # for an encoded one): the headers follow that decision, so they match the bytes.
+    response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+    for name, value in response_headers(upstream.headers, body_rewritten=exchange.holds_back):
+        response.headers.add(name, value)
+    response.headers.update(own_headers)
     run = _Executor(request, response, upstream, handler, timing)
     try:
         await response.prepare(request)

@@ -7,10 +7,9 @@ failure stops observing, never forwarding (STYLE rule 12).
 from __future__ import annotations
 
 import logging
-import zlib
 from typing import Any
 
-from gateway import jsoncodec
+from gateway import codings, jsoncodec
 from gateway.items import Usage
 from gateway.protocols.base import ProtocolAdapter
 from gateway.stops import Seen
@@ -19,7 +18,7 @@ from gateway.stream.sse import SSEDecoder, SSEEvent
 
 log = logging.getLogger(__name__)
 
-# A non-streamed body larger than this is forwarded but not parsed.
+# A body (or stream) larger than this, once inflated, is forwarded but not parsed.
 MAX_PARSED_BODY = 64 * 1024 * 1024
 
 
@@ -34,10 +33,15 @@ class ResponseTap:
         hide_usage_event: bool = False,
         content_length: int | None = None,
     ) -> None:
+        encoding = codings.coding(content_encoding)
         self._adapter = adapter
         self._status = status
         self._is_sse = is_sse
-        self._hide = hide_usage_event and is_sse
+        # An encoded body is never rewritten: hiding an event would mean re-encoding it or
+        # sending the client decoded bytes unbounded, so the bytes and headers pass exactly as
+        # the provider sent them (a usage event the client did not ask for included) and only
+        # a bounded copy is inflated, for observing.
+        self._hide = hide_usage_event and is_sse and encoding in codings.IDENTITY
         self._assembler = Assembler()
         self._sse = SSEDecoder() if is_sse else None
         self._events = adapter.new_event_decoder() if is_sse else None
@@ -48,8 +52,9 @@ class ResponseTap:
         self._received = 0
         self._decoded = False
         self._broken: str | None = None
-        self._inflate = _decompressor(content_encoding)
-        if content_encoding not in (None, "", "identity") and self._inflate is None:
+        self._inflate = codings.decompressor(encoding) if encoding in codings.INFLATED else None
+        self._inflated_bytes = 0
+        if encoding not in codings.IDENTITY and self._inflate is None:
             self._broken = f"content-encoding {content_encoding} is not parsed"
 
     @property
@@ -82,6 +87,8 @@ class ResponseTap:
         held = self._sse.pending_raw if (self._hide and self._sse is not None) else b""
         try:
             data = self._inflated(chunk) if self._inflate else chunk
+            if self._broken is not None:  # inflated past what is parsed: forward only
+                return chunk
             if self._sse is None:
                 self._keep_body(data)
                 if self._received == self._length and self._status < 400:
@@ -155,10 +162,17 @@ class ResponseTap:
         return b"".join(e.raw for e in events if not self._adapter.is_injected_usage_event(e))
 
     def _inflated(self, chunk: bytes) -> bytes:
-        """Decompress at most what may still be parsed: a tiny chunk must not explode."""
-        data: bytes = self._inflate.decompress(chunk, MAX_PARSED_BODY + 1)
-        if self._inflate.unconsumed_tail:
-            raise ValueError("compressed body expands beyond what is parsed")
+        """Decompress at most what may still be parsed, over the whole body: a tiny chunk
+        (or a long stream of them) must not explode."""
+        inflate, room = self._inflate, MAX_PARSED_BODY - self._inflated_bytes
+        assert inflate is not None
+        data: bytes = inflate.decompress(chunk, room + 1)
+        self._inflated_bytes += len(data)
+        if self._inflated_bytes > MAX_PARSED_BODY or inflate.unconsumed_tail:
+            self._inflate = None
+            self._body.clear()
+            self._broken = f"compressed body expands beyond {MAX_PARSED_BODY} bytes"
+            return b""
         return data
 
     def _keep_body(self, data: bytes) -> None:
@@ -191,9 +205,3 @@ class ResponseTap:
     def _give_up(self, exc: Exception) -> None:
         log.warning("response tap stopped observing: %r", exc)
         self._broken = f"observer error: {exc!r}"[:200]
-
-
-def _decompressor(encoding: str | None) -> Any:
-    if encoding in ("gzip", "x-gzip", "deflate"):
-        return zlib.decompressobj(wbits=47)  # 47: accept a gzip or zlib header
-    return None

@@ -95,6 +95,7 @@ def _worker(settings: Settings, index: int) -> None:
         print=None,
         access_log=None,
         handler_cancellation=True,
+        auto_decompress=False,  # request bodies are decoded by the gateway (gateway.codings)
         loop=new_event_loop(),
         handle_signals=True,
     )

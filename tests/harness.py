@@ -84,7 +84,8 @@ async def make_gateway(
         }
         app = create_app(Settings(**values))
         server = TestServer(app, handler_cancellation=True)
-        await server.start_server()
+        # As the gateway's own runners serve it: request bodies undecoded (gateway.codings).
+        await server.start_server(auto_decompress=False)
         servers.append(server)
         return Gateway(str(server.make_url("")).rstrip("/"), app, provider)
 

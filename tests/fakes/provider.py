@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import zlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,7 +29,10 @@ class Reply:
     gate: asyncio.Event | None = None  # wait for it after the first event
     die_after: int | None = None  # drop the connection after this many events
     content_type: str = "text/event-stream"
-    gzip: bool = False  # compress a JSON body, as OpenAI does for clients that accept it
+    # Compress the reply (a JSON body, or each event with a sync flush), whatever the request's
+    # Accept-Encoding said: as OpenAI does for clients that accept it, and some providers always.
+    gzip: bool = False
+    raw: bytes | None = None  # a non-streamed body sent exactly as given (with `headers`)
     delay: float = 0.0  # seconds before the response starts
     linger: float = 0.0  # seconds between the last event and the end of the body
 
@@ -79,6 +83,9 @@ class FakeProvider:
             reply = reply(received)
         if reply.delay:
             await asyncio.sleep(reply.delay)
+        if reply.raw is not None:
+            headers = {**_default_request_id(reply, "req_fake"), **reply.headers}
+            return web.Response(body=reply.raw, status=reply.status, headers=headers)
         if reply.events is None:
             headers = {**_default_request_id(reply, "req_fake"), **reply.headers}
             if reply.gzip:
@@ -94,6 +101,9 @@ class FakeProvider:
         response = web.StreamResponse(status=reply.status)
         response.content_type = reply.content_type
         response.headers.update({**_default_request_id(reply, "req_fake_stream"), **reply.headers})
+        packer = zlib.compressobj(wbits=31) if reply.gzip else None  # 31: gzip framing
+        if packer is not None:
+            response.headers["Content-Encoding"] = "gzip"
         await response.prepare(request)
         try:
             for number, event in enumerate(reply.events or []):
@@ -101,11 +111,15 @@ class FakeProvider:
                     assert request.transport is not None
                     request.transport.close()
                     return response
+                if packer is not None:
+                    event = packer.compress(event) + packer.flush(zlib.Z_SYNC_FLUSH)
                 await response.write(event)
                 if number == 0 and reply.gate is not None:
                     await reply.gate.wait()
                 if reply.pause:
                     await asyncio.sleep(reply.pause)
+            if packer is not None:
+                await response.write(packer.flush())
             self.sent_all.set()
             if reply.linger:
                 await asyncio.sleep(reply.linger)
