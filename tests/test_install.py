@@ -30,7 +30,7 @@ def test_quick_start_installs_without_the_test_extra() -> None:
     assert make_venv == "python3 -m venv .venv"
     assert install == ".venv/bin/pip install -e ."
     assert run == ".venv/bin/loopwatch demo"
-    assert "pip install -q -e '.[test]'" in (ROOT / ".ci" / "run").read_text()
+    assert "pip install -q -e '.[test,frameworks]'" in (ROOT / ".ci" / "run").read_text()
 
 
 def _source_copy(tmp_path: Path) -> Path:
