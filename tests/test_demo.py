@@ -21,7 +21,7 @@ from gateway.items import Usage
 from gateway.pricing import Pricer
 from gateway.store import queries
 from gateway.store.engine import make_engine
-from gateway.ui.status import STATUSES, Ending, status_of
+from gateway.ui.status import Ending, status_of
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -203,9 +203,12 @@ def test_abandoned_run_leaves_its_call_unanswered(demo: dict[str, Any]) -> None:
         milliseconds=last["latency_ms"] or 0
     )
 
+    # Read right after the run: still inside the demo's idle window, or just past it.
+    assert abandoned["status"] in ("running", "abandoned")
+
     def status(seconds_later: float) -> str:
         ending = Ending(
-            stored=abandoned["status"],
+            stored=None,
             last_stop=last["stop_reason"],
             last_step_end=ended,
             last_refusal_at=None,
@@ -217,8 +220,7 @@ def test_abandoned_run_leaves_its_call_unanswered(demo: dict[str, Any]) -> None:
         return status_of(ending)
 
     assert status(DEMO_IDLE_SECONDS) == "abandoned"
-    if abandoned["status"] not in STATUSES:  # a store that records only ok/error
-        assert status(0) == "running"
+    assert status(0) == "running"
 
 
 def test_every_trace_has_a_cost(demo: dict[str, Any]) -> None:

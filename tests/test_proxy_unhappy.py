@@ -108,7 +108,8 @@ async def test_provider_dying_mid_arguments_is_interrupted(gateway: Gateway) -> 
     sdk = openai.AsyncOpenAI(base_url=gateway.openai_base, api_key="sk-x", max_retries=0)
     async with sdk:
         with pytest.raises(openai.APIError):
-            stream = await sdk.chat.completions.create(**HELLO, stream=True)
+            tools: Any = [{"type": "function", "function": {"name": "search"}}]
+            stream = await sdk.chat.completions.create(**HELLO, stream=True, tools=tools)
             async for _ in stream:
                 pass
     trace = await gateway.trace((await gateway.traces())[0]["id"])

@@ -77,12 +77,28 @@ async def agent_loop(gw: Gateway, *, stream: bool) -> None:
         await _ask(sdk, messages, stream)
 
 
+# The tool the agent declares: its calls are judged against it (undeclared tools are flagged).
+WEATHER_TOOL: Any = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
+
+
 async def _ask(sdk: openai.AsyncOpenAI, messages: list[Any], stream: bool) -> dict[str, Any]:
     if not stream:
-        result = await sdk.chat.completions.create(model="gpt-4o", messages=messages)
+        result = await sdk.chat.completions.create(
+            model="gpt-4o", messages=messages, tools=WEATHER_TOOL
+        )
         return result.choices[0].message.model_dump(exclude_none=True)
     content, calls = "", []
-    chunks = await sdk.chat.completions.create(model="gpt-4o", messages=messages, stream=True)
+    chunks = await sdk.chat.completions.create(
+        model="gpt-4o", messages=messages, stream=True, tools=WEATHER_TOOL
+    )
     async for chunk in chunks:
         for choice in chunk.choices:
             content += choice.delta.content or ""

@@ -149,6 +149,9 @@ async def traces_page(request: web.Request, deps: Deps) -> web.Response:
         page = await read(_list_page, deps, kwargs)
     except ValueError:
         return await error_page(request, deps, 400, "That page link is invalid.")
+    found = page["traces"]
+    if search and len(found) == 1 and found[0]["id"].startswith(search):
+        raise web.HTTPFound(trace_href(found[0]["id"]))  # the one trace that id begins
     idle = idle_seconds(deps)
     rows = [trace_row(t, now=now, idle_seconds=idle) for t in page["traces"]]
     links = {**q.params, "q": search or None}

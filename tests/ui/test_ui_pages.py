@@ -125,7 +125,8 @@ async def test_search_redirects_to_the_trace(gateway: Gateway, runs: Runs) -> No
         page = await fetch(gateway, "/", q=query)
         assert (page.status, page.location) == (302, target), query
     # Prefixes, call ids and words are searched: the list shows the traces holding them.
-    for query in (step["id"][:-6], "ui-weat", "call_tokyo", "get_weather"):
+    assert (await fetch(gateway, "/", q="ui-weat")).location == f"/traces/{runs.weather}"
+    for query in (step["id"][:-6], "call_tokyo", "get_weather"):
         page = await fetch(gateway, "/", q=query)
         assert page.status == 200 and runs.weather in page.text, query
     missing = await fetch(gateway, "/", q="no-such-id")
