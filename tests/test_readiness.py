@@ -103,4 +103,4 @@ async def test_a_recorder_past_its_bound_is_not_ready(
         lock.execute("ROLLBACK")
         lock.close()
     body = await until_ready(gw, 200)
-    assert body["checks"]["recorder"]["queue_depth"] == 0
+    assert body["checks"]["recorder"]["queue_depth"] < 2  # ready: below its bound again
