@@ -101,6 +101,8 @@ class StepFinisher:
             session_id=start.session_id,
             cost_nano=None if cost is None or cost.usd is None else nano_usd(cost.usd),
             cost_source=None if cost is None else cost.source.value,
+            declared_tools=start.declared_tools,
+            params=start.params,
         )
 
     def _remember(self, record: StepRecord, outcome: Outcome) -> None:

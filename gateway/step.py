@@ -44,6 +44,10 @@ class StepRecord:
     cost_nano: int | None = None
     cost_source: str | None = None
     session_id: str | None = None  # raw; redacted with the rest before storage
+    # The request's tool declarations as sent and its other parameters (protocols.
+    # request_facts); redacted with the rest before storage.
+    declared_tools: list[Any] | None = None
+    params: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,3 +86,5 @@ class StepStart:
     session_id: str | None = None
     tools: dict[str, Any] | None = None  # declared function tools (ParsedRequest.tools)
     upstream_url: str | None = None  # where it went: names the provider for prices
+    declared_tools: list[Any] | None = None  # as sent (protocols.request_facts)
+    params: dict[str, Any] | None = None

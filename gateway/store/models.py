@@ -1,4 +1,4 @@
-"""Tables of the trace store: traces, steps, items, violations and meta (sqlmodel)."""
+"""Tables of the trace store: traces, steps, tool sets, items, violations and meta."""
 
 from __future__ import annotations
 
@@ -153,6 +153,21 @@ class StepRow(SQLModel, table=True):
     cost_nano: int | None = _tokens(nullable=True)
     cost_source: str | None = Field(default=None, sa_column=sa.Column(sa.String(16)))
     tool_ms: float | None = Field(default=None, sa_column=sa.Column(sa.Float))
+    # What the request declared and asked for: its tools by content hash (a run re-sends the
+    # same tools every step: stored once in tool_sets) and its parameters, redacted.
+    tool_set: str | None = Field(default=None, sa_column=sa.Column(sa.String(64)))
+    params: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
+
+
+class ToolSetRow(SQLModel, table=True):
+    """One distinct list of declared tools, as the requests sent it (redacted)."""
+
+    __tablename__ = "tool_sets"
+
+    hash: str = Field(sa_column=sa.Column(sa.String(64), primary_key=True))
+    tools: list[dict[str, Any]] = Field(
+        default_factory=list, sa_column=sa.Column(sa.JSON, nullable=False)
+    )
 
 
 class ItemRow(SQLModel, table=True):
@@ -221,3 +236,4 @@ STEPS: sa.Table = SQLModel.metadata.tables["steps"]
 ITEMS: sa.Table = SQLModel.metadata.tables["items"]
 VIOLATIONS: sa.Table = SQLModel.metadata.tables["violations"]
 META: sa.Table = SQLModel.metadata.tables["meta"]
+TOOL_SETS: sa.Table = SQLModel.metadata.tables["tool_sets"]

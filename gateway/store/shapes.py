@@ -127,6 +127,11 @@ def step_json(row: RowMapping) -> dict[str, Any]:
         "input_items": [],
         "output_items": [],
         "error": row["error"],
+        # The request's parameters and declared tools (None: not recorded); the tools are
+        # filled in from their tool set by the reader.
+        "params": row["params"],
+        "tool_set": row["tool_set"],
+        "tools": None,
     }
 
 
