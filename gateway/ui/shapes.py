@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.ui.items_view import ItemView
+from gateway.ui.request_view import RequestView, request_view
 from gateway.ui.textview import TextView
 
 
@@ -45,6 +46,11 @@ class StepView:
     @property
     def row_kind(self) -> str:
         return "step"
+
+    @property
+    def request(self) -> RequestView:
+        """Its parameters, tools and raw record: built only for a body being rendered."""
+        return request_view(self.step)
 
 
 @dataclass(slots=True)
