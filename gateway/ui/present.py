@@ -15,7 +15,7 @@ from gateway.ui import header as head
 from gateway.ui import status as statuses
 from gateway.ui.fmt import duration, one_line, parse_time
 from gateway.ui.items_view import ItemView, digest, error_text, item_view
-from gateway.ui.links import CallRecord, link_calls, mark_repeats
+from gateway.ui.links import CallRecord, link_calls, link_refused_results, mark_repeats
 from gateway.ui.shapes import RefusalView, Row, StepView
 from gateway.ui.timeline import (
     model_spans,
@@ -75,6 +75,8 @@ def trace_view(
     calls = link_calls(steps, _linker(trace["id"], lazy))
     mark_repeats(steps)
     refusals = [_refusal_view(when, group, origin) for when, group in refusal_json]
+    for refusal in refusals:
+        link_refused_results(refusal.items or [], refusal.offset_ms, calls, _call_href(trace, lazy))
     _place_violations(trace, steps)
     pending = open_calls(calls)
     status, facts = _status(trace, steps, refusal_json, pending, now, idle_seconds)
@@ -98,6 +100,15 @@ def trace_view(
         violations=(trace.get("violations") or [])[:LISTED_VIOLATIONS],
         seqs={s.id: s.seq for s in steps},
     )
+
+
+def _call_href(trace: dict[str, Any], lazy: bool) -> Any:
+    def href(target: ItemView) -> str:
+        if not lazy or target.step_id is None:
+            return f"#{target.anchor}"
+        return f"{step_href(trace['id'], target.step_id)}#{target.anchor}"
+
+    return href
 
 
 def _linker(trace_id: str, lazy: bool) -> Any:
