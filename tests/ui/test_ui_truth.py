@@ -116,6 +116,8 @@ async def test_every_surface_shows_the_demo_runs_alike(browser: Any, demo: str) 
     metrics = await fetch(f"{demo}/metrics")
     total = sum(t["cost_usd"] or 0.0 for t in traces)
     assert metric_sum(metrics, "loopwatch_cost_usd_total") == pytest.approx(total, rel=1e-6)
+    abandoned = sum(t["status"] == "abandoned" for t in traces)
+    assert metric_sum(metrics, "loopwatch_traces_abandoned_total") == abandoned
     assert page.console_errors == []
 
 
