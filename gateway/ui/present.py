@@ -125,6 +125,7 @@ def _step_views(
 ) -> list[StepView]:
     views: list[StepView] = []
     previous_end: float | None = None
+    declared: dict[str, StepView] = {}  # tool set → the first step that declared it
     for step in steps_json:
         start = offset(parse_time(step.get("started_at")), origin)
         latency = step.get("latency_ms")
@@ -151,6 +152,9 @@ def _step_views(
                 anchor = f"s{step['seq']}-{direction[:3]}-{position}"
                 target.append(item_view(item, anchor, step["id"], usage))
         previous_end = end if previous_end is None else max(previous_end, end)
+        if step.get("tool_set"):  # a run re-sends its tools: shown in full once
+            first = declared.setdefault(step["tool_set"], view)
+            view.same_tools_as = first if first is not view else None
         views.append(view)
     return views
 

@@ -42,6 +42,7 @@ class StepView:
     retry_of: int | None = None  # the seq of the failed step this one repeats
     retried_by: int | None = None
     href: str = ""  # the step's own page
+    same_tools_as: StepView | None = None  # an earlier step that declared the same tools
 
     @property
     def row_kind(self) -> str:

@@ -102,7 +102,8 @@ async def trace_page(request: web.Request, deps: Deps) -> web.Response:
 
 
 async def step_page(request: web.Request, deps: Deps) -> web.Response:
-    """The step on a page of its own, or with ?part=body only its body, for the trace page."""
+    """The step on a page of its own, with ?part=body only its body (for the trace page),
+    with ?part=raw its raw record."""
     view = await _view(request, deps, cached=True)
     step = view.steps.get(request.match_info["step_id"]) if view else None
     if view is None or step is None:
@@ -110,6 +111,8 @@ async def step_page(request: web.Request, deps: Deps) -> web.Response:
         return await error_page(request, deps, 404, message)
     if request.query.get("part") == "body":
         return await render(request, deps, "step_part.html", s=step, view=view)
+    if request.query.get("part") == "raw":  # its request and response as stored
+        return await render(request, deps, "step_raw.html", s=step, view=view)
     seqs = sorted(view.steps.values(), key=lambda s: s.seq)
     index = seqs.index(step)
     return await render(

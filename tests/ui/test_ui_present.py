@@ -331,3 +331,16 @@ def test_a_refused_requests_tool_result_links_to_the_call_a_step_holds() -> None
     assert linked.link == f"#{view.steps['st-1'].outputs[0].anchor}"
     assert linked.link_label == "↑ call · step 1" and linked.link_step == "st-1"
     assert unlinked.link is None  # no step holds it: the page says so
+
+
+def test_tools_a_run_resends_are_shown_in_full_once() -> None:
+    tools = [{"type": "function", "function": {"name": "search", "parameters": {}}}]
+    steps = [
+        step_dict(n, at_ms=n * 2000, tools=tools, tool_set="h1", params={"temperature": 0})
+        for n in (1, 2)
+    ]
+    view = view_of(trace_dict(steps))
+    first, second = view.steps["st-1"], view.steps["st-2"]
+    assert first.same_tools_as is None and second.same_tools_as is first
+    assert [t.name for t in second.request.tools] == ["search"]
+    assert second.request.params == [("temperature", "0")]

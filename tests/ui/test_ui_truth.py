@@ -134,9 +134,11 @@ async def test_the_demo_shows_each_steps_tools_and_parameters(browser: Any, demo
     for name in names:
         await expect(request.locator("code.tool-name", has_text=name).first).to_be_visible()
     await expect(request.locator(".params dt", has_text="model")).to_be_visible()
-    await request.locator("details.raw > summary").click()
-    raw = json.loads(await request.locator('pre[data-raw="request"]').inner_text())
+    await request.locator("a[data-raw-link]").click()
+    raw = json.loads(await page.locator('pre[data-raw="request"]').inner_text())
     assert raw["tools"] == step["tools"] and raw["params"] == step["params"]
+    response = json.loads(await page.locator('pre[data-raw="response"]').inner_text())
+    assert response["output_items"] == step["output_items"]
     assert page.console_errors == []
 
 
