@@ -110,6 +110,10 @@ async def test_every_surface_shows_the_demo_runs_alike(browser: Any, demo: str) 
         assert (await cost.inner_text()).split(" ")[0] == money(trace["cost_usd"])
         detail = await fetch(f"{demo}/api/traces/{trace['id']}")
         assert (detail["status"], detail["cost_usd"]) == (trace["status"], trace["cost_usd"])
+        if trace["status"] == "refused":  # its tool results answer calls step 1 holds
+            refused = page.locator("details.refusal")
+            await expect(refused.locator("a.pair").first).to_have_text(re.compile("call · step"))
+            assert "no call recorded" not in await refused.first.inner_text()
         if trace["status"] == "abandoned":  # the page reads the same idle window as the list
             assert "live" not in await top.locator("[data-live-badge]").all_inner_texts()
             assert "Abandoned" in await top.inner_text()
