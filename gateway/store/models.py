@@ -115,6 +115,8 @@ class StepRow(SQLModel, table=True):
         sa.UniqueConstraint("trace_id", "seq", name="uq_steps_trace_seq"),
         # The list's model filter is a semi-join from the model side.
         sa.Index("ix_steps_model_trace", "model", "trace_id"),
+        # Retention keeps a tool set while any step still refers to it.
+        sa.Index("ix_steps_tool_set", "tool_set"),
     )
 
     id: str = _id(primary_key=True)

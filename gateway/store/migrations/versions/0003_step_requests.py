@@ -31,6 +31,7 @@ def upgrade() -> None:
     # Plain ADD COLUMN (see 0002): no copy-and-rename of a table with foreign keys.
     op.add_column("steps", sa.Column("tool_set", sa.String(length=64), nullable=True))
     op.add_column("steps", sa.Column("params", sa.JSON(), nullable=True))
+    op.create_index("ix_steps_tool_set", "steps", ["tool_set"])
 
 
 def downgrade() -> None:
