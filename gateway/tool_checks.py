@@ -88,7 +88,7 @@ class ToolChecker:
             if declared is not None and call.tool_name not in declared:
                 violations.append(undeclared(call, declared))
                 continue
-            if declared is None or call.attrs.get("incomplete"):
+            if declared is None or call.attrs.get("incomplete") or call.attrs.get("free_form"):
                 continue
             if truncated and not call.attrs.get("choice"):
                 continue

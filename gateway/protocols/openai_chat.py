@@ -17,6 +17,8 @@ from gateway.protocols.base import (
     PreparedBody,
     declared_functions,
     openai_error_body,
+    shape_of,
+    untyped_field,
 )
 from gateway.stream.deltas import Delta
 from gateway.stream.sse import SSEEvent
@@ -59,15 +61,15 @@ class OpenAIChatAdapter:
         if not isinstance(body, dict):
             raise BadRequest("The request body must be a JSON object.", param="body")
         messages = body.get("messages")
-        if not isinstance(messages, list):
-            raise BadRequest("'messages' must be a list of message objects.", param="messages")
         items: list[Item] = []
-        for position, message in enumerate(messages):
-            if not isinstance(message, dict):
-                raise BadRequest(
-                    f"messages[{position}] must be an object.", param=f"messages.[{position}]"
-                )
-            _message_items(message, position, items)
+        if not isinstance(messages, list):  # forwarded as sent: the provider answers it
+            items.append(untyped_field("messages", messages))
+        for position, message in enumerate(messages if isinstance(messages, list) else ()):
+            if isinstance(message, dict):
+                _message_items(message, position, items)
+            else:
+                attrs = {"message_index": position, "shape": shape_of(message)}
+                items.append(Item(ItemKind.OTHER, attrs=attrs))
         model = body.get("model")
         return ParsedRequest(
             model=model if isinstance(model, str) else None,
@@ -169,7 +171,9 @@ def _message_items(message: dict[str, Any], position: int, items: list[Item]) ->
             )
         )
     else:
-        items.append(Item(ItemKind.OTHER, role=str(role), attrs={"type": "message"}))
+        text_role = role if isinstance(role, str) else None
+        attrs = {"type": "message", "role": text_role or shape_of(role)}
+        items.append(Item(ItemKind.OTHER, role=text_role, attrs=attrs))
 
 
 def _user_items(content: Any, items: list[Item]) -> None:
