@@ -218,8 +218,9 @@ async def handle_passthrough(
     own = {TRACE_HEADER: start.trace_id, STEP_HEADER: start.id}
     try:
         target = resolve(deps.settings, "passthrough", None, *_raw_target(request))
-    except GatewayError as exc:
-        return error_response(adapter, exc, own)
+    except GatewayError as exc:  # e.g. a path that would leave the API base
+        _unread_refusal(deps, start.trace_id, exc)
+        return error_response(adapter, exc, {TRACE_HEADER: start.trace_id})
     headers = forward_headers(request.headers, api_key=target.api_key, protocol=target.protocol)
     body = request.content.iter_any() if request.body_exists else None
     if request.content_length is not None:  # streamed on unchanged: keep its length, not chunked

@@ -364,7 +364,11 @@ async def test_dot_segments_never_leave_the_api_base(gateway: Gateway, path: str
     ):
         assert r.status == 400
         assert (await r.json())["error"]["code"] == "invalid_request"
+        trace_id = r.headers["X-Loopwatch-Trace-Id"]
     assert gateway.provider.received == []
+    await gateway.flush()
+    trace = await gateway.trace(trace_id)
+    assert [v["kind"] for v in trace["violations"]] == ["invalid_request"]
 
 
 async def test_a_timeout_names_the_provider_without_the_query(

@@ -27,7 +27,7 @@ from gateway.protocols.openai_responses_events import (
     as_str,
     decode_response_body,
 )
-from gateway.protocols.responses_tools import declared_tools, qualified
+from gateway.protocols.openai_responses_tools import declared_tools, qualified
 from gateway.stream.deltas import Delta
 from gateway.stream.sse import SSEEvent
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from gateway import jsoncodec
 from gateway.items import StopReason, Usage
-from gateway.protocols.responses_tools import qualified
+from gateway.protocols.openai_responses_tools import qualified
 from gateway.stream.deltas import (
     Delta,
     EndDelta,
