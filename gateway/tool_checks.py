@@ -9,12 +9,12 @@ provider defines, or input that is not JSON; its arguments are not validated.
   `functions[]` likewise, `custom` tools → None.
 - responses: `function` tools (`name` → `parameters`) and `custom` tools (→ None) of
   top-level `tools`, of `additional_tools` and `tool_search_output` input items, and inside
-  namespaces as `namespace.name` (see `protocols.openai_responses_tools`). A request that uses a
-  stored `prompt`, or continues a response without declaring tools, passes None for the
-  whole declaration: its tools are unknown and names are not judged.
-A call whose input is free-form text (attrs "free_form") is never judged against a schema.
+  namespaces as `namespace.name` (see `protocols.openai_responses_tools`). A request that
+  uses a stored `prompt`, or continues a response without declaring tools, passes None for
+  the whole declaration: its tools are unknown and names are not judged.
 - messages: `tools[]` with `input_schema`; Anthropic-defined tools (`bash_*`,
   `text_editor_*`, `computer_*`, `memory_*`) → None.
+A call whose input is free-form text (attrs "free_form") is never judged against a schema.
 A request that declares no tools passes `{}`: any tool call it gets back is undeclared.
 Provider-hosted tools (Responses `web_search`, `file_search`, `code_interpreter`, `mcp`, ...;
 Anthropic server tools) run at the provider and come back as their own item types, never

@@ -31,19 +31,31 @@ def _function(tool: dict[str, Any]) -> dict[str, Any]:
     return function if isinstance(function, dict) else {}
 
 
+def _custom(tool: dict[str, Any]) -> dict[str, Any]:
+    custom = tool.get("custom")
+    return custom if isinstance(custom, dict) else {}
+
+
 def _declared_tools(body: dict[str, Any]) -> dict[str, Any] | None:
-    """`tools` (and the legacy `functions`); a custom (free-form) tool makes its calls
-    unjudgeable by schema, so the declarations are then not used at all."""
+    """`tools` (and the legacy `functions`); a custom tool (`{"type": "custom", "custom":
+    {"name", "format"}}`) takes free-form input: declared, with no schema. A tool of a type
+    not known here makes the declarations unknown: names are then not judged."""
     tools, functions = body.get("tools"), body.get("functions")
     if isinstance(tools, list) and any(
-        isinstance(t, dict) and t.get("type") not in (None, "function") for t in tools
+        isinstance(t, dict) and t.get("type") not in (None, "function", "custom") for t in tools
     ):
         return None
     declared = declared_functions(
         tools,
         lambda t: _function(t).get("name"),
         lambda t: _function(t).get("parameters"),
-        is_function=lambda t: True,
+        is_function=lambda t: t.get("type") != "custom",
+    )
+    declared |= declared_functions(
+        tools,
+        lambda t: _custom(t).get("name"),
+        lambda t: None,
+        is_function=lambda t: t.get("type") == "custom",
     )
     declared |= declared_functions(
         functions,
@@ -227,21 +239,20 @@ def _assistant_items(message: dict[str, Any], position: int, items: list[Item]) 
 
 
 def _call_item(entry: dict[str, Any], position: int, k: int) -> Item:
-    function = entry.get("function")
-    function = function if isinstance(function, dict) else {}
+    name, arguments, attrs = decode.call_parts(entry)
     call_id = entry.get("id")
-    name = function.get("name")
-    arguments = function.get("arguments")
     if not isinstance(arguments, str) and arguments is not None:
         arguments = json.dumps(arguments)
     has_id = isinstance(call_id, str) and bool(call_id)
+    if not has_id:
+        attrs = {**attrs, "internal_id": f"lwcall_m{position}_{k}"}
     return Item(
         ItemKind.TOOL_CALL,
         role="assistant",
         call_id=call_id if has_id else None,
-        tool_name=name if isinstance(name, str) else None,
+        tool_name=name,
         arguments=arguments,
-        attrs={} if has_id else {"internal_id": f"lwcall_m{position}_{k}"},
+        attrs=attrs,
     )
 
 

@@ -11,6 +11,7 @@ from gateway.errors import BadRequest, BudgetExceeded
 from gateway.items import ItemKind, StopReason, Usage
 from gateway.protocols.base import ProtocolAdapter
 from gateway.protocols.openai_chat import ADAPTER, OpenAIChatAdapter
+from gateway.stream.assembler import Assembler
 from gateway.stream.deltas import (
     Delta,
     EndDelta,
@@ -362,3 +363,71 @@ def test_error_body() -> None:
     }
     bad = BadRequest("no messages", param="messages")
     assert ADAPTER.error_body(bad)["error"]["param"] == "messages"
+
+
+# --- custom (free-form) tools ------------------------------------------------------------
+
+
+def _assemble(deltas: list[Delta]) -> Any:
+    assembler = Assembler()
+    for delta in deltas:
+        assembler.feed(delta)
+    return assembler.result()
+
+
+CUSTOM_TOOLS: list[Any] = [
+    {"type": "custom", "custom": {"name": "code_exec", "format": {"type": "text"}}},
+    {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}},
+]
+
+
+def test_custom_tools_are_declared_without_schema_and_their_calls_are_free_form() -> None:
+    parsed = ADAPTER.parse_request(
+        {
+            "tools": CUSTOM_TOOLS,
+            "messages": [
+                {"role": "user", "content": "Sum 1 and 2."},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "call_c",
+                            "type": "custom",
+                            "custom": {"name": "code_exec", "input": "print(1 + 2)"},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "call_c", "content": "3"},
+            ],
+        }
+    )
+    assert parsed.tools == {"code_exec": None, "lookup": {"type": "object"}}
+    call = parsed.items[1]
+    assert (call.kind, call.call_id, call.tool_name, call.arguments, call.attrs) == (
+        ItemKind.TOOL_CALL,
+        "call_c",
+        "code_exec",
+        "print(1 + 2)",
+        {"free_form": True},
+    )
+
+
+def test_streamed_custom_tool_call_is_assembled_as_free_form_text() -> None:
+    custom = {"name": "code_exec", "input": ""}
+    first = {"index": 0, "id": "call_c", "type": "custom", "custom": custom}
+    deltas = decode(
+        chunk({"role": "assistant", "tool_calls": [first]}),
+        chunk({"tool_calls": [{"index": 0, "custom": {"input": "print(1"}}]}),
+        chunk({"tool_calls": [{"index": 0, "custom": {"input": " + 2)"}}]}),
+        chunk({}, finish="tool_calls"),
+        "[DONE]",
+    )
+    result = _assemble(deltas)
+    assert result.violations == [] and result.stop_reason is StopReason.TOOL_CALLS
+    (call,) = result.output_items
+    assert (call.tool_name, call.arguments, call.attrs) == (
+        "code_exec",
+        "print(1 + 2)",
+        {"free_form": True},
+    )
