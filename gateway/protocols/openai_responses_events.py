@@ -151,6 +151,7 @@ class ResponsesEventDecoder:
 
     def __init__(self) -> None:
         self._calls_started: set[int] = set()
+        self._calls_named: set[int] = set()
         self._calls_ended: set[int] = set()
         self._reasoning_started: set[int] = set()
         self._reasoning_streamed: set[int] = set()
@@ -254,12 +255,16 @@ class ResponsesEventDecoder:
         return []
 
     def _start_call(self, index: int, item: dict[str, Any]) -> list[Delta]:
-        if index in self._calls_started:
-            return []
-        self._calls_started.add(index)
-        self._facts.calls = True
+        """The call's start, once; again only to name a call whose input streamed before any
+        item said what it is (a server that sends no `output_item.added`)."""
         call_id, namespace = as_str(item.get("call_id")), as_str(item.get("namespace"))
         name = qualified(as_str(item.get("name")), namespace)
+        if index in self._calls_started and (index in self._calls_named or not name):
+            return []
+        self._calls_started.add(index)
+        if name:
+            self._calls_named.add(index)
+        self._facts.calls = True
         attrs: dict[str, Any] = {"namespace": namespace} if namespace else {}
         if item.get("type") == "custom_tool_call":
             attrs["free_form"] = True

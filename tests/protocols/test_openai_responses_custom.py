@@ -243,3 +243,26 @@ def test_free_form_input_counts_as_its_text_for_loops() -> None:
     (loop,) = counter.observe([_call("exec", '{"a": 1}', free_form=True)])
     assert loop.kind is ViolationKind.REPEATED_TOOL_CALL
     assert '"{\\"a\\": 1}"' in loop.detail
+
+
+def test_input_streamed_before_its_item_is_named_by_the_done_item() -> None:
+    """Some compatible servers send no `output_item.added`: the done item names the call."""
+    call = {
+        "type": "custom_tool_call",
+        "id": "ctc_1",
+        "call_id": "call_1",
+        "name": "exec",
+        "input": "pwd",
+    }
+    events = [
+        {"type": "response.custom_tool_call_input.delta", "output_index": 0, "delta": "pw"},
+        {"type": "response.custom_tool_call_input.delta", "output_index": 0, "delta": "d"},
+        {"type": "response.output_item.done", "output_index": 0, "item": call},
+        {"type": "response.completed", "response": {"id": "r", "status": "completed"}},
+    ]
+    raw = "".join(f"data: {json.dumps(e)}\n\n" for e in events).encode()
+    result = _assemble(_decode(raw))
+    assert _calls(result.output_items) == [
+        ("call_1", "exec", "pwd", {"free_form": True, "item_ids": ["ctc_1"]})
+    ]
+    assert result.stop_reason is StopReason.TOOL_CALLS
