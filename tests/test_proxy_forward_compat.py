@@ -325,3 +325,23 @@ async def test_unknown_shapes_are_forwarded_byte_identical_and_recorded_as_other
     step = (await only_trace(gateway))["steps"][0]
     assert [i["attrs"] for i in step["input_items"] if i["kind"] == "other"] == others
     assert step["http_status"] == 200
+
+
+async def test_a_custom_call_threads_by_its_call_id_when_the_history_is_rewritten(
+    gateway: Gateway,
+) -> None:
+    call = fake_responses.custom_tool_call("call_exec_9", "exec", "pwd\n")
+    gateway.provider.queue(*(fake_responses.reply(body) for body in codex_script(call)))
+    sdk = openai.AsyncOpenAI(base_url=gateway.openai_base, api_key="sk-test-codex", max_retries=0)
+    await sdk.responses.create(model="gpt-5.4-codex", input=CODEX_START, store=False)
+    # The next request re-renders its context (another developer text, no reasoning echo):
+    # only the custom call and its output tie it to the first step.
+    rewritten: list[Any] = [
+        ADDITIONAL_TOOLS,
+        {"type": "message", "role": "developer", "content": "Context compacted."},
+        {"type": "custom_tool_call", "call_id": "call_exec_9", "name": "exec", "input": "pwd\n"},
+        {"type": "custom_tool_call_output", "call_id": "call_exec_9", "output": "/work\n"},
+    ]
+    await sdk.responses.create(model="gpt-5.4-codex", input=rewritten, store=False)
+    trace = await only_trace(gateway)
+    assert (trace["step_count"], trace["violation_count"], trace["status"]) == (2, 0, "completed")
