@@ -7,11 +7,12 @@ parameters, filled by each protocol adapter. None as a schema: the tool takes in
 provider defines, or input that is not JSON; its arguments are not validated.
 - chat: `tools[].function` (`name` → `parameters`; none given → None), legacy
   `functions[]` likewise, `custom` tools → None.
-- responses: `function` tools (`name` → `parameters`) and `custom` tools (→ None) of
-  top-level `tools`, of `additional_tools` and `tool_search_output` input items, and inside
-  namespaces as `namespace.name` (see `protocols.openai_responses_tools`). A request that
-  uses a stored `prompt`, or continues a response without declaring tools, passes None for
-  the whole declaration: its tools are unknown and names are not judged.
+- responses: `function` tools (`name` → `parameters`), `custom` tools and the built-in
+  client tools `local_shell`, `shell`, `apply_patch` (→ None) of top-level `tools`, of
+  `additional_tools` and `tool_search_output` input items, and inside namespaces as
+  `namespace.name` (see `protocols.openai_responses_tools`). A request that uses a stored
+  `prompt`, or continues a response without declaring tools, passes None for the whole
+  declaration: its tools are unknown and names are not judged.
 - messages: `tools[]` with `input_schema`; Anthropic-defined tools (`bash_*`,
   `text_editor_*`, `computer_*`, `memory_*`) → None.
 A call whose input is free-form text (attrs "free_form") is never judged against a schema.

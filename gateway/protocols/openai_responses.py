@@ -27,7 +27,12 @@ from gateway.protocols.openai_responses_events import (
     as_str,
     decode_response_body,
 )
-from gateway.protocols.openai_responses_tools import declared_tools, qualified
+from gateway.protocols.openai_responses_tools import (
+    BUILTIN_CALLS,
+    BUILTIN_RESULTS,
+    declared_tools,
+    qualified,
+)
 from gateway.stream.deltas import Delta
 from gateway.stream.sse import SSEEvent
 
@@ -73,12 +78,16 @@ def _entry_items(entry: dict[str, Any], index: int) -> list[Item]:
     kind = as_str(raw_kind) or "unknown"  # sets below need a hashable type name
     if kind in _CALL_TYPES:
         return [_call_item(entry, index, free_form=kind == "custom_tool_call")]
-    if kind in _RESULT_TYPES:
+    if kind in BUILTIN_CALLS:
+        return [_builtin_call(entry, index, kind)]
+    if kind in _RESULT_TYPES or kind in BUILTIN_RESULTS:
+        output = entry.get("output")
+        text = _output_text(output) if kind in _RESULT_TYPES else _builtin_output(output)
         result = Item(
             ItemKind.TOOL_RESULT,
             role="tool",
             call_id=as_str(entry.get("call_id")),
-            text=_output_text(entry.get("output")),
+            text=text,
             attrs=_attrs(index, type=kind if kind != "function_call_output" else None),
         )
         return [result]
@@ -91,6 +100,25 @@ def _entry_items(entry: dict[str, Any], index: int) -> list[Item]:
         count = len(tools) if isinstance(tools, list) else None
         return [Item(ItemKind.OTHER, attrs=_attrs(index, type=kind, tools=count))]
     return [Item(ItemKind.OTHER, attrs=_attrs(index, type=kind))]
+
+
+def _builtin_call(entry: dict[str, Any], index: int, kind: str) -> Item:
+    """A call of a built-in tool the client runs: what it asks (`action`, `operation`) as
+    its arguments, the tool type as its name."""
+    name, field = BUILTIN_CALLS[kind]
+    return Item(
+        ItemKind.TOOL_CALL,
+        role="assistant",
+        call_id=as_str(entry.get("call_id")),
+        tool_name=name,
+        arguments=arguments_text(entry.get(field)),
+        attrs=_attrs(index, item_id=as_str(entry.get("id")), type=kind),
+    )
+
+
+def _builtin_output(output: Any) -> str | None:
+    """A built-in tool's output: text, or structured (a shell's stdout, stderr and outcome)."""
+    return output if output is None or isinstance(output, str) else arguments_text(output)
 
 
 def _call_item(entry: dict[str, Any], index: int, *, free_form: bool) -> Item:

@@ -11,7 +11,7 @@ from typing import Any
 
 from gateway import jsoncodec
 from gateway.items import StopReason, Usage
-from gateway.protocols.openai_responses_tools import qualified
+from gateway.protocols.openai_responses_tools import BUILTIN_CALLS, qualified
 from gateway.stream.deltas import (
     Delta,
     EndDelta,
@@ -34,7 +34,7 @@ from gateway.stream.sse import SSEEvent
 SUMMARY_SEPARATOR = "\n\n"
 
 # Output items that are tool calls the client runs: JSON `arguments` or free-form `input`.
-CALL_TYPES = frozenset({"function_call", "custom_tool_call"})
+CALL_TYPES = frozenset({"function_call", "custom_tool_call", *BUILTIN_CALLS})
 _CUSTOM = {"type": "custom_tool_call"}
 
 _INCOMPLETE_REASONS = {
@@ -124,6 +124,16 @@ class OutputFacts:
                     self.refusal = True
 
 
+def _call_input(item: dict[str, Any]) -> Any:
+    """What a call output item asks: JSON `arguments`, free-form `input`, or a built-in
+    tool's `action`/`operation` object."""
+    kind = as_str(item.get("type")) or ""
+    if kind == "custom_tool_call":
+        return item.get("input")
+    builtin = BUILTIN_CALLS.get(kind)
+    return item.get(builtin[1]) if builtin else item.get("arguments")
+
+
 def finish_of(response: dict[str, Any], facts: OutputFacts) -> FinishDelta:
     status = as_str(response.get("status"))
     for item in as_list(response.get("output")):
@@ -210,8 +220,7 @@ class ResponsesEventDecoder:
         """An output item is complete: emit whatever of it was not streamed (all, for a body)."""
         kind = as_str(item.get("type"))
         if kind in CALL_TYPES:
-            field = "input" if kind == "custom_tool_call" else "arguments"
-            return [*self._start_call(index, item), *self._end_call(index, item.get(field))]
+            return [*self._start_call(index, item), *self._end_call(index, _call_input(item))]
         if kind == "reasoning":
             return self._reasoning_done(index, item)
         if kind == "message":
@@ -258,7 +267,9 @@ class ResponsesEventDecoder:
         """The call's start, once; again only to name a call whose input streamed before any
         item said what it is (a server that sends no `output_item.added`)."""
         call_id, namespace = as_str(item.get("call_id")), as_str(item.get("namespace"))
-        name = qualified(as_str(item.get("name")), namespace)
+        kind = as_str(item.get("type"))
+        builtin = BUILTIN_CALLS.get(kind or "")
+        name = builtin[0] if builtin else qualified(as_str(item.get("name")), namespace)
         if index in self._calls_started and (index in self._calls_named or not name):
             return []
         self._calls_started.add(index)
@@ -266,8 +277,10 @@ class ResponsesEventDecoder:
             self._calls_named.add(index)
         self._facts.calls = True
         attrs: dict[str, Any] = {"namespace": namespace} if namespace else {}
-        if item.get("type") == "custom_tool_call":
+        if kind == "custom_tool_call":
             attrs["free_form"] = True
+        elif builtin:
+            attrs["type"] = kind
         return [ToolCallStart(index, call_id, name, item_id=as_str(item.get("id")), attrs=attrs)]
 
     def _arguments(self, index: int, delta: str, item: dict[str, Any]) -> list[Delta]:

@@ -1,5 +1,6 @@
 """The tools a Responses request declares: top-level `tools`, `additional_tools` input items,
-the tools a client-run `tool_search_output` loaded, and the functions inside namespaces.
+the tools a client-run `tool_search_output` loaded, and the functions inside namespaces;
+and the built-in tools the client runs (`local_shell`, `shell`, `apply_patch`).
 
 A namespaced tool is called by its own name with the namespace beside it (`namespace` on
 the call item): both sides name it `namespace.name`.
@@ -8,6 +9,16 @@ the call item): both sides name it `namespace.name`.
 from __future__ import annotations
 
 from typing import Any
+
+# Calls of built-in tools the client runs, by item type: the tool type that declares them
+# (the name they are recorded under) and the field holding what the call asks.
+BUILTIN_CALLS = {
+    "local_shell_call": ("local_shell", "action"),
+    "shell_call": ("shell", "action"),
+    "apply_patch_call": ("apply_patch", "operation"),
+}
+BUILTIN_RESULTS = frozenset({f"{kind}_output" for kind in BUILTIN_CALLS})
+_BUILTIN_TOOLS = frozenset(name for name, _ in BUILTIN_CALLS.values())
 
 # Input items whose `tools` declare tools for the rest of the conversation.
 _TOOL_CONTAINERS = frozenset({"additional_tools", "tool_search_output"})
@@ -52,7 +63,10 @@ def _collect(tools: Any, namespace: str | None, declared: dict[str, Any], depth:
     for tool in tools:
         if not isinstance(tool, dict):
             continue
-        kind, name = tool.get("type"), tool.get("name")
+        kind, name = _text(tool.get("type")), tool.get("name")
+        if kind in _BUILTIN_TOOLS and namespace is None:
+            declared[kind] = None  # its calls are typed by the provider, not by a schema
+            continue
         if not isinstance(name, str) or not name:
             continue
         if kind == "namespace":

@@ -199,7 +199,8 @@ def test_schema_checks_only_for_json_schema_tools() -> None:
     ("declaration", "expected"),
     [
         ({"tools": [{"type": "custom", "name": "exec", "format": {"type": "text"}}]}, ["exec"]),
-        ({"tools": [{"type": "web_search"}, {"type": "local_shell"}]}, []),
+        ({"tools": [{"type": "web_search"}, {"type": "code_interpreter"}]}, []),  # hosted
+        ({"tools": [{"type": "local_shell"}]}, ["local_shell"]),  # run by the client
         (
             {
                 "input": [
@@ -266,3 +267,58 @@ def test_input_streamed_before_its_item_is_named_by_the_done_item() -> None:
         ("call_1", "exec", "pwd", {"free_form": True, "item_ids": ["ctc_1"]})
     ]
     assert result.stop_reason is StopReason.TOOL_CALLS
+
+
+LOCAL_SHELL_CALL = {
+    "type": "local_shell_call",
+    "id": "lsh_1",
+    "call_id": "call_sh",
+    "status": "completed",
+    "action": {"type": "exec", "command": ["ls", "-la"], "timeout_ms": 10000, "env": {}},
+}
+
+
+def test_built_in_client_tools_are_tool_calls_and_results() -> None:
+    """`local_shell` (answered by `local_shell_call_output`, or by `function_call_output` as
+    Codex does), `shell` and `apply_patch` run at the client: paired like any call."""
+    parsed = ADAPTER.parse_request(
+        {
+            "tools": [{"type": "local_shell"}, {"type": "shell"}, {"type": "apply_patch"}],
+            "input": [
+                {"role": "user", "content": "Look around."},
+                LOCAL_SHELL_CALL,
+                {"type": "function_call_output", "call_id": "call_sh", "output": "a b"},
+                {
+                    "type": "shell_call",
+                    "call_id": "call_sh2",
+                    "action": {"commands": ["pwd"], "timeout_ms": 1000},
+                },
+                {
+                    "type": "shell_call_output",
+                    "call_id": "call_sh2",
+                    "output": [{"stdout": "/w\n", "stderr": "", "outcome": {"type": "exit"}}],
+                },
+            ],
+        }
+    )
+    assert parsed.tools == {"local_shell": None, "shell": None, "apply_patch": None}
+    calls = [(i.kind, i.call_id, i.tool_name) for i in parsed.items[1:]]
+    assert calls == [
+        (ItemKind.TOOL_CALL, "call_sh", "local_shell"),
+        (ItemKind.TOOL_RESULT, "call_sh", None),
+        (ItemKind.TOOL_CALL, "call_sh2", "shell"),
+        (ItemKind.TOOL_RESULT, "call_sh2", None),
+    ]
+    assert json.loads(parsed.items[1].arguments or "")["command"] == ["ls", "-la"]
+    assert json.loads(parsed.items[4].text or "")[0]["stdout"] == "/w\n"
+    assert check_history(parsed.items, protocol="responses") == []
+
+
+def test_a_response_calling_a_built_in_client_tool_stops_on_tool_calls() -> None:
+    body = {"id": "r", "status": "completed", "output": [LOCAL_SHELL_CALL]}
+    result = _assemble(ADAPTER.decode_body(body))
+    assert result.stop_reason is StopReason.TOOL_CALLS and result.violations == []
+    ((call_id, name, arguments, attrs),) = _calls(result.output_items)
+    assert (call_id, name, attrs["type"]) == ("call_sh", "local_shell", "local_shell_call")
+    echoed = ADAPTER.parse_request({"input": [LOCAL_SHELL_CALL]}).items[0]
+    assert echoed.arguments == arguments  # the echo compares equal for threading
