@@ -420,7 +420,8 @@ class MetricsSink:
         for budget in sorted(budgets):
             self._child(self.budget_refusals, budget).inc()
         is_budget = bool(budgets) or refusal.budget_exceeded
-        reason = "budget" if is_budget else ("loop" if refusal.kind == "loop" else "pairing")
+        known = refusal.kind in ("loop", "request")
+        reason = "budget" if is_budget else (refusal.kind if known else "pairing")
         self._child(self.refusals, reason).inc()
         if is_budget:  # the agent cannot go on: its trace is over
             steps = self._trace_steps.pop(refusal.trace_id, 0)

@@ -23,7 +23,7 @@ from gateway.deps import Deps
 from gateway.errors import BadRequest, GatewayError, RequestTooLarge
 from gateway.exchange import Exchange
 from gateway.finisher import StepFinisher
-from gateway.items import Violation
+from gateway.items import Violation, ViolationKind
 from gateway.metrics import relaying
 from gateway.placement import Placement, place
 from gateway.protocols.base import ParsedRequest, ProtocolAdapter, provider_request_id
@@ -88,7 +88,8 @@ async def _check(
         target = resolve(deps.settings, adapter.name, parsed.model, *_raw_target(request))
         placement = await place(deps, request.headers.get(TRACE_HEADER), parsed)
     except GatewayError as exc:
-        return error_response(adapter, exc)
+        trace_id = _unread_refusal(deps, request.headers.get(TRACE_HEADER), exc)
+        return error_response(adapter, exc, {TRACE_HEADER: trace_id})
     own = {TRACE_HEADER: placement.trace_id}
     session = sessions.session_id(request.headers, body, adapter.name)
     refused = partial(_refused, deps, placement, session)
@@ -112,7 +113,8 @@ async def _check(
             model=parsed.model,
             upstream_url=target.url,
         )
-    except GatewayError as exc:
+    except GatewayError as exc:  # a header of the gateway's own it cannot use
+        refused([request_violation(exc)], "request")
         return error_response(adapter, exc, own)
     if isinstance(admission, Refused):
         refused([admission.violation], "budget", admission.limits)
@@ -201,9 +203,9 @@ async def handle_passthrough(
     started = time.perf_counter()
     header = request.headers.get(TRACE_HEADER)
     if header is not None and not ids.TRACE_ID_RE.match(header):
-        return error_response(
-            adapter, BadRequest("invalid X-Loopwatch-Trace-Id", param=TRACE_HEADER)
-        )
+        error = BadRequest("invalid X-Loopwatch-Trace-Id", param=TRACE_HEADER)
+        trace_id = _unread_refusal(deps, header, error)
+        return error_response(adapter, error, {TRACE_HEADER: trace_id})
     start = StepStart(
         id=ids.new_step_id(),
         trace_id=header or ids.new_trace_id(),
@@ -216,8 +218,9 @@ async def handle_passthrough(
     own = {TRACE_HEADER: start.trace_id, STEP_HEADER: start.id}
     try:
         target = resolve(deps.settings, "passthrough", None, *_raw_target(request))
-    except GatewayError as exc:
-        return error_response(adapter, exc, own)
+    except GatewayError as exc:  # e.g. a path that would leave the API base
+        _unread_refusal(deps, start.trace_id, exc)
+        return error_response(adapter, exc, {TRACE_HEADER: start.trace_id})
     headers = forward_headers(request.headers, api_key=target.api_key, protocol=target.protocol)
     body = request.content.iter_any() if request.body_exists else None
     if request.content_length is not None:  # streamed on unchanged: keep its length, not chunked
@@ -305,6 +308,24 @@ def _pairing_refusal(
         first.kind, first.detail, first.call_id, enforced=True
     )
     return pairing.to_error(first, protocol=adapter.name)
+
+
+def request_violation(error: GatewayError) -> Violation:
+    """A request the gateway refused for what it is, not for a rule over a trace."""
+    detail = f"The gateway refused the request ({error.status} {error.code}): {error.message}"
+    return Violation(ViolationKind.INVALID_REQUEST, detail, enforced=True)
+
+
+def _unread_refusal(deps: Deps, header: str | None, error: GatewayError) -> str:
+    """Record a request refused before it could be placed in a trace (a body that is not
+    JSON or not an object, too large, an unknown coding, a bad trace header): in the trace
+    its header names when that is a valid id, else in a trace of its own, so a user sees it.
+    """
+    valid = header is not None and ids.TRACE_ID_RE.match(header) is not None
+    trace_id = header if valid and header is not None else ids.new_trace_id()
+    record = RefusalRecord(trace_id, deps.clock(), [request_violation(error)], kind="request")
+    _record_refusal(deps, record)
+    return trace_id
 
 
 def _record_refusal(deps: Deps, refusal: RefusalRecord) -> None:

@@ -118,7 +118,7 @@ def test_imports_flow_downwards(module: str, path: Path) -> None:
 
 
 def _family(module: str) -> str:
-    """An adapter and its helper modules (`x_decode`, `x_events`) are one family."""
-    for suffix in ("_decode", "_events"):
+    """An adapter and its helper modules (`x_decode`, `x_events`, `x_tools`) are one family."""
+    for suffix in ("_decode", "_events", "_tools"):
         module = module.removesuffix(suffix)
     return module
