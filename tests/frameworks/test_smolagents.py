@@ -9,14 +9,19 @@ tool messages, so no call is answered by id. The run ends when the model calls t
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.frameworks.checks import NEEDS_EXTRA
 
+# smolagents has no telemetry of its own; huggingface_hub, which it imports, reads these at
+# import: no hub request and no hub telemetry from this process.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 pytest.importorskip("smolagents", reason=NEEDS_EXTRA)
 
 import asyncio
-import os
 
 from smolagents import OpenAIModel, Tool, ToolCallingAgent, tool
 
@@ -42,10 +47,6 @@ pytestmark = [
         "final_answer: each step is a one-step trace left running",
     ),
 ]
-
-# smolagents has no telemetry of its own; huggingface_hub (which it imports) stays offline.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 
 def tools(log: ToolLog) -> list[Tool]:
