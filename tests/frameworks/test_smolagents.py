@@ -107,11 +107,11 @@ async def test_tool_calling_agent_run_is_one_trace(
     assert len(traces) == 1, f"{len(traces)} traces:\n{await describe(gateway)}"
     trace = await gateway.trace(traces[0]["id"])
     outline = await describe(gateway)
-    # A turn per round of tool calls, then the turn that calls final_answer.
-    assert trace["step_count"] == steps + 1, outline
+    # A turn per round of tool calls, then the answer: a turn that calls final_answer.
+    assert trace["step_count"] == steps, outline
     assert (trace["violation_count"], trace["violations"]) == (0, []), outline
     ordered = sorted(trace["steps"], key=lambda s: s["seq"])
-    assert [s["stop_reason"] for s in ordered] == ["tool_calls"] * (steps + 1), outline
+    assert [s["stop_reason"] for s in ordered] == ["tool_calls"] * steps, outline
     assert {(s["protocol"], s["stream"], s["http_status"]) for s in ordered} == {
         ("chat", stream, 200)
     }, outline
