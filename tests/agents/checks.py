@@ -66,11 +66,16 @@ async def main_loop(gw: Gateway) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return main, [t for t in traces if t["id"] != main["id"]]
 
 
-async def assert_one_clean_trace(gw: Gateway) -> dict[str, Any]:
-    """The main loop is one completed trace: its call answered by id in a later step, its
-    last step the final answer, and no violation anywhere."""
+async def assert_one_clean_trace(gw: Gateway, model: AgentModel) -> dict[str, Any]:
+    """The main loop is one completed trace of two steps: its call answered by id in the
+    next, which is the final answer; each side request (no shell tool declared: a title) is a
+    one-step trace of its own; no violation anywhere."""
     main, others = await main_loop(gw)
     everything = describe([main, *others])
+    sides = [seen for seen in model.seen if seen.move == "side"]
+    assert main["step_count"] == 2, everything
+    assert len(others) == len(sides), everything
+    assert all(t["step_count"] == 1 for t in others), everything
     steps = sorted(main["steps"], key=lambda s: s["seq"])
     calls = {i["call_id"]: s["seq"] for s in steps for i in s["output_items"] if _call(i)}
     results = {

@@ -62,5 +62,5 @@ async def test_run_is_one_clean_trace(
     assert isinstance(model, AgentModel)
     checks.assert_ran(finished, sandbox, call_home, model, output=output)
     checks.assert_model_saw_one_loop(model)
-    await checks.assert_one_clean_trace(gateway)
+    await checks.assert_one_clean_trace(gateway, model)
     checks.assert_no_thought_stored(database_url)

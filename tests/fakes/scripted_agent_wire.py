@@ -119,9 +119,11 @@ def _messages_read(body: dict[str, Any]) -> Conversation:
 
 def _messages_answer(body: dict[str, Any], move: Answer, ids: Ids) -> Reply:
     content: list[dict[str, Any]] = []
-    thinking = (body.get("thinking") or {}).get("type") in ("enabled", "adaptive")
-    if thinking and move.thought:
-        content.append(anthropic.thinking(move.thought, ids.signature()))
+    thinking = body.get("thinking") or {}
+    if thinking.get("type") in ("enabled", "adaptive") and move.thought:
+        # `display: omitted` asks for the signature alone, as Claude Code does by default.
+        shown = "" if thinking.get("display") == "omitted" else move.thought
+        content.append(anthropic.thinking(shown, ids.signature()))
     if move.call is not None:
         content.append(anthropic.text("Running the command."))
         arguments = move.call.arguments
