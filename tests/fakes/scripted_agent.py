@@ -38,9 +38,10 @@ SHELL_NAMES = (
 
 
 def final_answer(output: str) -> str:
-    """The final text once the tool ran: its output line with the marker, or all of it."""
-    lines = [line.strip() for line in output.splitlines() if MARKER in line]
-    return FINAL_PREFIX + (lines[-1] if lines else output.strip())
+    """The final text once the tool ran: the output line with the marker (not the command
+    echoed back), or that there was none."""
+    lines = [line.strip() for line in output.splitlines() if MARKER in line and "echo" not in line]
+    return FINAL_PREFIX + lines[-1] if lines else "The marker command printed nothing."
 
 
 @dataclass
