@@ -116,6 +116,8 @@ def _in_progress(item: dict[str, Any]) -> dict[str, Any]:
         return {**item, "status": "in_progress", "arguments": ""}
     if item["type"] == "message":
         return {**item, "status": "in_progress", "content": []}
+    if item["type"] == "custom_tool_call":
+        return {**item, "status": "in_progress", "input": ""}
     return {**item, "summary": []} if item["type"] == "reasoning" else item
 
 
@@ -130,6 +132,12 @@ def _item_events(index: int, item: dict[str, Any]) -> list[dict[str, Any]]:
             events.append({"type": "response.function_call_arguments.delta", **ref, "delta": piece})
         events.append(
             {"type": "response.function_call_arguments.done", **ref, "arguments": item["arguments"]}
+        )
+    elif item["type"] == "custom_tool_call":  # free-form input, streamed as raw text
+        for piece in _pieces(item["input"]):
+            events.append({"type": "response.custom_tool_call_input.delta", **ref, "delta": piece})
+        events.append(
+            {"type": "response.custom_tool_call_input.done", **ref, "input": item["input"]}
         )
     elif item["type"] == "reasoning":
         for number, part in enumerate(item["summary"]):
