@@ -46,12 +46,7 @@ wire_api = "responses"
 supports_websockets = false
 
 [features]
-plugins = false
-remote_plugin = false
-plugin_sharing = false
-apps = false
-skill_mcp_dependency_install = false
-in_app_updates = false
+plugins = false   # else its plugin marketplace sync calls github.com and chatgpt.com
 
 [analytics]
 enabled = false
