@@ -146,7 +146,7 @@ def _item_events(index: int, item: dict[str, Any]) -> list[dict[str, Any]]:
         events.append(
             {"type": "response.function_call_arguments.done", **ref, "arguments": item["arguments"]}
         )
-    elif item["type"] == "custom_tool_call":
+    elif item["type"] == "custom_tool_call":  # free-form input, streamed as raw text
         for piece in _pieces(item["input"]):
             events.append({"type": "response.custom_tool_call_input.delta", **ref, "delta": piece})
         events.append(
