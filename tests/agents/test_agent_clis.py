@@ -16,30 +16,15 @@ from tests.harness import Gateway
 Client = Callable[[Sandbox, str], list[str]]
 
 
-def _client(
-    name: str, setup: Client, binary: str, *, output: bool = True, waits_for: str = ""
-) -> object:
+def _client(name: str, setup: Client, binary: str, *, output: bool = True) -> object:
     problem = install_problem(binary)
     marks = [pytest.mark.skipif(problem is not None, reason=str(problem))]
-    if waits_for:
-        marks.append(pytest.mark.xfail(strict=True, reason=waits_for))
     return pytest.param(setup, output, marks=marks, id=name)
 
 
-# What the gateway does not read yet in these clients' default requests (tests/fixtures/agents).
-CLAUDE_SYSTEM_TURNS = (
-    "gateway refuses Anthropic `system` turns inside `messages` (400 'messages[1].role'), "
-    "so Claude Code exits 1 and nothing is recorded"
-)
-CODEX_CUSTOM_TOOLS = (
-    "gateway reads Responses `additional_tools` and `custom_tool_call`/`custom_tool_call_output` "
-    "as `other`: no tool call, no pairing, the loop split into two one-step traces"
-)
-
-
 CLIENTS = [
-    _client("claude-code", clients.claude_code, "claude", waits_for=CLAUDE_SYSTEM_TURNS),
-    _client("codex", clients.codex, "codex", waits_for=CODEX_CUSTOM_TOOLS),
+    _client("claude-code", clients.claude_code, "claude"),
+    _client("codex", clients.codex, "codex"),
     # qwen-code 0.24 headless passes on "Output: (empty)" for this command (the file is written).
     _client("qwen-code", clients.qwen_code, "qwen", output=False),
     _client("opencode", clients.opencode, "opencode"),
