@@ -22,7 +22,7 @@ from gateway.config import KeyBudget
 from gateway.deps import Deps
 from gateway.errors import BadRequest, GatewayError, RequestTooLarge
 from gateway.exchange import Exchange
-from gateway.finisher import StepFinisher
+from gateway.finisher import StepFinisher, Threading
 from gateway.items import Violation
 from gateway.metrics import relaying
 from gateway.placement import Placement, place
@@ -146,7 +146,9 @@ async def _forward(
         # bytes passed through unchanged, the usage event included (see `gateway.tap`).
         headers["Accept-Encoding"] = "identity"
     exchange = Exchange(adapter, hide_usage_event=prepared.hide_usage_event)
-    finisher = StepFinisher(deps, start, started, admission, admitted.placement.input_state)
+    placement = admitted.placement
+    threading = Threading(placement.input_state, placement.attempt, placement.retry_of)
+    finisher = StepFinisher(deps, start, started, admission, threading)
     try:
         upstream = await deps.upstream.send(request.method, admitted.target.url, headers, payload)
     except GatewayError as exc:

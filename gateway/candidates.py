@@ -1,0 +1,59 @@
+"""Which of several recorded steps a request continues, when its history fits them all.
+
+Identical runs sent in parallel record steps with the same input (and, from a provider
+that repeats itself, the same output). A request never joins a trace by a guess: it is
+told apart by the call ids the provider emitted, else by which step no other request
+continues yet. Sans-IO.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from gateway.items import ASSISTANT_KINDS, Item, ItemKind
+from gateway.threading import StepRef, real_call_id
+
+
+def choose(
+    refs: Sequence[StepRef],
+    attempt: str,
+    claimed_by: Callable[[str], str | None],
+    echo: str | None = None,
+) -> StepRef | None:
+    """The step to continue among `refs` (one per trace, oldest first), or None.
+
+    One candidate is continued (a branch of its run, as before). Of several, those whose
+    every emitted call id the echoed turn names; then the oldest that no request continues
+    yet; then one this same request already continued (its earlier attempt). Else none.
+    """
+    if len(refs) == 1:
+        return refs[0]
+    if echo is not None:
+        named = [ref for ref in refs if _names_calls(echo, ref)]
+        if len(named) == 1:
+            return named[0]
+        refs = named or refs
+    free = [ref for ref in refs if claimed_by(ref.step_id) is None]
+    if free:
+        return free[0]
+    again = [ref for ref in refs if claimed_by(ref.step_id) == attempt]
+    return again[0] if len(again) == 1 else None
+
+
+def _names_calls(echo: str, ref: StepRef) -> bool:
+    ids = [
+        call_id
+        for item in ref.output_items
+        if item.kind is ItemKind.TOOL_CALL and (call_id := real_call_id(item)) is not None
+    ]
+    return bool(ids) and all(call_id in echo for call_id in ids)
+
+
+def echo_text(items: list[Item], start: int) -> str:
+    """The text of the assistant turn at `start`: where a re-rendered echo names its calls."""
+    parts: list[str] = []
+    for item in items[start:]:
+        if item.kind not in ASSISTANT_KINDS and item.kind is not ItemKind.REASONING:
+            break
+        parts.extend(part for part in (item.text, item.call_id, item.arguments) if part)
+    return "\n".join(parts)
