@@ -133,7 +133,8 @@ async def _continued(
     if prefixed is not None:
         start, refs = prefixed
         ref = choose(refs, attempt, recent.claimed_by, echo_text(items, start.position))
-        return None if ref is None else (start.position, ref)
+        # The run echoed that step's calls as text: there are no typed calls to pair.
+        return None if ref is None else (start.position, StepRef(ref.trace_id, ref.step_id))
     boundaries = scan.boundaries
     # Only keys and call ids the store may hold are looked up: in a gateway that is its
     # store's only writer, a history that continues nothing recorded costs no round trip.
