@@ -133,13 +133,13 @@ class StepFinisher:
         threading, recent = self._threading, self._deps.recent
         if threading is None:
             return
+        if outcome.continuable and not no_answer(outcome):
+            ref = StepRef(record.trace_id, record.id, tuple(record.output_items))
+            input_key = threading.input_state.hex()
+            recent.remember(record.continuation_key, record.response_id, ref, input_key)
+        # After `remember`: a cut stream answered in part, and its retry is still expected.
         if outcome.stop_reason in _FAILED_STOPS or no_answer(outcome):
             recent.failed(threading.attempt, StepRef(record.trace_id, record.id))
-        if not outcome.continuable or no_answer(outcome):
-            return
-        ref = StepRef(record.trace_id, record.id, tuple(record.output_items))
-        input_key = threading.input_state.hex()
-        recent.remember(record.continuation_key, record.response_id, ref, input_key)
         known = self._deps.known_keys
         if record.continuation_key is not None:
             known.add(record.continuation_key)

@@ -13,7 +13,7 @@ from typing import Any
 import openai
 import pytest
 
-from tests.fakes.chat import call, completion
+from tests.fakes.chat import call, completion, streamed, usage
 from tests.fakes.provider import Received, Reply
 from tests.harness import Gateway, make_gateway, provider  # noqa: F401
 
@@ -120,6 +120,49 @@ async def test_a_provider_that_does_not_answer_in_time_is_retried_in_the_run(
     failed, retry = trace["steps"]
     assert (failed["http_status"], failed["stop_reason"]) == (504, "error")
     assert retry["retry_of"] == failed["id"]
+    assert trace["status"] == "completed"
+
+
+async def test_a_failed_attempt_gives_back_the_tokens_it_held(make_gateway: Any) -> None:
+    gw: Gateway = await make_gateway()
+    gw.provider.queue(
+        failure(429), completion("Sunny.", use=usage(prompt=30, completion=10)), completion("Hi.")
+    )
+    client = sdk(gw, retries=1, **{"X-Loopwatch-Max-Tokens": "1000"})
+    answer = await client.chat.completions.with_raw_response.create(
+        model="gpt-4o", messages=TASK, max_tokens=500
+    )
+    # The 429 held 500 tokens and used none: only the answer's 40 are spent.
+    assert answer.headers["x-loopwatch-tokens-remaining"] == "500"  # 500 held for the answer
+    trace = await only_trace(gw)
+    second = await client.chat.completions.with_raw_response.create(
+        model="gpt-4o", messages=TASK, extra_headers={"X-Loopwatch-Trace-Id": trace["id"]}
+    )
+    assert second.headers["x-loopwatch-tokens-remaining"] == "0"  # all 960 left are held
+    sent = json.loads(gw.provider.received[-1].body)
+    assert sent.get("max_completion_tokens", sent.get("max_tokens")) == 960
+
+
+async def test_a_request_sent_again_after_a_cut_stream_is_its_retry(make_gateway: Any) -> None:
+    gw: Gateway = await make_gateway()
+    cut = streamed("Sunny in Lima, all day long.")
+    cut.die_after = 2
+    gw.provider.queue(cut, streamed("Sunny in Lima, all day long."))
+    client = sdk(gw)
+    try:
+        async for _ in await client.chat.completions.create(
+            model="gpt-4o", messages=TASK, stream=True
+        ):
+            pass
+    except openai.APIError:
+        pass  # the agent sees the stream break and sends the request again
+    else:
+        raise AssertionError("the stream was not cut")
+    async for _ in await client.chat.completions.create(model="gpt-4o", messages=TASK, stream=True):
+        pass
+    trace = await only_trace(gw)
+    cut_step, retry = trace["steps"]
+    assert (cut_step["stop_reason"], retry["retry_of"]) == ("interrupted", cut_step["id"])
     assert trace["status"] == "completed"
 
 
