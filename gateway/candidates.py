@@ -9,6 +9,7 @@ continues yet. Sans-IO.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from gateway.items import ASSISTANT_KINDS, Item, ItemKind
 from gateway.threading import StepRef, real_call_id
@@ -18,7 +19,7 @@ def choose(
     refs: Sequence[StepRef],
     attempt: str,
     claimed_by: Callable[[str], str | None],
-    echo: str | None = None,
+    echo: Echo | None = None,
 ) -> StepRef | None:
     """The step to continue among `refs` (one per trace, oldest first), or None.
 
@@ -29,7 +30,7 @@ def choose(
     if len(refs) == 1:
         return refs[0]
     if echo is not None:
-        named = [ref for ref in refs if _names_calls(echo, ref)]
+        named = [ref for ref in refs if _names_calls(echo.text, ref)]
         if len(named) == 1:
             return named[0]
         refs = named or refs
@@ -49,11 +50,22 @@ def _names_calls(echo: str, ref: StepRef) -> bool:
     return bool(ids) and all(call_id in echo for call_id in ids)
 
 
-def echo_text(items: list[Item], start: int) -> str:
-    """The text of the assistant turn at `start`: where a re-rendered echo names its calls."""
+@dataclass(frozen=True, slots=True)
+class Echo:
+    """The assistant turn after a recorded input: its text (where a re-rendered echo names
+    its calls) and whether it still holds typed tool calls (a rewritten, not re-rendered,
+    echo: pairing compares them with what the step emitted)."""
+
+    text: str
+    typed_calls: bool
+
+
+def echo_text(items: list[Item], start: int) -> Echo:
     parts: list[str] = []
+    typed = False
     for item in items[start:]:
         if item.kind not in ASSISTANT_KINDS and item.kind is not ItemKind.REASONING:
             break
+        typed = typed or item.kind is ItemKind.TOOL_CALL
         parts.extend(part for part in (item.text, item.call_id, item.arguments) if part)
-    return "\n".join(parts)
+    return Echo("\n".join(parts), typed)

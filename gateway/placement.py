@@ -132,9 +132,14 @@ async def _continued(
     prefixed = recent.prefixed(scan.starts)
     if prefixed is not None:
         start, refs = prefixed
-        ref = choose(refs, attempt, recent.claimed_by, echo_text(items, start.position))
-        # The run echoed that step's calls as text: there are no typed calls to pair.
-        return None if ref is None else (start.position, StepRef(ref.trace_id, ref.step_id))
+        echo = echo_text(items, start.position)
+        ref = choose(refs, attempt, recent.claimed_by, echo)
+        if ref is None:
+            return None
+        if not echo.typed_calls:
+            # The run echoed that step's calls as text: there are no typed calls to pair.
+            ref = StepRef(ref.trace_id, ref.step_id)
+        return start.position, ref
     boundaries = scan.boundaries
     # Only keys and call ids the store may hold are looked up: in a gateway that is its
     # store's only writer, a history that continues nothing recorded costs no round trip.
