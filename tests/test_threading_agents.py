@@ -339,3 +339,24 @@ async def test_configured_terminal_tools_end_a_run(make_gateway: Any) -> None:
     assert ended["status"] == "completed"
     assert ended["steps"][0]["output_items"][0]["attrs"]["terminal"] is True
     assert still_open["status"] == "running"  # a call awaits its result
+
+
+async def test_a_terminal_call_needs_no_result(make_gateway: Any) -> None:
+    gw: Gateway = await make_gateway()  # pairing enforced
+    gw.provider.queue(
+        completion(tool_calls=[call("call_f1", "final_answer", {"answer": "sunny"})]),
+        completion("Rainy tomorrow."),
+    )
+    client = sdk(gw)
+    first = await client.chat.completions.create(model="gpt-4o", messages=TASK, tools=SMOL_TOOLS)
+    follow_up: Any = [
+        *TASK,
+        first.choices[0].message.model_dump(exclude_none=True),
+        {"role": "user", "content": "And tomorrow?"},
+    ]
+    second = await client.chat.completions.create(
+        model="gpt-4o", messages=follow_up, tools=SMOL_TOOLS
+    )
+    assert second.choices[0].message.content == "Rainy tomorrow."
+    trace = await only_trace(gw)
+    assert (trace["step_count"], trace["violation_count"]) == (2, 0)
