@@ -2,8 +2,8 @@
 
 Identical runs sent in parallel record steps with the same input (and, from a provider
 that repeats itself, the same output). A request never joins a trace by a guess: it is
-told apart by the call ids the provider emitted, else by which step no other request
-continues yet. Sans-IO.
+told apart by the call ids (and texts) the provider emitted, else by which step no other
+request continues yet. Sans-IO.
 """
 
 from __future__ import annotations
@@ -24,13 +24,14 @@ def choose(
     """The step to continue among `refs` (one per trace, oldest first), or None.
 
     One candidate is continued (a branch of its run, as before). Of several, those whose
-    every emitted call id the echoed turn names; then the oldest that no request continues
-    yet; then one this same request already continued (its earlier attempt). Else none.
+    every emitted call id and text the echoed turn holds; then the oldest that no request
+    continues yet; then one this same request already continued (its earlier attempt).
+    Else none.
     """
     if len(refs) == 1:
         return refs[0]
     if echo is not None:
-        named = [ref for ref in refs if _names_calls(echo.text, ref)]
+        named = [ref for ref in refs if _echoes(echo.text, ref)]
         if len(named) == 1:
             return named[0]
         refs = named or refs
@@ -41,13 +42,15 @@ def choose(
     return again[0] if len(again) == 1 else None
 
 
-def _names_calls(echo: str, ref: StepRef) -> bool:
-    ids = [
-        call_id
-        for item in ref.output_items
-        if item.kind is ItemKind.TOOL_CALL and (call_id := real_call_id(item)) is not None
-    ]
-    return bool(ids) and all(call_id in echo for call_id in ids)
+def _echoes(echo: str, ref: StepRef) -> bool:
+    """The echoed turn names every call id the step emitted and holds each of its texts."""
+    pieces: list[str] = []
+    for item in ref.output_items:
+        if item.kind is ItemKind.TOOL_CALL and (call_id := real_call_id(item)) is not None:
+            pieces.append(call_id)
+        elif item.kind is ItemKind.ASSISTANT_TEXT and item.text and item.text.strip():
+            pieces.append(item.text.strip())
+    return bool(pieces) and all(piece in echo for piece in pieces)
 
 
 @dataclass(frozen=True, slots=True)

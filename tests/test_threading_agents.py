@@ -360,3 +360,24 @@ async def test_a_terminal_call_needs_no_result(make_gateway: Any) -> None:
     assert second.choices[0].message.content == "Rainy tomorrow."
     trace = await only_trace(gw)
     assert (trace["step_count"], trace["violation_count"]) == (2, 0)
+
+
+async def test_a_re_rendered_answer_joins_the_run_that_gave_it(make_gateway: Any) -> None:
+    """Two chats opened alike and answered differently: a history that re-renders one answer
+    (here with a trailing newline, so it is no exact echo) continues that chat."""
+    gw: Gateway = await make_gateway()
+    gw.provider.queue(completion("Hello!"), completion("Hey there"), completion("Fine."))
+    client = sdk(gw)
+    hi: Any = [{"role": "user", "content": "hi"}]
+    for _ in range(2):
+        await client.chat.completions.create(model="gpt-4o", messages=hi)
+    again: Any = [
+        *hi,
+        {"role": "assistant", "content": "Hey there\n"},
+        {"role": "user", "content": "how are you?"},
+    ]
+    await client.chat.completions.create(model="gpt-4o", messages=again)
+    traces = {t["step_count"]: t for t in await gw.traces()}
+    assert sorted(traces) == [1, 2]
+    continued = await gw.trace(traces[2]["id"])
+    assert continued["steps"][0]["output_items"][0]["text"] == "Hey there"
