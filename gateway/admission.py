@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gateway import budgets
 from gateway.budgets import Limits, Reservation, Settlement, Spent
@@ -31,6 +31,7 @@ class Admission:
     reservation: Reservation | None = None
     headers: dict[str, str] = field(default_factory=dict)
     settled: bool = False
+    charged: tuple[int, int] = (0, 0)  # tokens and nano-dollars its settlement counted spent
 
     @property
     def clamp(self) -> int | None:
@@ -98,4 +99,16 @@ def settle(deps: Deps, admission: Admission, usage: Usage, cost: Cost | None = N
     used_cost = budgets.cost_used_nano(
         None if cost is None else cost.usd, reservation.cost_held_nano, known
     )
+    admission.charged = (used, used_cost)
     deps.ledger.settle_later(Settlement(reservation, used, used_cost))
+
+
+def give_back(deps: Deps, admission: Admission) -> None:
+    """A failed attempt (an error status, an unreachable provider: no answer) takes nothing
+    from the run's budgets: its step and what its settlement counted are given back."""
+    reservation = admission.reservation
+    if reservation is None:
+        return
+    tokens, cost = admission.charged
+    nothing_held = replace(reservation, tokens=0, cost_held_nano=0)
+    deps.ledger.settle_later(Settlement(nothing_held, -tokens, -cost, steps_back=1))

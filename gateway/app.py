@@ -26,6 +26,7 @@ from gateway.otlp.sink import OtlpSink
 from gateway.pricing import Pricer
 from gateway.protocols.registry import ADAPTERS, PATHS
 from gateway.readiness import Readiness
+from gateway.recent_steps import RecentSteps
 from gateway.recording import (
     WRITER_NAME,
     SpoolRecorder,
@@ -42,7 +43,7 @@ from gateway.store.engine import create_schema, install_secret, make_engine
 from gateway.store.ledger import Ledger, ThreadLedger
 from gateway.store.ledger_fallback import FallbackLedger
 from gateway.store.ledger_pg import PostgresLedger
-from gateway.threading import RecentSteps, call_filter_key
+from gateway.threading import call_filter_key
 from gateway.ui import api, auth, views
 from gateway.upstream import Upstream
 from gateway.webhooks import WebhookSink

@@ -140,6 +140,8 @@ class Settings(_Frozen):
     webhook_urls: tuple[str, ...] = ()
     public_url: str | None = None  # base of links in webhook events, e.g. https://lw.example
     prices: dict[str, PriceOverride] = Field(default_factory=dict)  # by fnmatch model glob
+    # Output tools that end a run, besides final_answer and final_result.
+    terminal_tools: tuple[str, ...] = ()
 
     @field_validator("prices")
     @classmethod
@@ -167,6 +169,13 @@ class Settings(_Frozen):
             value = [part.strip() for part in value.split(",") if part.strip()]
         if isinstance(value, list | tuple):
             return tuple(_check_url(url) if isinstance(url, str) else url for url in value)
+        return value
+
+    @field_validator("terminal_tools", mode="before")
+    @classmethod
+    def _terminal_tools(cls, value: Any) -> Any:
+        if isinstance(value, str):  # LOOPWATCH_TERMINAL_TOOLS: comma-separated
+            return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
 
     @field_validator("otlp_endpoint")
@@ -277,6 +286,7 @@ ENV_SETTINGS = (
     "access_log",
     "metrics_max_models",
     "webhook_urls",
+    "terminal_tools",
     "public_url",
     "webhook_secret",
     "retention_days",

@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector
 from gateway.items import StopReason, Violation, ViolationKind
 from gateway.routing import Provider
 from gateway.step import RefusalRecord, StepRecord
+from gateway.trace_status import emitted_calls
 
 OTHER_MODEL = "other"
 UNKNOWN_MODEL = "unknown"
@@ -376,7 +377,7 @@ class MetricsSink:
 
     def _track_open_calls(self, step: StepRecord) -> None:
         self._open.pop(step.trace_id, None)
-        if step.stop_reason is StopReason.TOOL_CALLS:
+        if step.stop_reason is StopReason.TOOL_CALLS and emitted_calls(step.output_items):
             end = step.started_at + timedelta(milliseconds=step.latency_ms or 0)
             self._open[step.trace_id] = end
             if len(self._open) > OPEN_TRACES:

@@ -22,7 +22,7 @@ from gateway.config import KeyBudget
 from gateway.deps import Deps
 from gateway.errors import BadRequest, GatewayError, RequestTooLarge
 from gateway.exchange import Exchange
-from gateway.finisher import StepFinisher
+from gateway.finisher import StepFinisher, Threading
 from gateway.items import Violation, ViolationKind
 from gateway.metrics import relaying
 from gateway.placement import Placement, place
@@ -31,6 +31,7 @@ from gateway.relay import Timing, execute_now, handler_cancelled, relay
 from gateway.routing import Target, resolve
 from gateway.sinks import notify_refusal
 from gateway.step import RefusalRecord, StepStart
+from gateway.trace_status import TERMINAL, mark_terminal
 from gateway.upstream import forward_headers
 
 log = logging.getLogger(__name__)
@@ -94,7 +95,7 @@ async def _check(
     session = sessions.session_id(request.headers, body, adapter.name)
     refused = partial(_refused, deps, placement, session)
     key = budgets.key_settings(deps.settings, deps.secret, request.headers)
-    violations = _history_violations(adapter, parsed, placement)
+    violations = _history_violations(adapter, parsed, placement, deps.settings.terminal_tools)
     refusal = _pairing_refusal(deps, adapter, violations, key)
     if refusal is not None:
         refused(violations, "pairing")
@@ -148,7 +149,9 @@ async def _forward(
         # bytes passed through unchanged, the usage event included (see `gateway.tap`).
         headers["Accept-Encoding"] = "identity"
     exchange = Exchange(adapter, hide_usage_event=prepared.hide_usage_event)
-    finisher = StepFinisher(deps, start, started, admission, admitted.placement.input_state)
+    placement = admitted.placement
+    threading = Threading(placement.input_state, placement.attempt, placement.retry_of)
+    finisher = StepFinisher(deps, start, started, admission, threading)
     try:
         upstream = await deps.upstream.send(request.method, admitted.target.url, headers, payload)
     except GatewayError as exc:
@@ -282,10 +285,10 @@ async def _off_loop_if_large(size: int, function: Callable[[A], R], argument: A)
 
 
 def _history_violations(
-    adapter: ProtocolAdapter, parsed: ParsedRequest, placement: Placement
+    adapter: ProtocolAdapter, parsed: ParsedRequest, placement: Placement, terminal: tuple[str, ...]
 ) -> list[Violation]:
     previous = placement.previous
-    return pairing.check_request(
+    found = pairing.check_request(
         placement.items,
         protocol=adapter.name,
         new_items=placement.new_items,
@@ -293,6 +296,20 @@ def _history_violations(
         continues_response=parsed.previous_response_id is not None,
         unseen_calls=placement.unresolved_references,
     )
+    if not any(v.kind is ViolationKind.MISSING_TOOL_RESULT for v in found):
+        return found
+    # A terminal output tool's call hands over the run's answer: it needs no result.
+    outputs = [] if previous is None else list(previous.output_items)
+    ended = {
+        i.call_id
+        for i in mark_terminal([*placement.items, *outputs], terminal)
+        if i.attrs.get(TERMINAL)
+    }
+    return [
+        v
+        for v in found
+        if v.kind is not ViolationKind.MISSING_TOOL_RESULT or v.call_id not in ended
+    ]
 
 
 def _pairing_refusal(

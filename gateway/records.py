@@ -105,13 +105,15 @@ def _step_row(r: StepRecord) -> tuple[Any, ...]:
         r.cost_nano,
         r.cost_source,
         r.session_id,
+        r.retry_of,
     )
 
 
 def _step(row: list[Any]) -> StepRecord:
     (id_, trace, protocol, method, path, started, model, stream, status, stop, raw) = row[:11]
     (usage, request_id, response_id, latency, ttft, inputs, outputs, error) = row[11:19]
-    violations, key, max_steps, max_tokens, cost_nano, cost_source, session = row[19:]
+    violations, key, max_steps, max_tokens, cost_nano, cost_source, session = row[19:26]
+    retry_of = row[26] if len(row) > 26 else None  # spooled by a release without it
     return StepRecord(
         id=id_,
         trace_id=trace,
@@ -139,6 +141,7 @@ def _step(row: list[Any]) -> StepRecord:
         cost_nano=cost_nano,
         cost_source=cost_source,
         session_id=session,
+        retry_of=retry_of,
     )
 
 

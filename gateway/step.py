@@ -44,6 +44,7 @@ class StepRecord:
     cost_nano: int | None = None
     cost_source: str | None = None
     session_id: str | None = None  # raw; redacted with the rest before storage
+    retry_of: str | None = None  # the step id of the failed attempt this one repeats
 
 
 @dataclass(frozen=True, slots=True)

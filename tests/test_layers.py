@@ -49,6 +49,8 @@ LAYERS: dict[str, int] = {
     "gateway.records": 1,
     "gateway.keyfilter": 1,
     "gateway.keycache": 1,
+    "gateway.candidates": 1,
+    "gateway.recent_steps": 1,
     "gateway.sinks": 3,
     "gateway.webhooks": 3,
     "gateway.retention": 3,

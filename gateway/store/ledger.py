@@ -81,8 +81,10 @@ RESERVE = f"""
 SPENT = f"""
     SELECT {_COLUMNS} FROM budget_ledger WHERE trace_id = :trace_id
 """
+# A failed attempt (no answer from the provider) gives its step back: `steps_back`.
 SETTLE = """
-    UPDATE budget_ledger SET tokens_in_flight = tokens_in_flight - :held,
+    UPDATE budget_ledger SET steps = steps - :steps_back,
+        tokens_in_flight = tokens_in_flight - :held,
         tokens_spent = tokens_spent + :used,
         cost_in_flight = cost_in_flight - :cost_held,
         cost_spent = cost_spent + :cost_used
@@ -183,6 +185,7 @@ def settle_params(settlement: Settlement) -> dict[str, Any]:
         "used": settlement.used_tokens,
         "cost_held": reservation.cost_held_nano,
         "cost_used": settlement.used_cost_nano,
+        "steps_back": settlement.steps_back,
     }
 
 

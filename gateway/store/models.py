@@ -153,6 +153,8 @@ class StepRow(SQLModel, table=True):
     cost_nano: int | None = _tokens(nullable=True)
     cost_source: str | None = Field(default=None, sa_column=sa.Column(sa.String(16)))
     tool_ms: float | None = Field(default=None, sa_column=sa.Column(sa.Float))
+    # The failed attempt (no answer, a cut stream) this step repeats.
+    retry_of: str | None = _id(nullable=True)
 
 
 class ItemRow(SQLModel, table=True):

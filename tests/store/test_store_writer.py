@@ -39,6 +39,7 @@ def test_round_trip_item_by_item(engine: Engine, make_step: MakeStep) -> None:
         response_id="resp_1",
         error={"type": "overloaded", "status": 529},
         continuation_key="k" * 64,
+        retry_of="step-failed-attempt",
         violations=[Violation(ViolationKind.ORPHAN_TOOL_RESULT, "no call", call_id="call_x")],
     )
     step.input_items.append(result)
@@ -71,6 +72,7 @@ def test_round_trip_item_by_item(engine: Engine, make_step: MakeStep) -> None:
         "tool_ms": None,
         "cost_usd": None,
         "cost_source": None,
+        "retry_of": "step-failed-attempt",
     }
     (violation,) = trace["violations"]
     assert violation["kind"] == "orphan_tool_result"
