@@ -39,14 +39,7 @@ from tests.frameworks.checks import (
 )
 from tests.harness import Gateway, GatewayFactory
 
-pytestmark = [
-    pytest.mark.frameworks,
-    pytest.mark.xfail(
-        strict=True,
-        reason="the gateway does not yet thread re-rendered text histories nor end a run on "
-        "final_answer: each step is a one-step trace left running",
-    ),
-]
+pytestmark = pytest.mark.frameworks
 
 
 def tools(log: ToolLog) -> list[Tool]:
