@@ -18,6 +18,7 @@ from gateway.config import KeyBudget
 from gateway.deps import Deps
 from gateway.errors import BudgetExceeded
 from gateway.items import Usage, Violation
+from gateway.metrics import find_metrics
 from gateway.pricing import Cost
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,7 @@ async def admit(
         )
     except Exception as exc:
         log.warning("budget ledger unavailable, request forwarded unbudgeted: %r", exc)
+        _count_unbudgeted(deps)
         return Admission(limits)
     if isinstance(granted, Spent):
         error, violation = budgets.refusal(granted, limits)
@@ -99,3 +101,9 @@ def settle(deps: Deps, admission: Admission, usage: Usage, cost: Cost | None = N
         None if cost is None else cost.usd, reservation.cost_held_nano, known
     )
     deps.ledger.settle_later(Settlement(reservation, used, used_cost))
+
+
+def _count_unbudgeted(deps: Deps) -> None:
+    metrics = find_metrics(deps.sinks)
+    if metrics is not None:
+        metrics.unbudgeted.inc()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,9 +35,17 @@ async def ask(gw: Gateway, trace: str) -> tuple[int, Any]:
         return r.status, await r.json()
 
 
+def ledger_connect(database: Database) -> Any:
+    """The ledger's database: beside a SQLite store its own file, else the store."""
+    if database.path is not None:
+        ledger = database.path.with_name(database.path.name + "-ledger")
+        return sqlite3.connect(ledger, isolation_level=None, timeout=10)
+    return database.raw_connect()
+
+
 @contextlib.contextmanager
 def outage(database: Database) -> Iterator[None]:
-    conn = database.raw_connect()
+    conn = ledger_connect(database)
     if database.dialect == "sqlite":
         conn.execute("BEGIN EXCLUSIVE")
     else:
@@ -50,7 +59,7 @@ def outage(database: Database) -> Iterator[None]:
 
 
 def stored_steps(database: Database, trace: str) -> int:
-    conn = database.raw_connect()
+    conn = ledger_connect(database)
     try:
         query = "SELECT steps FROM budget_ledger WHERE trace_id = " + (
             "?" if database.dialect == "sqlite" else "%s"
