@@ -24,7 +24,8 @@ from pathlib import Path
 import aiohttp
 
 sys.path.insert(0, str(Path(__file__).parent))
-from proxy_bench import free_port, wait_healthy  # noqa: E402
+from idle_cpu import command_of, rss_mb, tree
+from proxy_bench import free_port, wait_healthy
 
 PAST_BUDGET = 2  # requests each trace sends after its budget is spent
 
@@ -37,6 +38,7 @@ class Tally:
     within_budget_refused: int = 0  # must stay 0
     errors: int = 0
     max_backlog: int = 0
+    max_rss: dict[int, float] = field(default_factory=dict)  # MB, by process of the gateway
 
 
 async def run_trace(
@@ -69,8 +71,12 @@ async def agent(
         await run_trace(session, url, f"load-{index}-{run}", budget, tally)
 
 
-async def watch_backlog(session: aiohttp.ClientSession, base: str, tally: Tally) -> None:
+async def watch_backlog(
+    session: aiohttp.ClientSession, base: str, tally: Tally, gateway: int
+) -> None:
     while True:
+        for pid in tree(gateway):
+            tally.max_rss[pid] = max(tally.max_rss.get(pid, 0.0), rss_mb(pid))
         try:
             async with session.get(base + "/healthz") as r:
                 depth = int((await r.json())["recorder_queue_depth"])
@@ -107,7 +113,8 @@ async def main(args: argparse.Namespace) -> None:
         await wait_healthy(base + "/healthz")
         connector = aiohttp.TCPConnector(limit=0)
         async with aiohttp.ClientSession(connector=connector) as session:
-            watcher = asyncio.create_task(watch_backlog(session, base, tally))
+            watcher = asyncio.create_task(watch_backlog(session, base, tally, gateway.pid))
+            names = {pid: command_of(pid) for pid in tree(gateway.pid)}
             began = time.monotonic()
             url = base + "/v1/chat/completions"
             await asyncio.gather(
@@ -124,6 +131,8 @@ async def main(args: argparse.Namespace) -> None:
         provider.wait(10)
         log.close()
     report(tally, runs, per_run, args, elapsed, metrics, db, tmp / "gateway.log")
+    for pid, mb in tally.max_rss.items():
+        print(f"  max RSS {mb:.1f} MB: {names.get(pid, pid)}")
 
 
 def report(
@@ -145,14 +154,18 @@ def report(
     print(f"requests sent {sent} in {elapsed:.1f} s ({sent / elapsed:.0f}/s)")
     print(f"answered {len(tally.answered)} (expected {runs * args.agents * args.budget})")
     print(f"refused {tally.refused} (expected {runs * args.agents * PAST_BUDGET})")
-    print(f"over-budget answered {tally.over_budget_answered}, within-budget refused "
-          f"{tally.within_budget_refused}, errors {tally.errors}")
+    print(
+        f"over-budget answered {tally.over_budget_answered}, within-budget refused "
+        f"{tally.within_budget_refused}, errors {tally.errors}"
+    )
     print(f"answered steps not stored after the stop: {lost}")
     print(f"max recorder backlog sampled {tally.max_backlog}")
-    print(f"unbudgeted (metric) {metric(metrics, 'loopwatch_budget_unbudgeted_total')}, "
-          f"'unbudgeted' in the log {text.count('unbudgeted')}, "
-          f"'recorder full' in the log {text.count('recorder full')}, "
-          f"dropped (metric) {metric(metrics, 'loopwatch_recorder_dropped_total')}")
+    print(
+        f"unbudgeted (metric) {metric(metrics, 'loopwatch_budget_unbudgeted_total')}, "
+        f"'unbudgeted' in the log {text.count('unbudgeted')}, "
+        f"'recorder full' in the log {text.count('recorder full')}, "
+        f"dropped (metric) {metric(metrics, 'loopwatch_recorder_dropped_total')}"
+    )
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ class Drain:
         batch_size: int = 200,
         queue_size: int = 10_000,
         local: SpoolRecorder | None = None,
-        adopt_seconds: float = 1.0,
+        adopt_seconds: float = 2.0,
     ) -> None:
         self._own = directory
         self._root = root  # where other owners' spools are adopted from (None: nowhere)
