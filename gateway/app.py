@@ -35,6 +35,7 @@ from gateway.store import queries
 from gateway.store.engine import create_schema, install_secret, make_engine
 from gateway.store.ledger import Ledger, ThreadLedger, separate_sqlite_ledger
 from gateway.store.ledger_fallback import FallbackLedger
+from gateway.store.ledger_memory import MemoryLedger
 from gateway.store.ledger_pg import PostgresLedger
 from gateway.threading import RecentSteps, call_filter_key
 from gateway.ui import api, auth, views
@@ -166,11 +167,14 @@ async def _retention(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _open_ledger(settings: Settings, engine: Engine, injected: bool) -> Ledger:
-    """PostgreSQL gets a native async ledger; SQLite (or a given engine) a threaded one, in
-    a database file of its own beside a SQLite store. Either way budgets keep holding from
+    """PostgreSQL gets a native async ledger. A SQLite file gets a ledger file of its own
+    beside it (never behind the recorder's writes), its counts in memory when one gateway
+    process writes it; a given engine a threaded one. Either way budgets keep holding from
     local counts while the store does not answer."""
     if injected or engine.dialect.name != "postgresql":
         own = None if injected else separate_sqlite_ledger(settings.database_url, engine)
+        if own is not None and settings.workers == 1:  # the sole writer: counts in memory
+            return FallbackLedger(MemoryLedger(own))
         return FallbackLedger(ThreadLedger(own or engine))
     postgres = PostgresLedger(settings.database_url)
     await postgres.open()
