@@ -198,6 +198,29 @@ async def test_a_stopped_gateway_loses_no_answered_record(
         restarted.wait(30)
 
 
+async def test_a_graceful_stop_stores_everything_when_the_recorder_was_killed(
+    provider: FakeProvider, tmp_path: Path
+) -> None:
+    provider.queue(*(lambda received, n=n: _reply(n) for n in range(4 * AGENTS * STEPS)))
+    db, spool, port = tmp_path / "lw.db", tmp_path / "spool", _free_port()
+    gateway = await _serve(db, spool, provider.url, port)  # type: ignore[attr-defined]
+
+    def kill() -> None:
+        recorder = _recorder_of(gateway)
+        assert recorder is not None
+        os.kill(recorder, signal.SIGKILL)
+        gateway.send_signal(signal.SIGTERM)
+
+    try:
+        answered = await _load_then_kill(gateway, port, kill, AGENTS * STEPS // 2)
+        assert gateway.wait(60) == 0
+    finally:
+        if gateway.poll() is None:
+            os.killpg(gateway.pid, signal.SIGKILL)
+    lost = set(answered) - _stored(db)  # before any restart: the gateway stored them itself
+    assert lost == set(), f"{len(lost)} of {len(answered)} answered requests not stored"
+
+
 async def test_a_running_gateway_adopts_the_spool_of_one_killed_beside_it(
     provider: FakeProvider, tmp_path: Path
 ) -> None:
