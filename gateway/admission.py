@@ -18,6 +18,7 @@ from gateway.config import KeyBudget
 from gateway.deps import Deps
 from gateway.errors import BudgetExceeded
 from gateway.items import Usage, Violation
+from gateway.metrics import find_metrics
 from gateway.pricing import Cost
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,7 @@ async def admit(
         )
     except Exception as exc:
         log.warning("budget ledger unavailable, request forwarded unbudgeted: %r", exc)
+        _count_unbudgeted(deps)
         return Admission(limits)
     if isinstance(granted, Spent):
         error, violation = budgets.refusal(granted, limits)
@@ -112,3 +114,9 @@ def give_back(deps: Deps, admission: Admission) -> None:
     tokens, cost = admission.charged
     nothing_held = replace(reservation, tokens=0, cost_held_nano=0)
     deps.ledger.settle_later(Settlement(nothing_held, -tokens, -cost, steps_back=1))
+
+
+def _count_unbudgeted(deps: Deps) -> None:
+    metrics = find_metrics(deps.sinks)
+    if metrics is not None:
+        metrics.unbudgeted.inc()

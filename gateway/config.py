@@ -217,13 +217,14 @@ class Settings(_Frozen):
         return value
 
     def spool_path(self) -> Path:
-        """Where this gateway spools records: one directory per gateway (per port)."""
+        """The spool root: each gateway spools into a directory of its own in it, and
+        stores what gateways that are gone left there (any port, any number of workers)."""
         if self.spool_dir is not None:
             return Path(self.spool_dir)
         match = re.match(r"^sqlite(\+\w+)?:///(?P<file>.+)$", self.database_url)
         if match and match["file"] != ":memory:":
-            return Path(match["file"] + "-spool") / str(self.port)
-        return Path("loopwatch-spool") / str(self.port)
+            return Path(match["file"] + "-spool")
+        return Path("loopwatch-spool")
 
     def is_loopback(self) -> bool:
         if self.host == "localhost":
