@@ -18,10 +18,13 @@ COPY web/ web/
 # The wheel carries web/ (templates, static) as gateway/web.
 RUN pip install --no-cache-dir .
 
-RUN mkdir -p /data && chown loopwatch:loopwatch /data
+# /data holds the database and the spool of records not yet stored: both must outlive the
+# container (an OOM kill or `docker rm` must not take answered records with it).
+RUN mkdir -p /data/spool && chown -R loopwatch:loopwatch /data
 VOLUME ["/data"]
 
 ENV LOOPWATCH_DATABASE_URL=sqlite:////data/loopwatch.db \
+    LOOPWATCH_SPOOL_DIR=/data/spool \
     LOOPWATCH_PORT=8787
 
 # Numeric, so the host and Kubernetes (runAsNonRoot) can verify it is not root.

@@ -14,6 +14,7 @@ from gateway.trace_status import (
     TraceSummary,
     derive,
     emitted_calls,
+    folded_stop,
     settle,
 )
 
@@ -44,7 +45,7 @@ class AbandonWatch:
         summary = self._summaries.pop(step.trace_id, TraceSummary()).with_step(
             started_at=step.started_at,
             ended_at=end,
-            stop=step.stop_reason,
+            stop=folded_stop(step.stop_reason, step.output_items),  # as the store folds it
             open_calls=emitted_calls(step.output_items),
         )
         self._keep(step.trace_id, summary)

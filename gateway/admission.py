@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gateway import budgets
 from gateway.budgets import Limits, Reservation, Settlement, Spent
@@ -18,6 +18,7 @@ from gateway.config import KeyBudget
 from gateway.deps import Deps
 from gateway.errors import BudgetExceeded
 from gateway.items import Usage, Violation
+from gateway.metrics import find_metrics
 from gateway.pricing import Cost
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,7 @@ class Admission:
     reservation: Reservation | None = None
     headers: dict[str, str] = field(default_factory=dict)
     settled: bool = False
+    charged: tuple[int, int] = (0, 0)  # tokens and nano-dollars its settlement counted spent
 
     @property
     def clamp(self) -> int | None:
@@ -65,6 +67,7 @@ async def admit(
         )
     except Exception as exc:
         log.warning("budget ledger unavailable, request forwarded unbudgeted: %r", exc)
+        _count_unbudgeted(deps)
         return Admission(limits)
     if isinstance(granted, Spent):
         error, violation = budgets.refusal(granted, limits)
@@ -98,4 +101,22 @@ def settle(deps: Deps, admission: Admission, usage: Usage, cost: Cost | None = N
     used_cost = budgets.cost_used_nano(
         None if cost is None else cost.usd, reservation.cost_held_nano, known
     )
+    admission.charged = (used, used_cost)
     deps.ledger.settle_later(Settlement(reservation, used, used_cost))
+
+
+def give_back(deps: Deps, admission: Admission) -> None:
+    """A failed attempt (an error status, an unreachable provider: no answer) takes nothing
+    from the run's budgets: its step and what its settlement counted are given back."""
+    reservation = admission.reservation
+    if reservation is None:
+        return
+    tokens, cost = admission.charged
+    nothing_held = replace(reservation, tokens=0, cost_held_nano=0)
+    deps.ledger.settle_later(Settlement(nothing_held, -tokens, -cost, steps_back=1))
+
+
+def _count_unbudgeted(deps: Deps) -> None:
+    metrics = find_metrics(deps.sinks)
+    if metrics is not None:
+        metrics.unbudgeted.inc()

@@ -14,7 +14,7 @@ from pathlib import Path
 from aiohttp import web
 from sqlalchemy.engine import Engine
 
-from gateway import proxy, recorder_process
+from gateway import proxy
 from gateway.config import Settings
 from gateway.deps import Deps
 from gateway.errors import GatewayError, NotFound, Unauthorized
@@ -26,24 +26,20 @@ from gateway.otlp.sink import OtlpSink
 from gateway.pricing import Pricer
 from gateway.protocols.registry import ADAPTERS, PATHS
 from gateway.readiness import Readiness
-from gateway.recording import (
-    WRITER_NAME,
-    SpoolRecorder,
-    claim_spool,
-    spooled_keys,
-    writer_name,
-)
+from gateway.recent_steps import RecentSteps
+from gateway.recording import spooled_keys
+from gateway.recording_setup import recording as recording_for
 from gateway.redaction import Redactor
 from gateway.retention import Retention
 from gateway.routing import provider_of
-from gateway.spool import Position
 from gateway.store import queries
 from gateway.store.engine import create_schema, install_secret, make_engine
 from gateway.store.holder import holding
-from gateway.store.ledger import Ledger, ThreadLedger
+from gateway.store.ledger import Ledger, ThreadLedger, separate_sqlite_ledger
 from gateway.store.ledger_fallback import FallbackLedger
+from gateway.store.ledger_memory import MemoryLedger
 from gateway.store.ledger_pg import PostgresLedger
-from gateway.threading import RecentSteps, call_filter_key
+from gateway.threading import call_filter_key
 from gateway.ui import api, auth, views
 from gateway.upstream import Upstream
 from gateway.webhooks import WebhookSink
@@ -61,16 +57,19 @@ def create_app(
     engine: Engine | None = None,
     clock: Callable[[], datetime] | None = None,
     worker: int | None = None,
+    spool: Path | None = None,
 ) -> web.Application:
-    """The gateway. `worker` is set in a process of `serve --workers N`, whose parent holds
-    the spool directory and runs the recorder."""
+    """The gateway. `worker` is set in a process of `serve --workers N`, whose parent owns
+    the spool directory `spool` and runs the recorder."""
     app = web.Application(
         client_max_size=settings.max_body_bytes + 1,
         middlewares=[_errors, _admin_auth],
         handler_args={"handler_cancellation": True},
     )
     app.cleanup_ctx.append(
-        partial(_lifecycle, settings=settings, engine=engine, clock=clock, worker=worker)
+        partial(
+            _lifecycle, settings=settings, engine=engine, clock=clock, worker=worker, spool=spool
+        )
     )
     app.cleanup_ctx.append(_retention)  # after the store is open, stopped before it closes
     for path, protocol in PATHS.items():
@@ -94,6 +93,7 @@ async def _lifecycle(
     engine: Engine | None,
     clock: Callable[[], datetime] | None,
     worker: int | None,
+    spool: Path | None,
 ) -> AsyncIterator[None]:
     injected = engine is not None
     engine = engine or make_engine(settings.database_url)
@@ -109,11 +109,11 @@ async def _lifecycle(
         provider_of=lambda step: provider_of(settings, step.protocol, step.model, step.path),
         idle_seconds=settings.trace_idle_seconds,
     )
-    recording = await stack.enter_async_context(_recording(settings, engine, worker))
+    recording = await stack.enter_async_context(recording_for(settings, engine, worker, spool))
     sole_writer = settings.workers == 1 and engine.dialect.name == "sqlite"
     known_keys = KeyFilter(authoritative_when_loaded=sole_writer)
     loading = asyncio.get_running_loop().create_task(
-        _load_known_keys(engine, settings.spool_path(), recording.first_position, known_keys)
+        _load_known_keys(engine, settings.spool_path(), recording.directory, known_keys)
     )
     upstream = Upstream(settings)
     await upstream.start()
@@ -170,10 +170,15 @@ async def _retention(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _open_ledger(settings: Settings, engine: Engine, injected: bool) -> Ledger:
-    """PostgreSQL gets a native async ledger; SQLite (or a given engine) a threaded one.
-    Either way budgets keep holding from local counts while the store does not answer."""
+    """PostgreSQL gets a native async ledger. A SQLite file gets a ledger file of its own
+    beside it (never behind the recorder's writes), its counts in memory when one gateway
+    process writes it; a given engine a threaded one. Either way budgets keep holding from
+    local counts while the store does not answer."""
     if injected or engine.dialect.name != "postgresql":
-        return FallbackLedger(ThreadLedger(engine))
+        own = None if injected else separate_sqlite_ledger(settings.database_url, engine)
+        if own is not None and settings.workers == 1:  # the sole writer: counts in memory
+            return FallbackLedger(MemoryLedger(own))
+        return FallbackLedger(ThreadLedger(own or engine))
     postgres = PostgresLedger(settings.database_url)
     await postgres.open()
     return FallbackLedger(postgres)
@@ -207,60 +212,18 @@ def _start_otlp(settings: Settings, redactor: Redactor, metrics: MetricsSink) ->
     return otlp
 
 
-async def _load_known_keys(engine: Engine, spool: Path, before: Position, known: KeyFilter) -> None:
+async def _load_known_keys(engine: Engine, root: Path, own: Path, known: KeyFilter) -> None:
     """Every continuation key stored or spooled before this run, loaded off the loop; until
     it is, placement looks every key up in the store."""
     try:
         keys = itertools.chain(
             queries.continuation_keys(engine),
-            spooled_keys(spool, before),
+            spooled_keys(root, own),
             map(call_filter_key, queries.emitted_call_ids(engine)),
         )
         known.install(await asyncio.to_thread(known.build, keys))
     except Exception:
         log.exception("loading continuation keys failed; every history is looked up")
-
-
-@contextlib.asynccontextmanager
-async def _recording(
-    settings: Settings, engine: Engine, worker: int | None
-) -> AsyncIterator[SpoolRecorder]:
-    """The spool this gateway writes and the drain that stores it: a recorder process, or a
-    task and thread here (`recorder = "thread"`); a worker's parent runs its recorder."""
-    directory = settings.spool_path()
-    if worker is not None:
-        recording = SpoolRecorder(
-            directory, writer_name(worker), queue_size=settings.recorder_queue_size
-        )
-        try:
-            yield recording
-        finally:
-            recording.close()
-        return
-    with claim_spool(directory):
-        recording = SpoolRecorder(directory, WRITER_NAME, queue_size=settings.recorder_queue_size)
-        if settings.recorder == "process":
-            keeper = recorder_process.Keeper(settings, directory, [WRITER_NAME])
-            watch = asyncio.get_running_loop().create_task(keeper.watch(), name="recorder-watch")
-            try:
-                yield recording
-            finally:
-                watch.cancel()
-                recording.close()
-                await keeper.stop()
-            return
-        recorder = recorder_process.make_recorder(settings, engine)
-        drain = recorder_process.make_drain(
-            settings, directory, [WRITER_NAME], recorder, local=recording
-        )
-        recording.wake = drain.wake
-        task = asyncio.get_running_loop().create_task(drain.run(), name="recorder-drain")
-        try:
-            yield recording
-        finally:
-            recording.close()
-            await drain.stop()
-            await task
 
 
 def _bind(handler, adapter) -> Handler:  # type: ignore[no-untyped-def]

@@ -271,3 +271,4 @@ class Settlement:
     reservation: Reservation
     used_tokens: int
     used_cost_nano: int = 0
+    steps_back: int = 0  # 1: the step got no answer (a failed attempt) and is given back

@@ -140,6 +140,8 @@ class Settings(_Frozen):
     webhook_urls: tuple[str, ...] = ()
     public_url: str | None = None  # base of links in webhook events, e.g. https://lw.example
     prices: dict[str, PriceOverride] = Field(default_factory=dict)  # by fnmatch model glob
+    # Output tools that end a run, besides final_answer and final_result.
+    terminal_tools: tuple[str, ...] = ()
 
     @field_validator("prices")
     @classmethod
@@ -167,6 +169,13 @@ class Settings(_Frozen):
             value = [part.strip() for part in value.split(",") if part.strip()]
         if isinstance(value, list | tuple):
             return tuple(_check_url(url) if isinstance(url, str) else url for url in value)
+        return value
+
+    @field_validator("terminal_tools", mode="before")
+    @classmethod
+    def _terminal_tools(cls, value: Any) -> Any:
+        if isinstance(value, str):  # LOOPWATCH_TERMINAL_TOOLS: comma-separated
+            return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
 
     @field_validator("otlp_endpoint")
@@ -208,13 +217,14 @@ class Settings(_Frozen):
         return value
 
     def spool_path(self) -> Path:
-        """Where this gateway spools records: one directory per gateway (per port)."""
+        """The spool root: each gateway spools into a directory of its own in it, and
+        stores what gateways that are gone left there (any port, any number of workers)."""
         if self.spool_dir is not None:
             return Path(self.spool_dir)
         match = re.match(r"^sqlite(\+\w+)?:///(?P<file>.+)$", self.database_url)
         if match and match["file"] != ":memory:":
-            return Path(match["file"] + "-spool") / str(self.port)
-        return Path("loopwatch-spool") / str(self.port)
+            return Path(match["file"] + "-spool")
+        return Path("loopwatch-spool")
 
     def is_loopback(self) -> bool:
         if self.host == "localhost":
@@ -277,6 +287,7 @@ ENV_SETTINGS = (
     "access_log",
     "metrics_max_models",
     "webhook_urls",
+    "terminal_tools",
     "public_url",
     "webhook_secret",
     "retention_days",

@@ -12,10 +12,11 @@ from gateway.config import Settings
 from gateway.keyfilter import KeyFilter
 from gateway.loops import TraceCounters
 from gateway.pricing import Pricer
+from gateway.recent_steps import RecentSteps
 from gateway.recording import SpoolRecorder
 from gateway.sinks import Sink
 from gateway.store.ledger import Ledger
-from gateway.threading import ContinuationKeys, RecentSteps
+from gateway.threading import ContinuationKeys
 from gateway.tool_checks import ToolChecker
 from gateway.upstream import Upstream
 

@@ -1,13 +1,15 @@
 """What the proxy does with an exchange's decisions: settle the budget, build the step's
-frozen record once, remember its continuation, hand it to the recorder and the sinks.
+frozen record once, remember its continuation (or, for a failed attempt, what a retry
+repeats), hand it to the recorder and the sinks.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 
-from gateway.admission import Admission, settle
+from gateway.admission import Admission, give_back, settle
 from gateway.budgets import nano_usd
 from gateway.deps import Deps
 from gateway.exchange import Outcome
@@ -16,7 +18,27 @@ from gateway.pricing import Cost
 from gateway.relay import Timing
 from gateway.sinks import notify_step
 from gateway.step import StepRecord, StepStart
+from gateway.stops import Ending
 from gateway.threading import StepRef, call_filter_key, real_call_id
+from gateway.trace_status import mark_terminal
+
+# Ended without a proper answer: the same request again is a retry of this attempt.
+_FAILED_STOPS = frozenset({StopReason.ERROR, StopReason.INTERRUPTED, StopReason.CANCELLED})
+
+
+@dataclass(frozen=True, slots=True)
+class Threading:
+    """What placement learned that the step's end needs."""
+
+    input_state: bytes  # the chain over the whole input
+    attempt: str  # equal for the same request sent again
+    retry_of: str | None = None  # the failed attempt this request repeats
+
+
+def no_answer(outcome: Outcome) -> bool:
+    """The provider gave no answer at all: an error status, or it could not be reached."""
+    return outcome.ending is Ending.UNREACHABLE or (outcome.http_status or 0) >= 400
+
 
 log = logging.getLogger(__name__)
 
@@ -30,14 +52,14 @@ class StepFinisher:
         start: StepStart,
         started: float,
         admission: Admission | None = None,
-        input_state: bytes | None = None,
+        threading: Threading | None = None,
     ) -> None:
         self._deps = deps
         self._start = start
         self._started = started  # perf_counter() when the request arrived
         self._sent_at = time.perf_counter()  # when the gateway's own work before upstream ended
         self._admission = admission
-        self._input_state = input_state
+        self._threading = threading
         self.provider_request_id: str | None = None
 
     def settle(self, usage: Usage) -> None:
@@ -50,6 +72,8 @@ class StepFinisher:
 
     def finished(self, outcome: Outcome, timing: Timing) -> None:
         try:
+            if self._admission is not None and no_answer(outcome):
+                give_back(self._deps, self._admission)
             record = self._record(outcome, timing)
             self._remember(record, outcome)
             self._deps.recorder.submit(record)
@@ -68,10 +92,11 @@ class StepFinisher:
         return found + deps.loops.of(start.trace_id).observe(outcome.output_items)
 
     def _record(self, outcome: Outcome, timing: Timing) -> StepRecord:
-        start = self._start
+        start, threading = self._start, self._threading
         key = None
-        if self._input_state is not None and outcome.continuable:
-            key = self._deps.keys.step_key(self._input_state, outcome.output_items)
+        if threading is not None and outcome.continuable:
+            key = self._deps.keys.step_key(threading.input_state, outcome.output_items)
+        outputs = mark_terminal(outcome.output_items, self._deps.settings.terminal_tools)
         cost = self._cost(outcome.usage, outcome.model) if start.protocol != "passthrough" else None
         return StepRecord(
             id=start.id,
@@ -91,7 +116,7 @@ class StepFinisher:
             latency_ms=_ms(self._started, time.perf_counter()),
             ttft_ms=_ms(self._started, timing.first_chunk_at),
             input_items=start.input_items,
-            output_items=outcome.output_items,
+            output_items=outputs,
             error=outcome.error,
             violations=[*start.violations, *outcome.violations, *self._checks(outcome)],
             continuation_key=key,
@@ -101,15 +126,22 @@ class StepFinisher:
             session_id=start.session_id,
             cost_nano=None if cost is None or cost.usd is None else nano_usd(cost.usd),
             cost_source=None if cost is None else cost.source.value,
+            retry_of=None if threading is None else threading.retry_of,
             declared_tools=start.declared_tools,
             params=start.params,
         )
 
     def _remember(self, record: StepRecord, outcome: Outcome) -> None:
-        if self._input_state is None or not outcome.continuable:
+        threading, recent = self._threading, self._deps.recent
+        if threading is None:
             return
-        ref = StepRef(record.trace_id, record.id, tuple(record.output_items))
-        self._deps.recent.remember(record.continuation_key, record.response_id, ref)
+        if outcome.continuable and not no_answer(outcome):
+            ref = StepRef(record.trace_id, record.id, tuple(record.output_items))
+            input_key = threading.input_state.hex()
+            recent.remember(record.continuation_key, record.response_id, ref, input_key)
+        # After `remember`: a cut stream answered in part, and its retry is still expected.
+        if outcome.stop_reason in _FAILED_STOPS or no_answer(outcome):
+            recent.failed(threading.attempt, StepRef(record.trace_id, record.id))
         known = self._deps.known_keys
         if record.continuation_key is not None:
             known.add(record.continuation_key)

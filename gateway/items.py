@@ -111,6 +111,7 @@ class ViolationKind(StrEnum):
     REPEATED_TOOL_CALL = "repeated_tool_call"
     COST_BUDGET_EXCEEDED = "cost_budget_exceeded"
     TIME_BUDGET_EXCEEDED = "time_budget_exceeded"
+    INVALID_REQUEST = "invalid_request"  # refused: a body or header the gateway cannot use
 
 
 @dataclass(frozen=True, slots=True)

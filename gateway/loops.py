@@ -22,15 +22,18 @@ MAX_DISTINCT = 4096  # distinct calls remembered per trace; the least recently s
 SHOWN_ARGUMENT_CHARS = 120
 
 
-def canonical_call(name: str, arguments: str | None) -> str:
+def canonical_call(name: str, arguments: str | None, *, free_form: bool = False) -> str:
     """The call as one string: its quoted name, then its canonical arguments."""
-    return json.dumps(name, ensure_ascii=False) + canonical_arguments(arguments)
+    return json.dumps(name, ensure_ascii=False) + canonical_arguments(arguments, free_form)
 
 
-def canonical_arguments(arguments: str | None) -> str:
+def canonical_arguments(arguments: str | None, free_form: bool = False) -> str:
     """The arguments' JSON with sorted keys and no spacing, so key order and whitespace do
     not hide a repeat; arguments that do not parse (or are too deep to) as their trimmed
-    text, quoted."""
+    text, quoted. Free-form input (custom tools) is its text, quoted: it is not JSON even
+    when it looks like it, and its spacing may matter."""
+    if free_form:
+        return json.dumps(arguments or "", ensure_ascii=False)
     if arguments is None or not arguments.strip():
         return "{}"  # providers send "" for a call without parameters
     try:
@@ -40,8 +43,8 @@ def canonical_arguments(arguments: str | None) -> str:
         return json.dumps(arguments.strip(), ensure_ascii=False)
 
 
-def call_key(name: str, arguments: str | None) -> bytes:
-    text = canonical_call(name, arguments)
+def call_key(name: str, arguments: str | None, *, free_form: bool = False) -> bytes:
+    text = canonical_call(name, arguments, free_form=free_form)
     return blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
@@ -85,7 +88,7 @@ class CallCounter:
             name = item.tool_name
             if not name or not _counted(item):
                 continue
-            key = call_key(name, item.arguments)
+            key = call_key(name, item.arguments, free_form=bool(item.attrs.get("free_form")))
             seen = self._counts.pop(key, 0) + 1
             self._counts[key] = seen  # last: most recently seen
             if len(self._counts) > self._max:
@@ -95,7 +98,7 @@ class CallCounter:
         return violations
 
     def _reached(self, item: Item, seen: int) -> Violation:
-        shown = canonical_arguments(item.arguments)
+        shown = canonical_arguments(item.arguments, bool(item.attrs.get("free_form")))
         if len(shown) > SHOWN_ARGUMENT_CHARS:
             shown = shown[: SHOWN_ARGUMENT_CHARS - 1] + "…"
         if self.loop is None:

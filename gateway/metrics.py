@@ -79,6 +79,9 @@ class RecorderGauges(Protocol):
     @property
     def write_errors_total(self) -> int: ...
 
+    @property
+    def wakeups_total(self) -> int: ...
+
     def new_batches(self) -> list[float]:
         """Durations of the store batches written since the last call."""
         ...
@@ -106,6 +109,11 @@ class _RecorderCollector(Collector):
             "loopwatch_recorder_write_errors",
             "Failed store writes (each retried or isolated).",
             value=rec.write_errors_total if rec else 0,
+        )
+        yield CounterMetricFamily(
+            "loopwatch_recorder_wakeups",
+            "Times the recorder woke to read the spool (it sleeps until a record comes).",
+            value=rec.wakeups_total if rec else 0,
         )
 
 
@@ -205,6 +213,11 @@ class MetricsSink:
             "loopwatch_budget_refusals",
             "Requests refused because a trace budget is spent.",
             ["budget"],
+            registry=r,
+        )
+        self.unbudgeted = Counter(
+            "loopwatch_budget_unbudgeted",
+            "Requests forwarded without their budget: the ledger did not answer in time.",
             registry=r,
         )
         self.refusals = Counter(
@@ -411,7 +424,8 @@ class MetricsSink:
         for budget in sorted(budgets):
             self._child(self.budget_refusals, budget).inc()
         is_budget = bool(budgets) or refusal.budget_exceeded
-        reason = "budget" if is_budget else ("loop" if refusal.kind == "loop" else "pairing")
+        known = refusal.kind in ("loop", "request")
+        reason = "budget" if is_budget else (refusal.kind if known else "pairing")
         self._child(self.refusals, reason).inc()
         if is_budget:  # the agent cannot go on: its trace is over
             steps = self._trace_steps.pop(refusal.trace_id, 0)

@@ -23,7 +23,8 @@ def check_output(assembled: Assembled) -> list[Violation]:
     for call in calls:
         if truncated and call in first_choice:
             violations.append(_truncated(call))
-        elif not call.attrs.get("incomplete"):
+        elif not call.attrs.get("incomplete") and not call.attrs.get("free_form"):
+            # Free-form input (Responses custom tools) is text by design, never JSON.
             problem = arguments_problem(call.arguments)
             if problem is not None:
                 violations.append(

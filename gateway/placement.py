@@ -1,6 +1,8 @@
 """Places a request in a trace: explicit header, the response it continues (Responses
-`previous_response_id`, an Anthropic thread's `previous_message_id`), or automatic threading
-(the exact echo of a recorded step, else the tool call ids it echoes).
+`previous_response_id`, an Anthropic thread's `previous_message_id`), or automatic threading:
+the retry of a failed attempt, the exact echo of a recorded step, the tool call ids it
+echoes, else a recorded step's whole input it begins with (a history re-rendered as text).
+Identical runs in parallel share keys: `gateway.candidates` keeps them apart.
 
 Recent steps are found in memory; other replicas' steps in the store, with a short timeout
 so a slow database never holds a request back (the request then starts a new trace).
@@ -17,6 +19,7 @@ from typing import TypeVar
 from sqlalchemy.engine import Engine
 
 from gateway import ids
+from gateway.candidates import choose, echo_text
 from gateway.deps import Deps
 from gateway.errors import BadRequest
 from gateway.items import Item
@@ -26,6 +29,7 @@ from gateway.threading import (
     AMBIGUOUS,
     Boundary,
     CallTurn,
+    Scan,
     StepRef,
     call_filter_key,
     last_call_turn,
@@ -51,6 +55,8 @@ class Placement:
     # whether any stayed unknown (its target might be a call a result answers).
     items: list[Item]
     unresolved_references: bool = False
+    attempt: str = ""  # equal for two requests with the same input, model and mode
+    retry_of: str | None = None  # the failed attempt (step id) this request repeats
 
 
 async def place(deps: Deps, header: str | None, parsed: ParsedRequest) -> Placement:
@@ -61,46 +67,80 @@ async def place(deps: Deps, header: str | None, parsed: ParsedRequest) -> Placem
         )
     items, unresolved = resolve_references(parsed.items, deps.recent.output_item)
     if len(items) < LONG_HISTORY:
-        boundaries, state = deps.keys.boundaries(items)
+        scan = deps.keys.scan(items)
     else:  # hashing a very long history would hold the event loop
-        boundaries, state = await asyncio.to_thread(deps.keys.boundaries, items)
+        scan = await asyncio.to_thread(deps.keys.scan, items)
+    attempt = scan.attempt_key(parsed.model, parsed.stream)
 
-    def placed(trace_id: str, start: int, previous: StepRef | None) -> Placement:
-        return Placement(trace_id, items[start:], previous, state, items, unresolved)
+    def placed(
+        trace_id: str, start: int, previous: StepRef | None, retry_of: str | None = None
+    ) -> Placement:
+        new = items[start:]
+        return Placement(trace_id, new, previous, scan.state, items, unresolved, attempt, retry_of)
 
+    failed = deps.recent.take_failed(attempt)
     if parsed.previous_response_id:
         ref = await _by_response(deps, parsed.previous_response_id)
         if ref is not None:
             # The header still names the trace; the response's calls are what results answer.
-            return placed(header or ref.trace_id, 0, ref)
-    match = await _continued(deps, items, boundaries)
+            trace_id = header or ref.trace_id
+            return placed(trace_id, 0, ref, _retry_in(failed, trace_id))
+    match = await _continued(deps, items, scan, attempt)
     if header is not None:
+        retry_of = _retry_in(failed, header)
         if match is not None and match[1].trace_id == header:
-            return placed(header, *match)
+            return placed(header, *match, retry_of)
         # The history does not extend a recorded step: compare it with the trace's last one,
         # so a rewritten or dropped assistant turn is still checked against what was emitted.
-        return placed(header, 0, await _last_of(deps, header))
+        return placed(header, 0, await _last_of(deps, header), retry_of)
+    if failed is not None:
+        # The same request again after an error: a retry in the failed attempt's trace, even
+        # when it was the trace's first request (nothing to continue then).
+        start = 0 if match is None else match[0]
+        previous = deps.recent.last_of(failed.trace_id)
+        return placed(failed.trace_id, start, previous, failed.step_id)
     if match is not None:
+        deps.recent.claim(match[1].step_id, attempt)
         return placed(match[1].trace_id, *match)
     return placed(ids.new_trace_id(), 0, None)
 
 
+def _retry_in(failed: StepRef | None, trace_id: str) -> str | None:
+    return failed.step_id if failed is not None and failed.trace_id == trace_id else None
+
+
 async def _continued(
-    deps: Deps, items: list[Item], boundaries: list[Boundary]
+    deps: Deps, items: list[Item], scan: Scan, attempt: str
 ) -> tuple[int, StepRef] | None:
     """The recorded step this history continues and where its new items start: the exact
-    echo of a step first, else the step that emitted the tool calls of its last call turn."""
-    found = deps.recent.longest(boundaries)
+    echo of a step first, else the step that emitted the tool calls of its last call turn,
+    else the step whose whole input the history begins with. Several candidates that
+    nothing tells apart continue none (the request starts its own trace)."""
+    recent = deps.recent
+    found = recent.continued(scan.boundaries)
     if found is not None:
-        return found[0].position, found[1]
+        ref = choose(found[1], attempt, recent.claimed_by)
+        return None if ref is None else (found[0].position, ref)
     turn = last_call_turn(items)
     if turn is not None:
-        known = deps.recent.emitters(turn.call_ids)
+        known = recent.emitters(turn.call_ids)
         ref = sole_emitter(known.values())
         if ref is not None:
             return turn.end, ref
         if AMBIGUOUS in known.values():
             turn = None  # several steps emitted these ids: the store cannot say more
+    prefixed = recent.prefixed(scan.starts)
+    if prefixed is not None:
+        start, refs = prefixed
+        echo = echo_text(items, start.position)
+        ref = choose(refs, attempt, recent.claimed_by, echo)
+        if ref is None:
+            return None
+        if not echo.typed_calls:
+            # The run echoed that step's calls as text: there are no typed calls to pair.
+            ref = StepRef(ref.trace_id, ref.step_id)
+        return start.position, ref
+    boundaries = scan.boundaries
     # Only keys and call ids the store may hold are looked up: in a gateway that is its
     # store's only writer, a history that continues nothing recorded costs no round trip.
     may_hold = deps.known_keys.may_hold

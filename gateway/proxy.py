@@ -22,8 +22,8 @@ from gateway.config import KeyBudget
 from gateway.deps import Deps
 from gateway.errors import BadRequest, GatewayError, RequestTooLarge
 from gateway.exchange import Exchange
-from gateway.finisher import StepFinisher
-from gateway.items import Violation
+from gateway.finisher import StepFinisher, Threading
+from gateway.items import Violation, ViolationKind
 from gateway.metrics import relaying
 from gateway.placement import Placement, place
 from gateway.protocols import request_facts
@@ -32,6 +32,7 @@ from gateway.relay import Timing, execute_now, handler_cancelled, relay
 from gateway.routing import Target, resolve
 from gateway.sinks import notify_refusal
 from gateway.step import RefusalRecord, StepStart
+from gateway.trace_status import TERMINAL, mark_terminal
 from gateway.upstream import forward_headers
 
 log = logging.getLogger(__name__)
@@ -89,12 +90,13 @@ async def _check(
         target = resolve(deps.settings, adapter.name, parsed.model, *_raw_target(request))
         placement = await place(deps, request.headers.get(TRACE_HEADER), parsed)
     except GatewayError as exc:
-        return error_response(adapter, exc)
+        trace_id = _unread_refusal(deps, request.headers.get(TRACE_HEADER), exc)
+        return error_response(adapter, exc, {TRACE_HEADER: trace_id})
     own = {TRACE_HEADER: placement.trace_id}
     session = sessions.session_id(request.headers, body, adapter.name)
     refused = partial(_refused, deps, placement, session)
     key = budgets.key_settings(deps.settings, deps.secret, request.headers)
-    violations = _history_violations(adapter, parsed, placement)
+    violations = _history_violations(adapter, parsed, placement, deps.settings.terminal_tools)
     refusal = _pairing_refusal(deps, adapter, violations, key)
     if refusal is not None:
         refused(violations, "pairing")
@@ -113,7 +115,8 @@ async def _check(
             model=parsed.model,
             upstream_url=target.url,
         )
-    except GatewayError as exc:
+    except GatewayError as exc:  # a header of the gateway's own it cannot use
+        refused([request_violation(exc)], "request")
         return error_response(adapter, exc, own)
     if isinstance(admission, Refused):
         refused([admission.violation], "budget", admission.limits)
@@ -147,7 +150,9 @@ async def _forward(
         # bytes passed through unchanged, the usage event included (see `gateway.tap`).
         headers["Accept-Encoding"] = "identity"
     exchange = Exchange(adapter, hide_usage_event=prepared.hide_usage_event)
-    finisher = StepFinisher(deps, start, started, admission, admitted.placement.input_state)
+    placement = admitted.placement
+    threading = Threading(placement.input_state, placement.attempt, placement.retry_of)
+    finisher = StepFinisher(deps, start, started, admission, threading)
     try:
         upstream = await deps.upstream.send(request.method, admitted.target.url, headers, payload)
     except GatewayError as exc:
@@ -204,9 +209,9 @@ async def handle_passthrough(
     started = time.perf_counter()
     header = request.headers.get(TRACE_HEADER)
     if header is not None and not ids.TRACE_ID_RE.match(header):
-        return error_response(
-            adapter, BadRequest("invalid X-Loopwatch-Trace-Id", param=TRACE_HEADER)
-        )
+        error = BadRequest("invalid X-Loopwatch-Trace-Id", param=TRACE_HEADER)
+        trace_id = _unread_refusal(deps, header, error)
+        return error_response(adapter, error, {TRACE_HEADER: trace_id})
     start = StepStart(
         id=ids.new_step_id(),
         trace_id=header or ids.new_trace_id(),
@@ -219,8 +224,9 @@ async def handle_passthrough(
     own = {TRACE_HEADER: start.trace_id, STEP_HEADER: start.id}
     try:
         target = resolve(deps.settings, "passthrough", None, *_raw_target(request))
-    except GatewayError as exc:
-        return error_response(adapter, exc, own)
+    except GatewayError as exc:  # e.g. a path that would leave the API base
+        _unread_refusal(deps, start.trace_id, exc)
+        return error_response(adapter, exc, {TRACE_HEADER: start.trace_id})
     headers = forward_headers(request.headers, api_key=target.api_key, protocol=target.protocol)
     body = request.content.iter_any() if request.body_exists else None
     if request.content_length is not None:  # streamed on unchanged: keep its length, not chunked
@@ -282,10 +288,10 @@ async def _off_loop_if_large(size: int, function: Callable[[A], R], argument: A)
 
 
 def _history_violations(
-    adapter: ProtocolAdapter, parsed: ParsedRequest, placement: Placement
+    adapter: ProtocolAdapter, parsed: ParsedRequest, placement: Placement, terminal: tuple[str, ...]
 ) -> list[Violation]:
     previous = placement.previous
-    return pairing.check_request(
+    found = pairing.check_request(
         placement.items,
         protocol=adapter.name,
         new_items=placement.new_items,
@@ -293,6 +299,20 @@ def _history_violations(
         continues_response=parsed.previous_response_id is not None,
         unseen_calls=placement.unresolved_references,
     )
+    if not any(v.kind is ViolationKind.MISSING_TOOL_RESULT for v in found):
+        return found
+    # A terminal output tool's call hands over the run's answer: it needs no result.
+    outputs = [] if previous is None else list(previous.output_items)
+    ended = {
+        i.call_id
+        for i in mark_terminal([*placement.items, *outputs], terminal)
+        if i.attrs.get(TERMINAL)
+    }
+    return [
+        v
+        for v in found
+        if v.kind is not ViolationKind.MISSING_TOOL_RESULT or v.call_id not in ended
+    ]
 
 
 def _pairing_refusal(
@@ -308,6 +328,24 @@ def _pairing_refusal(
         first.kind, first.detail, first.call_id, enforced=True
     )
     return pairing.to_error(first, protocol=adapter.name)
+
+
+def request_violation(error: GatewayError) -> Violation:
+    """A request the gateway refused for what it is, not for a rule over a trace."""
+    detail = f"The gateway refused the request ({error.status} {error.code}): {error.message}"
+    return Violation(ViolationKind.INVALID_REQUEST, detail, enforced=True)
+
+
+def _unread_refusal(deps: Deps, header: str | None, error: GatewayError) -> str:
+    """Record a request refused before it could be placed in a trace (a body that is not
+    JSON or not an object, too large, an unknown coding, a bad trace header): in the trace
+    its header names when that is a valid id, else in a trace of its own, so a user sees it.
+    """
+    valid = header is not None and ids.TRACE_ID_RE.match(header) is not None
+    trace_id = header if valid and header is not None else ids.new_trace_id()
+    record = RefusalRecord(trace_id, deps.clock(), [request_violation(error)], kind="request")
+    _record_refusal(deps, record)
+    return trace_id
 
 
 def _record_refusal(deps: Deps, refusal: RefusalRecord) -> None:

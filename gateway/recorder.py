@@ -77,6 +77,7 @@ class Recorder:
         self._last_drop_log = -_DROP_LOG_SECONDS
         self._task: asyncio.Task[None] | None = None
         self._executor: ThreadPoolExecutor | None = None
+        self.on_progress: Callable[[], None] | None = None  # after each batch is finished
         self.dropped_total = 0
         self.write_errors_total = 0
         self.last_batch_seconds = 0.0
@@ -164,6 +165,8 @@ class Recorder:
                 self._in_flight = 0
                 self._finished += len(batch)
                 self._progress.set()
+                if self.on_progress is not None:
+                    self.on_progress()
 
     async def _next_batch(self) -> list[Submitted]:
         while not self._buffer:

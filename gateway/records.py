@@ -105,6 +105,7 @@ def _step_row(r: StepRecord) -> tuple[Any, ...]:
         r.cost_nano,
         r.cost_source,
         r.session_id,
+        r.retry_of,
         r.declared_tools,
         r.params,
     )
@@ -114,8 +115,9 @@ def _step(row: list[Any]) -> StepRecord:
     (id_, trace, protocol, method, path, started, model, stream, status, stop, raw) = row[:11]
     (usage, request_id, response_id, latency, ttft, inputs, outputs, error) = row[11:19]
     violations, key, max_steps, max_tokens, cost_nano, cost_source, session = row[19:26]
-    # Tools and parameters came later: a line spooled before them has neither.
-    tools, params = [*row[26:28], None, None][:2]
+    retry_of = row[26] if len(row) > 26 else None  # spooled by a release without it
+    # Tools and parameters came later still: a line spooled before them has neither.
+    tools, params = [*row[27:29], None, None][:2]
     return StepRecord(
         id=id_,
         trace_id=trace,
@@ -143,6 +145,7 @@ def _step(row: list[Any]) -> StepRecord:
         cost_nano=cost_nano,
         cost_source=cost_source,
         session_id=session,
+        retry_of=retry_of,
         declared_tools=tools,
         params=params,
     )

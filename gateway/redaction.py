@@ -378,7 +378,9 @@ class Redactor:
             if span is not None:
                 attrs["text_cut"] = span
         if item.arguments is not None:
-            changes["arguments"], length, span = self._bounded(item.arguments, as_json=True)
+            # A custom tool's free-form input is text even when it looks like JSON: kept as sent.
+            as_json = not item.attrs.get("free_form")
+            changes["arguments"], length, span = self._bounded(item.arguments, as_json=as_json)
             if length is not None:
                 attrs.update(arguments_length=length, truncated=True)
             if span is not None:

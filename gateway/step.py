@@ -44,6 +44,7 @@ class StepRecord:
     cost_nano: int | None = None
     cost_source: str | None = None
     session_id: str | None = None  # raw; redacted with the rest before storage
+    retry_of: str | None = None  # the step id of the failed attempt this one repeats
     # The request's tool declarations as sent and its other parameters (protocols.
     # request_facts); redacted with the rest before storage.
     declared_tools: list[Any] | None = None
@@ -52,8 +53,9 @@ class StepRecord:
 
 @dataclass(frozen=True, slots=True)
 class RefusalRecord:
-    """A request refused before the provider (pairing, budget or loop): violations, not a
-    step; it keeps the request's new input items so the refusal can be looked at."""
+    """A request refused before the provider (pairing, budget, loop, or a request the
+    gateway cannot use): violations, not a step; it keeps the request's new input items so
+    the refusal can be looked at."""
 
     trace_id: str
     created_at: datetime
@@ -61,7 +63,9 @@ class RefusalRecord:
     budget_exceeded: bool = False
     budget_max_steps: int | None = None
     budget_max_tokens: int | None = None
-    kind: str = "pairing"  # gateway.trace_status.RefusalKind: pairing | budget | loop
+    # gateway.trace_status.RefusalKind: pairing | budget | loop; "request" (a body or header
+    # the gateway cannot use) counts as a pairing refusal there: the trace is `refused`.
+    kind: str = "pairing"
     items: list[Item] = field(default_factory=list)
     session_id: str | None = None
 

@@ -3,18 +3,17 @@
 A step's key is a keyed hash chained over its whole input plus its output. A later request
 whose history extends that step carries the same chain value at the end of the echoed
 assistant turn, so one indexed lookup per assistant-turn boundary finds the trace. When an
-echo was rewritten, the tool call ids it keeps name the step instead (`last_call_turn`).
+echo was rewritten, the tool call ids it keeps name the step instead (`last_call_turn`);
+when it was re-rendered as text, the step's whole input is still its prefix (`Scan.starts`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from hashlib import blake2b
-from typing import Any
 
 from gateway.items import ASSISTANT_KINDS, Item, ItemKind
 
@@ -57,6 +56,18 @@ class Boundary:
     key: str
 
 
+@dataclass(frozen=True, slots=True)
+class Scan:
+    boundaries: list[Boundary]  # ends of assistant turns, shortest first
+    starts: list[Boundary]  # starts of assistant turns: a recorded input may end there
+    state: bytes  # the chain over the whole input
+
+    def attempt_key(self, model: str | None, stream: bool) -> str:
+        """What says two requests are the same attempt: the same input, model and mode."""
+        tail = f"\x1f{model or ''}\x1f{int(stream)}".encode()
+        return blake2b(self.state + tail, digest_size=16).hexdigest()
+
+
 class ContinuationKeys:
     """Computes chain values with the per-install secret, so stored keys reveal nothing."""
 
@@ -74,18 +85,33 @@ class ContinuationKeys:
 
     def boundaries(self, items: list[Item]) -> tuple[list[Boundary], bytes]:
         """Keys at the end of every assistant turn, shortest first, and the full chain."""
+        scan = self.scan(items)
+        return scan.boundaries, scan.state
+
+    def scan(self, items: list[Item]) -> Scan:
+        """One pass over a history: the chain value at the end of every assistant turn, at
+        the start of every assistant turn after the first item, and over the whole input."""
         found: list[Boundary] = []
+        starts: list[Boundary] = []
         state = b""
+        previous: Item | None = None
         for index, item in enumerate(items):
             if _skipped(item):
                 continue
+            if (
+                previous is not None
+                and item.kind in ASSISTANT_KINDS
+                and previous.kind not in ASSISTANT_KINDS
+            ):
+                starts.append(Boundary(index, state.hex()))
             state = self._step(state, item)
+            previous = item
             following = _next_relevant(items, index + 1)
             if item.kind in ASSISTANT_KINDS and (
                 following is None or following.kind not in ASSISTANT_KINDS
             ):
                 found.append(Boundary(_end_of_turn(items, index + 1), state.hex()))
-        return found, state
+        return Scan(found, starts, state)
 
     def step_key(self, input_state: bytes, output_items: list[Item]) -> str | None:
         """The key a later request's history carries if it continues this step."""
@@ -200,67 +226,3 @@ class StepRef:
     trace_id: str
     step_id: str
     output_items: tuple[Item, ...] = ()
-
-
-class RecentSteps:
-    """A bounded in-memory index of recent steps, so threading rarely waits on the database.
-
-    It also covers steps still queued for writing. Several replicas fall back to the store.
-    """
-
-    def __init__(self, capacity: int = 50_000) -> None:
-        self._capacity = capacity
-        self._by_key: OrderedDict[str, StepRef] = OrderedDict()
-        self._by_response: OrderedDict[str, StepRef] = OrderedDict()
-        self._last_of_trace: OrderedDict[str, StepRef] = OrderedDict()
-        self._by_call_id: OrderedDict[str, StepRef | str] = OrderedDict()
-        self._by_item_id: OrderedDict[str, Item] = OrderedDict()
-
-    def remember(self, key: str | None, response_id: str | None, ref: StepRef) -> None:
-        pairs = (
-            (self._by_key, key),
-            (self._by_response, response_id),
-            (self._last_of_trace, ref.trace_id),
-        )
-        for index, value in pairs:
-            if value:
-                self._put(index, value, ref)
-        for item in ref.output_items:
-            call_id = real_call_id(item) if item.kind is ItemKind.TOOL_CALL else None
-            if call_id is not None:
-                earlier = self._by_call_id.get(call_id)
-                same = isinstance(earlier, StepRef) and earlier.step_id == ref.step_id
-                emitter = ref if earlier is None or same else AMBIGUOUS
-                self._put(self._by_call_id, call_id, emitter)
-            item_ids = item.attrs.get("item_ids")
-            for item_id in item_ids if isinstance(item_ids, list) else ():
-                if isinstance(item_id, str):
-                    self._put(self._by_item_id, item_id, item)
-
-    def _put(self, index: OrderedDict[str, Any], key: str, value: Any) -> None:
-        index[key] = value
-        index.move_to_end(key)
-        if len(index) > self._capacity:
-            index.popitem(last=False)
-
-    def emitters(self, call_ids: Iterable[str]) -> dict[str, StepRef | str]:
-        """The step that emitted each known call id (AMBIGUOUS where several did)."""
-        return {c: ref for c in call_ids if (ref := self._by_call_id.get(c)) is not None}
-
-    def output_item(self, item_id: str) -> Item | None:
-        """A recorded output item by the provider's item id (what `item_reference` names)."""
-        return self._by_item_id.get(item_id)
-
-    def longest(self, boundaries: list[Boundary]) -> tuple[Boundary, StepRef] | None:
-        for boundary in reversed(boundaries):
-            ref = self._by_key.get(boundary.key)
-            if ref is not None:
-                return boundary, ref
-        return None
-
-    def by_response(self, response_id: str) -> StepRef | None:
-        return self._by_response.get(response_id)
-
-    def last_of(self, trace_id: str) -> StepRef | None:
-        """The newest step this process recorded for the trace."""
-        return self._last_of_trace.get(trace_id)

@@ -7,11 +7,15 @@ parameters, filled by each protocol adapter. None as a schema: the tool takes in
 provider defines, or input that is not JSON; its arguments are not validated.
 - chat: `tools[].function` (`name` → `parameters`; none given → None), legacy
   `functions[]` likewise, `custom` tools → None.
-- responses: `tools[]` of type `function` (`name` → `parameters`), `custom` tools → None.
-  A request that uses a stored `prompt` (which may hold tools) passes None for the whole
+- responses: `function` tools (`name` → `parameters`), `custom` tools and the built-in
+  client tools `local_shell`, `shell`, `apply_patch` (→ None) of top-level `tools`, of
+  `additional_tools` and `tool_search_output` input items, and inside namespaces as
+  `namespace.name` (see `protocols.openai_responses_tools`). A request that uses a stored
+  `prompt`, or continues a response without declaring tools, passes None for the whole
   declaration: its tools are unknown and names are not judged.
 - messages: `tools[]` with `input_schema`; Anthropic-defined tools (`bash_*`,
   `text_editor_*`, `computer_*`, `memory_*`) → None.
+A call whose input is free-form text (attrs "free_form") is never judged against a schema.
 A request that declares no tools passes `{}`: any tool call it gets back is undeclared.
 Provider-hosted tools (Responses `web_search`, `file_search`, `code_interpreter`, `mcp`, ...;
 Anthropic server tools) run at the provider and come back as their own item types, never
@@ -88,7 +92,7 @@ class ToolChecker:
             if declared is not None and call.tool_name not in declared:
                 violations.append(undeclared(call, declared))
                 continue
-            if declared is None or call.attrs.get("incomplete"):
+            if declared is None or call.attrs.get("incomplete") or call.attrs.get("free_form"):
                 continue
             if truncated and not call.attrs.get("choice"):
                 continue

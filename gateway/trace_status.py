@@ -16,6 +16,10 @@ step that started last; passthrough steps only count as activity; "idle" is
 | 6 | idle, tool calls open (the agent died mid-loop)                  | `abandoned`       |
 | 7 | idle, nothing open (a `tool_calls` or `unknown` stop, no steps)   | `completed`       |
 
+A step whose only open tool calls are terminal output tools (`final_answer`, `final_result`,
+setting `terminal_tools`; `mark_terminal`) gave the run's answer through them: it folds as a
+`completed` stop with nothing open, so row 4 ends the run; those calls need no result.
+
 Rows 1-4 hold whatever the time ("final"); rows 5-7 depend on it. A refusal is compared
 with the last step's start, not its end: a request refused while a step was still
 streaming came after that step's admission, so nothing was admitted after the refusal.
@@ -45,7 +49,7 @@ Both indexes exist today and serve the newest-first keyset order (`updated_at`, 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -53,6 +57,9 @@ from enum import StrEnum
 from gateway.items import Item, ItemKind, StopReason
 
 DEFAULT_IDLE_SECONDS = 300.0
+# Tools an agent calls to hand over its final answer; `terminal_tools` adds more.
+TERMINAL_TOOLS = frozenset({"final_answer", "final_result"})
+TERMINAL = "terminal"  # the item attribute that marks such a call
 
 
 class TraceStatus(StrEnum):
@@ -168,14 +175,53 @@ def derive(
 
 
 def emitted_calls(output_items: Iterable[Item]) -> int:
-    """A step's tool calls the agent is to answer: the first choice's, not cut off."""
+    """A step's tool calls the agent is to answer: the first choice's, not cut off, not a
+    terminal output tool's."""
     return sum(
         1
         for item in output_items
         if item.kind is ItemKind.TOOL_CALL
         and not item.attrs.get("choice")
         and not item.attrs.get("incomplete")
+        and not item.attrs.get(TERMINAL)
     )
+
+
+def mark_terminal(output_items: list[Item], extra: Collection[str] = ()) -> list[Item]:
+    """The step's output with each call of a terminal output tool marked `terminal`."""
+    if not any(_is_terminal(item, extra) for item in output_items):
+        return output_items
+    return [
+        item.with_changes(attrs={**item.attrs, TERMINAL: True})
+        if _is_terminal(item, extra)
+        else item
+        for item in output_items
+    ]
+
+
+def _is_terminal(item: Item, extra: Collection[str]) -> bool:
+    name = item.tool_name
+    return (
+        item.kind is ItemKind.TOOL_CALL
+        and name is not None
+        and (name in TERMINAL_TOOLS or name in extra)
+    )
+
+
+def folded_stop(stop: StopReason, output_items: Iterable[Item]) -> StopReason:
+    """How a step's stop folds into its trace: calls of terminal output tools alone (none
+    other open, none cut off) end the run as a final answer does."""
+    items = list(output_items)
+    answered = any(
+        item.kind is ItemKind.TOOL_CALL
+        and item.attrs.get(TERMINAL)
+        and not item.attrs.get("choice")
+        and not item.attrs.get("incomplete")
+        for item in items
+    )
+    if answered and stop is StopReason.TOOL_CALLS and emitted_calls(items) == 0:
+        return StopReason.COMPLETED
+    return stop
 
 
 def _refusal_after_last_step(summary: TraceSummary) -> RefusalKind | None:

@@ -13,14 +13,15 @@ import sys
 import time
 from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
+from pathlib import Path
 from types import FrameType
 
 from aiohttp import web
 
-from gateway import recorder_process
+from gateway import ownership, recorder_process
 from gateway.app import create_app
 from gateway.config import Settings
-from gateway.recording import claim_spool, writer_name
+from gateway.recording import writer_name
 from gateway.store.engine import create_schema, install_secret, make_engine
 
 log = logging.getLogger(__name__)
@@ -34,11 +35,10 @@ def serve(settings: Settings) -> int:
     create_schema(engine)  # once, before N processes race to it
     install_secret(engine)
     engine.dispose()
-    directory = settings.spool_path()
     names = [writer_name(i) for i in range(settings.workers)]
-    with claim_spool(directory):
+    with ownership.own(settings.spool_path()) as directory:
         recorder = recorder_process.Keeper(settings, directory, names)
-        workers = {i: _start(settings, i) for i in range(settings.workers)}
+        workers = {i: _start(settings, i, directory) for i in range(settings.workers)}
         stopping: list[int] = []
 
         def on_signal(number: int, frame: FrameType | None) -> None:
@@ -54,15 +54,17 @@ def serve(settings: Settings) -> int:
                 if not worker.is_alive() and not stopping:
                     log.error("worker %d exited (%s); starting it again", index, worker.exitcode)
                     time.sleep(0.5)  # a worker that cannot start must not spin
-                    workers[index] = _start(settings, index)
+                    workers[index] = _start(settings, index, directory)
         _stop(list(workers.values()))
         asyncio.run(recorder.stop())
     return 0
 
 
-def _start(settings: Settings, index: int) -> BaseProcess:
+def _start(settings: Settings, index: int, spool: Path) -> BaseProcess:
     context = multiprocessing.get_context("spawn")
-    process = context.Process(target=_worker, args=(settings, index), name=f"loopwatch-w{index}")
+    process = context.Process(
+        target=_worker, args=(settings, index, spool), name=f"loopwatch-w{index}"
+    )
     process.start()
     return process
 
@@ -79,7 +81,7 @@ def _stop(workers: list[BaseProcess]) -> None:
             worker.join(5)
 
 
-def _worker(settings: Settings, index: int) -> None:
+def _worker(settings: Settings, index: int, spool: Path) -> None:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -88,7 +90,7 @@ def _worker(settings: Settings, index: int) -> None:
     from gateway.cli import new_event_loop
 
     web.run_app(
-        create_app(settings, worker=index),
+        create_app(settings, worker=index, spool=spool),
         host=settings.host,
         port=settings.port,
         reuse_port=True,

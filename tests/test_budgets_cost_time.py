@@ -72,3 +72,8 @@ async def test_a_budget_header_that_does_not_parse_is_a_400_naming_it(
         await sdk(gw, **{header: "lots"}).chat.completions.create(**HELLO)
     assert header in str(raised.value)
     assert gw.provider.received == []
+    # Refused, and recorded: the trace the answer names holds the violation.
+    await gw.deps.recorder.flush(timeout=10)
+    trace = await gw.trace(raised.value.response.headers["X-Loopwatch-Trace-Id"])
+    assert [v["kind"] for v in trace["violations"]] == ["invalid_request"]
+    assert trace["status"] == "refused"

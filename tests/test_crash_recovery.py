@@ -1,12 +1,14 @@
-"""A gateway killed with SIGKILL mid-load loses no record of a request it answered.
+"""A gateway stopped any way loses no record of a request it answered.
 
-A real `loopwatch serve` (its recorder process included) is killed, process group and all,
-while 20 agents have requests in flight; the next start stores what was spooled.
+A real `loopwatch serve` (its recorder process included) is sent SIGKILL or SIGTERM, alone
+or with its process group and recorder, in its first second or mid-run, while 20 agents have
+requests in flight; a gateway on another port (restarted, or already running) stores the rest.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -14,6 +16,7 @@ import sqlite3
 import stat
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -100,56 +103,153 @@ def _stored(db: Path) -> set[str]:
         return {row[0] for row in conn.execute("SELECT id FROM steps")}
 
 
-@pytest.mark.parametrize("whole_group", [True, False], ids=["gateway+recorder", "gateway"])
-async def test_sigkill_loses_no_answered_record(
-    provider: FakeProvider, tmp_path: Path, whole_group: bool
+def _recorder_of(gateway: subprocess.Popen[bytes]) -> int | None:
+    """The recorder process a gateway started (in a session of its own)."""
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                command = cmdline.read()
+        except (OSError, ValueError):
+            continue
+        if parent == gateway.pid and b"gateway.recorder_process" in command:
+            return int(entry)
+    return None
+
+
+async def _load_then_kill(
+    gateway: subprocess.Popen[bytes], port: int, kill: Callable[[], None], enough: int
+) -> list[str]:
+    """20 agents in flight; `kill` once `enough` requests were answered. What was answered."""
+    answered: list[str] = []
+    killed = asyncio.Event()
+    url = f"http://127.0.0.1:{port}/v1/chat/completions"
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+        agents = [
+            asyncio.ensure_future(_agent(session, url, i, answered, killed)) for i in range(AGENTS)
+        ]
+        while len(answered) < enough:
+            await asyncio.sleep(0.002)
+        kill()  # the other agents have requests in flight right now
+        killed.set()
+        await asyncio.wait_for(asyncio.gather(*agents), 30)
+    return answered
+
+
+async def _all_stored(db: Path, answered: list[str], seconds: float) -> set[str]:
+    """The answered requests still missing from the store after waiting up to `seconds`."""
+    lost = set(answered)
+    for _ in range(int(seconds / 0.05)):
+        lost = set(answered) - _stored(db)
+        if not lost:
+            break
+        await asyncio.sleep(0.05)
+    return lost
+
+
+def _killer(
+    gateway: subprocess.Popen[bytes], sig: signal.Signals, target: str
+) -> Callable[[], None]:
+    def kill() -> None:
+        recorder = _recorder_of(gateway)
+        if target == "group":
+            # Ctrl-C, systemd, a container stop: the gateway's group, and its recorder too.
+            os.killpg(gateway.pid, sig)
+            if recorder is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(recorder, sig)
+        else:
+            gateway.send_signal(sig)
+
+    return kill
+
+
+@pytest.mark.parametrize("moment", ["first-second", "mid-run"])
+@pytest.mark.parametrize("target", ["gateway", "group"])
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+async def test_a_stopped_gateway_loses_no_answered_record(
+    provider: FakeProvider, tmp_path: Path, sig: signal.Signals, target: str, moment: str
 ) -> None:
     provider.queue(*(lambda received, n=n: _reply(n) for n in range(4 * AGENTS * STEPS)))
     db, spool, port = tmp_path / "lw.db", tmp_path / "spool", _free_port()
     upstream = provider.url  # type: ignore[attr-defined]
     gateway = await _serve(db, spool, upstream, port)
-    answered: list[str] = []
-    killed = asyncio.Event()
-    url = f"http://127.0.0.1:{port}/v1/chat/completions"
+    enough = AGENTS if moment == "first-second" else AGENTS * STEPS // 2
     try:
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-            agents = [
-                asyncio.ensure_future(_agent(session, url, i, answered, killed))
-                for i in range(AGENTS)
-            ]
-            while len(answered) < AGENTS * STEPS // 2:
-                await asyncio.sleep(0.005)
-            # Mid-load: the other agents have requests in flight right now.
-            if whole_group:
-                os.killpg(gateway.pid, signal.SIGKILL)
-            else:
-                gateway.send_signal(signal.SIGKILL)
-            killed.set()
-            await asyncio.wait_for(asyncio.gather(*agents), 30)
-        gateway.wait(10)
-        kept = _stored(db) if db.exists() else set()
-        assert len(set(answered) - kept) > 0 or whole_group is False  # records were in flight
+        answered = await _load_then_kill(gateway, port, _killer(gateway, sig, target), enough)
+        gateway.wait(30)
         _spool_is_private(spool)
     finally:
         if gateway.poll() is None:
             os.killpg(gateway.pid, signal.SIGKILL)
             gateway.wait(10)
-    restarted = await _serve(db, spool, upstream, _free_port())
+    assert len(answered) >= enough
+    if sig == signal.SIGTERM:  # a graceful stop stores everything before it exits
+        lost = set(answered) - _stored(db)
+        assert lost == set(), f"{len(lost)} of {len(answered)} answered requests not stored"
+        return  # (a restart then has nothing left to store)
+    restarted = await _serve(db, spool, upstream, _free_port())  # another port
     try:
-        for _ in range(600):
-            lost = set(answered) - _stored(db)
-            if not lost:
-                break
-            await asyncio.sleep(0.05)
-        assert len(answered) >= AGENTS * STEPS // 2
+        lost = await _all_stored(db, answered, 30)
         assert lost == set(), f"{len(lost)} of {len(answered)} answered requests lost"
     finally:
         restarted.send_signal(signal.SIGTERM)
         restarted.wait(30)
 
 
+async def test_a_graceful_stop_stores_everything_when_the_recorder_was_killed(
+    provider: FakeProvider, tmp_path: Path
+) -> None:
+    provider.queue(*(lambda received, n=n: _reply(n) for n in range(4 * AGENTS * STEPS)))
+    db, spool, port = tmp_path / "lw.db", tmp_path / "spool", _free_port()
+    gateway = await _serve(db, spool, provider.url, port)  # type: ignore[attr-defined]
+
+    def kill() -> None:
+        recorder = _recorder_of(gateway)
+        assert recorder is not None
+        os.kill(recorder, signal.SIGKILL)
+        gateway.send_signal(signal.SIGTERM)
+
+    try:
+        answered = await _load_then_kill(gateway, port, kill, AGENTS * STEPS // 2)
+        assert gateway.wait(60) == 0
+    finally:
+        if gateway.poll() is None:
+            os.killpg(gateway.pid, signal.SIGKILL)
+    lost = set(answered) - _stored(db)  # before any restart: the gateway stored them itself
+    assert lost == set(), f"{len(lost)} of {len(answered)} answered requests not stored"
+
+
+async def test_a_running_gateway_adopts_the_spool_of_one_killed_beside_it(
+    provider: FakeProvider, tmp_path: Path
+) -> None:
+    provider.queue(*(lambda received, n=n: _reply(n) for n in range(4 * AGENTS * STEPS)))
+    db, spool = tmp_path / "lw.db", tmp_path / "spool"
+    upstream = provider.url  # type: ignore[attr-defined]
+    survivor = await _serve(db, spool, upstream, _free_port())
+    port = _free_port()
+    doomed = await _serve(db, spool, upstream, port)
+    try:
+        kill = _killer(doomed, signal.SIGKILL, "group")
+        answered = await _load_then_kill(doomed, port, kill, AGENTS * STEPS // 2)
+        doomed.wait(10)
+        lost = await _all_stored(db, answered, 30)  # no restart: the survivor stores them
+        assert lost == set(), f"{len(lost)} of {len(answered)} answered requests lost"
+        for _ in range(100):  # and, stored, the dead gateway's spool is gone
+            if len([d for d in spool.iterdir() if d.is_dir()]) == 1:
+                break
+            await asyncio.sleep(0.05)
+        assert len([d for d in spool.iterdir() if d.is_dir()]) == 1
+    finally:
+        for gateway in (doomed, survivor):
+            if gateway.poll() is None:
+                gateway.send_signal(signal.SIGTERM)
+                gateway.wait(30)
+
+
 def _spool_is_private(spool: Path) -> None:
-    files = list(spool.glob("*.spool"))
+    files = list(spool.rglob("*.spool"))
     assert files
     for path in files:
         assert stat.S_IMODE(path.stat().st_mode) == 0o600

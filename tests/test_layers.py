@@ -46,10 +46,16 @@ LAYERS: dict[str, int] = {
     "gateway.recorder": 3,
     "gateway.recording": 3,
     "gateway.recorder_process": 3,
+    "gateway.drain": 3,
+    "gateway.progress": 2,
+    "gateway.ownership": 2,
+    "gateway.recording_setup": 4,
     "gateway.spool": 2,
     "gateway.records": 1,
     "gateway.keyfilter": 1,
     "gateway.keycache": 1,
+    "gateway.candidates": 1,
+    "gateway.recent_steps": 1,
     "gateway.sinks": 3,
     "gateway.webhooks": 3,
     "gateway.retention": 3,
@@ -119,7 +125,7 @@ def test_imports_flow_downwards(module: str, path: Path) -> None:
 
 
 def _family(module: str) -> str:
-    """An adapter and its helper modules (`x_decode`, `x_events`) are one family."""
-    for suffix in ("_decode", "_events"):
+    """An adapter and its helper modules (`x_decode`, `x_events`, `x_tools`) are one family."""
+    for suffix in ("_decode", "_events", "_tools"):
         module = module.removesuffix(suffix)
     return module

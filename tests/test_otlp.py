@@ -283,11 +283,12 @@ async def test_refusals_and_failed_steps_are_error_spans(
     make_gateway: GatewayFactory, collector: FakeCollector
 ) -> None:
     gw = await otlp_gateway(make_gateway, collector, max_steps=1)
-    gw.provider.queue(Reply(status=500, body={"error": {"message": "boom"}}))
+    gw.provider.queue(Reply(status=500, body={"error": {"message": "boom"}}), completion("ok"))
     trace = {"X-Loopwatch-Trace-Id": "budgeted"}
     assert await post(gw, HELLO, **trace) == 500
+    assert await post(gw, HELLO, **trace) == 200  # a failed attempt gives its step back
     assert await post(gw, HELLO, **trace) == 429
-    failed, refused = await exported(gw, collector)
+    failed, _, refused = await exported(gw, collector)
     assert failed.error and failed.attributes["error.type"] == "500"
     assert failed.attributes["gen_ai.response.finish_reasons"] == ["error"]
     assert failed.attributes["http.response.status_code"] == 500

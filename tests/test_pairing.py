@@ -9,6 +9,7 @@ import pytest
 from gateway.errors import PairingViolation
 from gateway.items import Item, ItemKind, Violation, ViolationKind
 from gateway.pairing import check_continuation, check_history, first_enforceable, to_error
+from gateway.protocols import anthropic_messages
 
 ORPHAN = ViolationKind.ORPHAN_TOOL_RESULT
 MISSING = ViolationKind.MISSING_TOOL_RESULT
@@ -257,3 +258,24 @@ def test_error_names_rule_and_call_id() -> None:
     )
     assert error.param == "messages"
     assert to_error(violation, protocol="responses").param == "input"
+
+
+def test_system_turns_inside_an_anthropic_history_break_no_pairing() -> None:
+    """Claude Code puts `system` turns between the turns of its tool loop."""
+    use = {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}}
+    answer = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "a"}
+    history = anthropic_messages.ADAPTER.parse_request(
+        {
+            "messages": [
+                {"role": "user", "content": "List."},
+                {"role": "system", "content": "Per-turn rule."},
+                {"role": "assistant", "content": [use]},
+                {"role": "system", "content": "Another rule."},
+                {"role": "user", "content": [answer]},
+                {"role": "system", "content": [{"type": "text", "text": "Last rule."}]},
+            ]
+        }
+    ).items
+    assert check_history(history, protocol="messages") == []
+    unanswered = history[:4]
+    assert kinds(check_history(unanswered, protocol="messages")) == [(MISSING, "toolu_1")]

@@ -148,37 +148,75 @@ async def test_unreachable_provider_gives_openai_502(make_gateway) -> None:  # t
     assert step["stop_reason"] == "error"
 
 
+async def refused_trace(gw: Gateway, headers: CIMultiDict[str]) -> dict[str, Any]:
+    """The trace a refused request left: named in the answer, with its violation."""
+    await gw.flush()
+    return await gw.trace(headers["X-Loopwatch-Trace-Id"])
+
+
 @pytest.mark.parametrize(
-    ("body", "status", "code"),
+    "body",
     [
-        (b"{not json", 400, "invalid_request"),
-        (b"[1, 2]", 400, "invalid_request"),
-        (json.dumps({"model": "gpt-4o"}).encode(), 400, "invalid_request"),
-        (b"[" * 100_000 + b"]" * 100_000, 400, "invalid_request"),  # deeper than the parser
+        b"{not json",
+        b"[1, 2]",
+        b'"just a string"',
+        b"[" * 100_000 + b"]" * 100_000,  # deeper than the parser
+        b'{"model": "gpt-4o", "messages": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+    ],
+)
+async def test_unreadable_bodies_are_refused_and_recorded(gateway: Gateway, body: bytes) -> None:
+    got, headers, raw = await post(gateway, body)
+    assert got == 400
+    assert json.loads(raw)["error"]["code"] == "invalid_request"
+    assert gateway.provider.received == []
+    trace = await refused_trace(gateway, headers)
+    assert trace["status"] == "refused" and trace["step_count"] == 0
+    (violation,) = trace["violations"]
+    assert (violation["kind"], violation["enforced"]) == ("invalid_request", True)
+    assert "invalid_request" in violation["detail"]
+
+
+@pytest.mark.parametrize(
+    ("body", "shape"),
+    [
+        (json.dumps({"model": "gpt-4o"}).encode(), {"field": "messages", "shape": "null"}),
         (
-            b'{"model": "gpt-4o", "messages": ' + b"[" * 5000 + b"]" * 5000 + b"}",
-            400,
-            "invalid_request",
+            b'{"model": "gpt-4o", "messages": [[["deep"]]]}',
+            {"message_index": 0, "shape": "array"},
+        ),
+        (
+            b'{"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}, 7]}',
+            {"message_index": 1, "shape": "number"},
         ),
     ],
 )
-async def test_bad_requests_get_openai_errors(
-    gateway: Gateway, body: bytes, status: int, code: str
+async def test_bodies_the_provider_may_judge_are_forwarded_unchanged(
+    gateway: Gateway, body: bytes, shape: dict[str, Any]
 ) -> None:
-    got, _, raw = await post(gateway, body)
-    assert got == status
-    assert json.loads(raw)["error"]["code"] == code
-    assert gateway.provider.received == []
+    """Forward compatible: a shape the gateway cannot type is the provider's to answer."""
+    refusal = {"error": {"message": "messages: bad", "type": "invalid_request_error"}}
+    gateway.provider.queue(Reply(status=400, body=refusal))
+    got, headers, raw = await post(gateway, body)
+    assert (got, json.loads(raw)) == (400, refusal)  # the provider's own answer
+    assert gateway.provider.received[0].body == body
+    await gateway.flush()
+    step = (await gateway.trace(headers["X-Loopwatch-Trace-Id"]))["steps"][0]
+    assert step["http_status"] == 400
+    others = [item["attrs"] for item in step["input_items"] if item["kind"] == "other"]
+    assert others == [shape]
 
 
 async def test_huge_body_is_refused(make_gateway) -> None:  # type: ignore[no-untyped-def]
     gw = await make_gateway(max_body_bytes=2048)
-    status, _, raw = await post(
+    status, headers, raw = await post(
         gw, {**HELLO, "messages": [{"role": "user", "content": "x" * 5000}]}
     )
     assert status == 413
     assert json.loads(raw)["error"]["code"] == "request_too_large"
     assert gw.provider.received == []
+    trace = await refused_trace(gw, headers)
+    assert [v["kind"] for v in trace["violations"]] == ["invalid_request"]
+    assert "request_too_large" in trace["violations"][0]["detail"]
 
 
 async def test_passthrough_is_forwarded_and_recorded(gateway: Gateway) -> None:
@@ -203,8 +241,12 @@ async def test_explicit_trace_header(gateway: Gateway) -> None:
         assert status == 200 and headers["X-Loopwatch-Trace-Id"] == "run:42"
     trace = await gateway.trace("run:42")
     assert trace["step_count"] == 2
-    status, _, raw = await post(gateway, HELLO, **{"X-Loopwatch-Trace-Id": "bad id!"})
+    status, headers, raw = await post(gateway, HELLO, **{"X-Loopwatch-Trace-Id": "bad id!"})
     assert status == 400 and "X-Loopwatch-Trace-Id" in json.loads(raw)["error"]["message"]
+    # Refused in a trace of its own (the header names none it could use), never silently.
+    assert headers["X-Loopwatch-Trace-Id"] != "bad id!"
+    trace = await refused_trace(gateway, headers)
+    assert [v["kind"] for v in trace["violations"]] == ["invalid_request"]
 
 
 async def test_reasoning_text_never_reaches_the_database(
@@ -322,7 +364,11 @@ async def test_dot_segments_never_leave_the_api_base(gateway: Gateway, path: str
     ):
         assert r.status == 400
         assert (await r.json())["error"]["code"] == "invalid_request"
+        trace_id = r.headers["X-Loopwatch-Trace-Id"]
     assert gateway.provider.received == []
+    await gateway.flush()
+    trace = await gateway.trace(trace_id)
+    assert [v["kind"] for v in trace["violations"]] == ["invalid_request"]
 
 
 async def test_a_timeout_names_the_provider_without_the_query(

@@ -38,7 +38,7 @@ async def test_a_killed_recorder_process_is_replaced_and_loses_nothing(
 
 
 def _recorder_pid() -> int:
-    """The spawned child of this test process that runs the recorder."""
+    """The child of this test process that runs the recorder."""
     me = os.getpid()
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -50,6 +50,6 @@ def _recorder_pid() -> int:
                 command = cmdline.read()
         except OSError:
             continue
-        if int(fields[1]) == me and b"spawn_main" in command and b"--multiprocessing" in command:
+        if int(fields[1]) == me and b"gateway.recorder_process" in command:
             return int(entry)
     raise AssertionError("no recorder process")

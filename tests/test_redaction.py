@@ -192,6 +192,20 @@ def test_tool_result_json_and_tool_call_arguments() -> None:
     )
 
 
+def test_free_form_tool_input_is_redacted_as_text_and_keeps_its_spacing() -> None:
+    call = Item(
+        ItemKind.TOOL_CALL,
+        role="assistant",
+        call_id="call_1",
+        tool_name="exec",
+        arguments='{"note": 1}  # mail a@b.example',
+        attrs={"free_form": True},
+    )
+    assert REDACTOR.redact_item(call).arguments == '{"note": 1}  # mail [REDACTED:email]'
+    looks_like_json = call.with_changes(arguments='{"a":  1, "to": "a@b.example"}')
+    assert REDACTOR.redact_item(looks_like_json).arguments == '{"a":  1, "to": "[REDACTED:email]"}'
+
+
 def test_user_text_that_looks_like_json_is_text() -> None:
     item = Item(ItemKind.USER, role="user", text='{"password": "hunter2"}  mail a@b.example')
     assert REDACTOR.redact_item(item).text == '{"password": "hunter2"}  mail [REDACTED:email]'

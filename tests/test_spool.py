@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from gateway import records
+from gateway import ownership, records
 from gateway.errors import ConfigError
-from gateway.recording import claim_spool
+from gateway.progress import Progress
 from gateway.spool import (
     Position,
     SpoolReader,
@@ -73,17 +75,42 @@ def test_records_round_trip() -> None:
     assert records.decode(records.encode(step)) == step
 
 
-def test_a_second_gateway_on_one_spool_is_refused(tmp_path: Path) -> None:
-    with (
-        claim_spool(tmp_path),
-        pytest.raises(ConfigError, match="spool_dir"),
-        claim_spool(tmp_path),
-    ):
-        pass
+def test_two_gateways_on_one_spool_root_each_own_a_directory(tmp_path: Path) -> None:
+    with ownership.own(tmp_path) as first, ownership.own(tmp_path) as second:
+        assert first != second and first.parent == second.parent == tmp_path
 
 
 def test_an_unwritable_spool_is_a_config_error(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    with pytest.raises(ConfigError, match="spool_dir"), claim_spool(blocker / "spool"):
+    with pytest.raises(ConfigError, match="spool_dir"), ownership.own(blocker / "spool"):
         pass
+
+
+_PUBLISHER = """
+import sys, time
+from pathlib import Path
+from gateway.progress import Progress
+progress = Progress(Path(sys.argv[1]), create=False)
+value, deadline = 0, time.monotonic() + 1.0
+while time.monotonic() < deadline:
+    value += 255  # a carry across a byte boundary almost every time
+    progress.publish({"committed": value, "batches": value})
+"""
+
+
+def test_progress_is_read_whole_while_another_process_writes_it(tmp_path: Path) -> None:
+    progress = Progress(tmp_path / "w0.progress", create=True)
+    publisher = subprocess.Popen([sys.executable, "-c", _PUBLISHER, str(tmp_path / "w0.progress")])
+    last, reads = 0, 0
+    try:
+        while publisher.poll() is None:
+            committed = progress.get("committed")
+            published = progress.snapshot()
+            assert published["committed"] == published["batches"]  # from one publication
+            assert last <= committed <= published["committed"]  # never torn, never back
+            last = published["committed"]
+            reads += 1
+    finally:
+        publisher.wait(10)
+    assert publisher.returncode == 0 and reads > 100 and last > 0

@@ -338,7 +338,8 @@ async def test_call_id_continuation_across_replicas(
 
 
 async def test_a_call_id_two_runs_emitted_names_neither(gateway: Gateway) -> None:
-    """Servers that number ids from 0 in every response: such an id threads nothing."""
+    """Servers that number ids from 0 in every response: such an id names neither run, but
+    the history still begins with the whole input of one run's step only (its opening)."""
     script = chat_call_script("call_0")
     gateway.provider.queue(script[0], *chat_call_script("call_0")[:1], script[1])
     sdk = chat_client(gateway)
@@ -349,4 +350,6 @@ async def test_a_call_id_two_runs_emitted_names_neither(gateway: Gateway) -> Non
         model="gpt-4o", messages=rewritten_history("call_0"), tools=CHAT_TOOLS
     )
     traces = await gateway.traces()
-    assert sorted(t["step_count"] for t in traces) == [1, 1, 1]
+    assert sorted(t["step_count"] for t in traces) == [1, 2]
+    continued = next(t for t in traces if t["step_count"] == 2)
+    assert (await gateway.trace(continued["id"]))["steps"][0]["input_items"][0]["text"] == "Lima?"

@@ -17,6 +17,8 @@ from gateway.trace_status import (
     TraceSummary,
     derive,
     emitted_calls,
+    folded_stop,
+    mark_terminal,
     settle,
     status_at,
 )
@@ -142,6 +144,28 @@ def test_emitted_calls_count_what_the_agent_must_answer() -> None:
 
     items = [call(), call(), call(choice=1), call(incomplete=True), Item(ItemKind.ASSISTANT_TEXT)]
     assert emitted_calls(items) == 2
+
+
+def test_terminal_output_tools_end_the_run() -> None:
+    def called(*names: str) -> list[Item]:
+        return [Item(ItemKind.TOOL_CALL, call_id=f"c{n}", tool_name=n) for n in names]
+
+    calls = StopReason.TOOL_CALLS
+    for names, extra, stop in [
+        (("final_answer",), (), StopReason.COMPLETED),
+        (("final_result",), (), StopReason.COMPLETED),
+        (("submit",), ("submit",), StopReason.COMPLETED),
+        (("submit",), (), calls),  # not configured: a call awaiting its result
+        (("final_answer", "search"), (), calls),  # another call is still open
+    ]:
+        marked = mark_terminal(called(*names), extra)
+        assert folded_stop(calls, marked) is stop, (names, extra)
+        ended = step(S, 0, folded_stop(calls, marked), emitted_calls(marked))
+        expected = TraceStatus.COMPLETED if stop is StopReason.COMPLETED else TraceStatus.RUNNING
+        assert derive(ended, at(10), IDLE) is expected, names
+    # A terminal call cut off by a length stop is no answer: the step failed.
+    marked = mark_terminal(called("final_answer"))
+    assert folded_stop(StopReason.LENGTH, marked) is StopReason.LENGTH
 
 
 def test_idle_seconds_setting() -> None:

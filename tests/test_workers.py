@@ -74,7 +74,7 @@ async def test_two_workers_share_the_port_and_hold_the_budget(
     assert process.returncode == 0, err.decode()
     assert sorted(statuses).count(200) == 5  # exact across both processes
     assert others == [200] * 20
-    served = {p.name.split("-")[0] for p in spool.glob("*.spool") if p.stat().st_size}
+    served = {p.name.split("-")[0] for p in spool.rglob("*.spool") if p.stat().st_size}
     assert served == {"w0", "w1"}  # both workers answered requests
     with sqlite3.connect(db) as conn:
         steps = conn.execute("SELECT count(*) FROM steps").fetchone()[0]

@@ -18,7 +18,13 @@ from gateway.protocols.anthropic_messages_events import (
     decode_message,
     error_delta,
 )
-from gateway.protocols.base import ParsedRequest, PreparedBody, declared_functions
+from gateway.protocols.base import (
+    ParsedRequest,
+    PreparedBody,
+    declared_functions,
+    shape_of,
+    untyped_field,
+)
 from gateway.stream.deltas import Delta, EndDelta
 from gateway.stream.sse import SSEEvent
 
@@ -36,18 +42,24 @@ _ERROR_TYPES = {
 }
 
 
-def _system_items(system: Any) -> list[Item]:
+def _system_items(system: Any, attrs: dict[str, Any] | None = None) -> list[Item]:
+    """Top-level `system`, or the content of a `system` turn inside `messages`."""
+    attrs = attrs or {}
     if system is None:
         return []
     if isinstance(system, str):
-        return [Item(ItemKind.INSTRUCTION, role="system", text=system)]
-    if not isinstance(system, list) or not all(isinstance(b, dict) for b in system):
-        raise BadRequest("'system' must be a string or an array of text blocks", param="system")
+        return [Item(ItemKind.INSTRUCTION, role="system", text=system, attrs=attrs)]
+    if not isinstance(system, list):
+        return [Item(ItemKind.OTHER, role="system", attrs={**attrs, "shape": shape_of(system)})]
     texts = [
-        b["text"] for b in system if b.get("type") == "text" and isinstance(b.get("text"), str)
+        b["text"]
+        for b in system
+        if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
     ]
     # Cache breakpoints split one prompt into blocks arbitrarily: keep it one instruction.
-    return [Item(ItemKind.INSTRUCTION, role="system", text="\n".join(texts))] if texts else []
+    if not texts:
+        return []
+    return [Item(ItemKind.INSTRUCTION, role="system", text="\n".join(texts), attrs=attrs)]
 
 
 def _media_attrs(kind: str, block: dict[str, Any]) -> dict[str, Any]:
@@ -110,27 +122,28 @@ def _block_item(role: str, block: dict[str, Any], message_index: int) -> Item:
 
 
 def _message_items(index: int, message: Any) -> list[Item]:
-    where = f"messages[{index}]"
+    """A turn's items. What the gateway cannot type (an unknown role, content of another
+    shape) is forwarded as sent and recorded as `other`: the provider judges it."""
+    attrs: dict[str, Any] = {"message_index": index}
     if not isinstance(message, dict):
-        raise BadRequest(f"'{where}' must be an object", param=where)
-    role = message.get("role")
+        return [Item(ItemKind.OTHER, attrs={**attrs, "shape": shape_of(message)})]
+    role, content = message.get("role"), message.get("content")
+    if role == "system":  # a per-turn instruction (beta `per-turn-control-2026-07-01`)
+        return _system_items(content, attrs)
     if role not in ("user", "assistant"):
-        raise BadRequest(f"'{where}.role' must be 'user' or 'assistant'", param=f"{where}.role")
-    content = message.get("content")
+        named = role if isinstance(role, str) else shape_of(role)
+        return [Item(ItemKind.OTHER, role=as_str(role), attrs={**attrs, "role": named})]
     if isinstance(content, str):
         kind = ItemKind.USER if role == "user" else ItemKind.ASSISTANT_TEXT
-        return [Item(kind, role=role, text=content, attrs={"message_index": index})]
+        return [Item(kind, role=role, text=content, attrs=attrs)]
     if not isinstance(content, list):
-        raise BadRequest(
-            f"'{where}.content' must be a string or an array", param=f"{where}.content"
-        )
-    items = []
-    for position, block in enumerate(content):
-        if not isinstance(block, dict):
-            param = f"{where}.content[{position}]"
-            raise BadRequest(f"'{param}' must be a content block object", param=param)
-        items.append(_block_item(role, block, index))
-    return items
+        return [Item(ItemKind.OTHER, role=role, attrs={**attrs, "shape": shape_of(content)})]
+    return [
+        _block_item(role, block, index)
+        if isinstance(block, dict)
+        else Item(ItemKind.OTHER, role=role, attrs={**attrs, "shape": shape_of(block)})
+        for block in content
+    ]
 
 
 def _clamped(body: dict[str, Any], current: int, limit: int) -> PreparedBody:
@@ -185,11 +198,12 @@ class AnthropicMessagesAdapter:
         if not isinstance(body, dict):
             raise BadRequest("the request body must be a JSON object", param="body")
         messages = body.get("messages")
-        if not isinstance(messages, list):
-            raise BadRequest("'messages' must be an array of messages", param="messages")
         items = _system_items(body.get("system"))
-        for index, message in enumerate(messages):
-            items.extend(_message_items(index, message))
+        if isinstance(messages, list):
+            for index, message in enumerate(messages):
+                items.extend(_message_items(index, message))
+        else:  # forwarded as sent: the provider answers it
+            items.append(untyped_field("messages", messages))
         return ParsedRequest(
             model=as_str(body.get("model")),
             stream=body.get("stream") is True,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gateway.errors import GatewayError
-from gateway.items import Item
+from gateway.items import Item, ItemKind
 from gateway.stream.deltas import Delta
 from gateway.stream.sse import SSEEvent
 
@@ -118,3 +118,17 @@ def openai_error_body(error: GatewayError) -> dict[str, Any]:
             "param": error.param,
         }
     }
+
+
+_SHAPES = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
+
+
+def untyped_field(name: str, value: Any) -> Item:
+    """A top-level field of a shape the adapter cannot type: forwarded as sent, the
+    provider judges it; only its name and JSON type are recorded."""
+    return Item(ItemKind.OTHER, attrs={"field": name, "shape": shape_of(value)})
+
+
+def shape_of(value: Any) -> str:
+    """The JSON type of a value an adapter did not expect there, for an `other` item."""
+    return _SHAPES.get(type(value)) or ("number" if isinstance(value, int | float) else "unknown")

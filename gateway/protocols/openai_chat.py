@@ -17,6 +17,8 @@ from gateway.protocols.base import (
     PreparedBody,
     declared_functions,
     openai_error_body,
+    shape_of,
+    untyped_field,
 )
 from gateway.stream.deltas import Delta
 from gateway.stream.sse import SSEEvent
@@ -29,19 +31,31 @@ def _function(tool: dict[str, Any]) -> dict[str, Any]:
     return function if isinstance(function, dict) else {}
 
 
+def _custom(tool: dict[str, Any]) -> dict[str, Any]:
+    custom = tool.get("custom")
+    return custom if isinstance(custom, dict) else {}
+
+
 def _declared_tools(body: dict[str, Any]) -> dict[str, Any] | None:
-    """`tools` (and the legacy `functions`); a custom (free-form) tool makes its calls
-    unjudgeable by schema, so the declarations are then not used at all."""
+    """`tools` (and the legacy `functions`); a custom tool (`{"type": "custom", "custom":
+    {"name", "format"}}`) takes free-form input: declared, with no schema. A tool of a type
+    not known here makes the declarations unknown: names are then not judged."""
     tools, functions = body.get("tools"), body.get("functions")
     if isinstance(tools, list) and any(
-        isinstance(t, dict) and t.get("type") not in (None, "function") for t in tools
+        isinstance(t, dict) and t.get("type") not in (None, "function", "custom") for t in tools
     ):
         return None
     declared = declared_functions(
         tools,
         lambda t: _function(t).get("name"),
         lambda t: _function(t).get("parameters"),
-        is_function=lambda t: True,
+        is_function=lambda t: t.get("type") != "custom",
+    )
+    declared |= declared_functions(
+        tools,
+        lambda t: _custom(t).get("name"),
+        lambda t: None,
+        is_function=lambda t: t.get("type") == "custom",
     )
     declared |= declared_functions(
         functions,
@@ -59,15 +73,15 @@ class OpenAIChatAdapter:
         if not isinstance(body, dict):
             raise BadRequest("The request body must be a JSON object.", param="body")
         messages = body.get("messages")
-        if not isinstance(messages, list):
-            raise BadRequest("'messages' must be a list of message objects.", param="messages")
         items: list[Item] = []
-        for position, message in enumerate(messages):
-            if not isinstance(message, dict):
-                raise BadRequest(
-                    f"messages[{position}] must be an object.", param=f"messages.[{position}]"
-                )
-            _message_items(message, position, items)
+        if not isinstance(messages, list):  # forwarded as sent: the provider answers it
+            items.append(untyped_field("messages", messages))
+        for position, message in enumerate(messages if isinstance(messages, list) else ()):
+            if isinstance(message, dict):
+                _message_items(message, position, items)
+            else:
+                attrs = {"message_index": position, "shape": shape_of(message)}
+                items.append(Item(ItemKind.OTHER, attrs=attrs))
         model = body.get("model")
         return ParsedRequest(
             model=model if isinstance(model, str) else None,
@@ -169,7 +183,9 @@ def _message_items(message: dict[str, Any], position: int, items: list[Item]) ->
             )
         )
     else:
-        items.append(Item(ItemKind.OTHER, role=str(role), attrs={"type": "message"}))
+        text_role = role if isinstance(role, str) else None
+        attrs = {"type": "message", "role": text_role or shape_of(role)}
+        items.append(Item(ItemKind.OTHER, role=text_role, attrs=attrs))
 
 
 def _user_items(content: Any, items: list[Item]) -> None:
@@ -223,21 +239,20 @@ def _assistant_items(message: dict[str, Any], position: int, items: list[Item]) 
 
 
 def _call_item(entry: dict[str, Any], position: int, k: int) -> Item:
-    function = entry.get("function")
-    function = function if isinstance(function, dict) else {}
+    name, arguments, attrs = decode.call_parts(entry)
     call_id = entry.get("id")
-    name = function.get("name")
-    arguments = function.get("arguments")
     if not isinstance(arguments, str) and arguments is not None:
         arguments = json.dumps(arguments)
     has_id = isinstance(call_id, str) and bool(call_id)
+    if not has_id:
+        attrs = {**attrs, "internal_id": f"lwcall_m{position}_{k}"}
     return Item(
         ItemKind.TOOL_CALL,
         role="assistant",
         call_id=call_id if has_id else None,
-        tool_name=name if isinstance(name, str) else None,
+        tool_name=name,
         arguments=arguments,
-        attrs={} if has_id else {"internal_id": f"lwcall_m{position}_{k}"},
+        attrs=attrs,
     )
 
 

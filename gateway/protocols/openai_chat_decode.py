@@ -7,6 +7,7 @@ llama.cpp, OpenRouter, Azure): missing or shifted tool-call indexes, empty ids, 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from gateway import jsoncodec
@@ -101,6 +102,18 @@ class ChatEventDecoder:
         finish(choice, number, out)
 
 
+def call_parts(entry: dict[str, Any]) -> tuple[str | None, Any, dict[str, Any]]:
+    """Name, raw arguments and item attrs of a `tool_calls` entry: a function's JSON
+    `arguments`, or a custom tool's free-form `input` (`{"type": "custom", "custom": {...}}`).
+    """
+    custom = entry.get("custom")
+    if isinstance(custom, dict) and not isinstance(entry.get("function"), dict):
+        return _text(custom.get("name")), custom.get("input"), {"free_form": True}
+    function = entry.get("function")
+    function = function if isinstance(function, dict) else {}
+    return _text(function.get("name")), function.get("arguments"), {}
+
+
 class _CallIndex:
     """Maps the wire's tool-call indexes to ours (0, 1, 2 ...) so distinct calls never merge.
 
@@ -119,13 +132,13 @@ class _CallIndex:
         self._last: int | None = None
 
     def decode(self, entry: dict[str, Any], choice: int, out: list[Delta]) -> None:
-        function = entry.get("function")
-        function = function if isinstance(function, dict) else {}
-        call_id, name = _text(entry.get("id")), _text(function.get("name"))
+        name, raw_arguments, attrs = call_parts(entry)
+        call_id = _text(entry.get("id"))
         index, new = self._index_of(entry.get("index"), call_id, name)
         if new or call_id or name:
-            out.append(ToolCallStart(index=index, call_id=call_id, name=name, choice=choice))
-        arguments = _arguments(function.get("arguments"))
+            start = ToolCallStart(index=index, call_id=call_id, name=name, choice=choice)
+            out.append(start if not attrs else replace(start, attrs=attrs))
+        arguments = _arguments(raw_arguments)
         if arguments:
             out.append(ToolCallArgs(index=index, fragment=arguments, choice=choice))
 
@@ -299,11 +312,12 @@ def _whole_calls(message: dict[str, Any], choice: int, out: list[Delta]) -> None
     for position, entry in enumerate(calls if isinstance(calls, list) else []):
         if not isinstance(entry, dict):
             continue
-        function = entry.get("function")
-        function = function if isinstance(function, dict) else {}
-        name, call_id = _text(function.get("name")), _text(entry.get("id"))
-        out.append(ToolCallStart(index=position, call_id=call_id, name=name, choice=choice))
-        arguments = _arguments(function.get("arguments"))
+        name, raw_arguments, attrs = call_parts(entry)
+        call_id = _text(entry.get("id"))
+        out.append(
+            ToolCallStart(index=position, call_id=call_id, name=name, choice=choice, attrs=attrs)
+        )
+        arguments = _arguments(raw_arguments)
         if arguments:
             out.append(ToolCallArgs(index=position, fragment=arguments, choice=choice))
     legacy = message.get("function_call")

@@ -13,8 +13,8 @@ from gateway.protocols.base import (
     ParsedRequest,
     PreparedBody,
     ProtocolAdapter,
-    declared_functions,
     openai_error_body,
+    shape_of,
 )
 from gateway.protocols.openai_responses_events import (
     SUMMARY_SEPARATOR,
@@ -27,6 +27,12 @@ from gateway.protocols.openai_responses_events import (
     as_str,
     decode_response_body,
 )
+from gateway.protocols.openai_responses_tools import (
+    BUILTIN_CALLS,
+    BUILTIN_RESULTS,
+    declared_tools,
+    qualified,
+)
 from gateway.stream.deltas import Delta
 from gateway.stream.sse import SSEEvent
 
@@ -37,6 +43,8 @@ _MESSAGE_KINDS = {
     "assistant": ItemKind.ASSISTANT_TEXT,
 }
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text"})
+_CALL_TYPES = frozenset({"function_call", "custom_tool_call"})
+_RESULT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"})
 
 # The API rejects max_output_tokens below 16; clamping lower would turn a budget into a 400.
 MIN_OUTPUT_TOKENS = 16
@@ -52,43 +60,88 @@ def _input_items(value: Any) -> list[Item]:
     if isinstance(value, str):
         return [Item(ItemKind.USER, role="user", text=value, attrs=_attrs(0))]
     if not isinstance(value, list):
-        raise BadRequest("'input' must be a string or an array of input items.", param="input")
+        # Forwarded as sent: the provider judges it; only its shape is recorded.
+        return [Item(ItemKind.OTHER, attrs={"field": "input", "shape": shape_of(value)})]
     items: list[Item] = []
     for index, entry in enumerate(value):
-        if not isinstance(entry, dict):
-            raise BadRequest(f"'input[{index}]' must be an object.", param=f"input[{index}]")
-        items += _entry_items(entry, index)
+        if isinstance(entry, dict):
+            items += _entry_items(entry, index)
+        else:
+            items.append(Item(ItemKind.OTHER, attrs=_attrs(index, shape=shape_of(entry))))
     return items
 
 
 def _entry_items(entry: dict[str, Any], index: int) -> list[Item]:
-    kind = entry.get("type")
-    if kind == "message" or (kind is None and "role" in entry):
+    raw_kind = entry.get("type")
+    if raw_kind == "message" or (raw_kind is None and "role" in entry):
         return _message_items(entry, index)
-    if kind == "function_call":
-        call = Item(
-            ItemKind.TOOL_CALL,
-            role="assistant",
-            call_id=as_str(entry.get("call_id")),
-            tool_name=as_str(entry.get("name")),
-            arguments=arguments_text(entry.get("arguments")),
-            attrs=_attrs(index, item_id=as_str(entry.get("id"))),
-        )
-        return [call]
-    if kind == "function_call_output":
+    kind = as_str(raw_kind) or "unknown"  # sets below need a hashable type name
+    if kind in _CALL_TYPES:
+        return [_call_item(entry, index, free_form=kind == "custom_tool_call")]
+    if kind in BUILTIN_CALLS:
+        return [_builtin_call(entry, index, kind)]
+    if kind in _RESULT_TYPES or kind in BUILTIN_RESULTS:
+        output = entry.get("output")
+        text = _output_text(output) if kind in _RESULT_TYPES else _builtin_output(output)
         result = Item(
             ItemKind.TOOL_RESULT,
             role="tool",
             call_id=as_str(entry.get("call_id")),
-            text=_output_text(entry.get("output")),
-            attrs=_attrs(index),
+            text=text,
+            attrs=_attrs(index, type=kind if kind != "function_call_output" else None),
         )
         return [result]
     if kind == "reasoning":
         return [_reasoning_item(entry, index)]
     if kind == "item_reference":
         return [Item(ItemKind.OTHER, attrs=_attrs(index, type=kind, id=as_str(entry.get("id"))))]
-    return [Item(ItemKind.OTHER, attrs=_attrs(index, type=as_str(kind) or "unknown"))]
+    if kind in ("additional_tools", "tool_search_output"):
+        tools = entry.get("tools")
+        count = len(tools) if isinstance(tools, list) else None
+        return [Item(ItemKind.OTHER, attrs=_attrs(index, type=kind, tools=count))]
+    return [Item(ItemKind.OTHER, attrs=_attrs(index, type=kind))]
+
+
+def _builtin_call(entry: dict[str, Any], index: int, kind: str) -> Item:
+    """A call of a built-in tool the client runs: what it asks (`action`, `operation`) as
+    its arguments, the tool type as its name."""
+    name, field = BUILTIN_CALLS[kind]
+    return Item(
+        ItemKind.TOOL_CALL,
+        role="assistant",
+        call_id=as_str(entry.get("call_id")),
+        tool_name=name,
+        arguments=arguments_text(entry.get(field)),
+        attrs=_attrs(index, item_id=as_str(entry.get("id")), type=kind),
+    )
+
+
+def _builtin_output(output: Any) -> str | None:
+    """A built-in tool's output: text, or structured (a shell's stdout, stderr and outcome)."""
+    return output if output is None or isinstance(output, str) else arguments_text(output)
+
+
+def _call_item(entry: dict[str, Any], index: int, *, free_form: bool) -> Item:
+    """A function call (JSON `arguments`) or a custom tool call (free-form `input` text)."""
+    namespace = as_str(entry.get("namespace"))
+    if free_form:
+        value = entry.get("input")
+        arguments = value if isinstance(value, str) else arguments_text(value)
+    else:
+        arguments = arguments_text(entry.get("arguments"))
+    return Item(
+        ItemKind.TOOL_CALL,
+        role="assistant",
+        call_id=as_str(entry.get("call_id")),
+        tool_name=qualified(as_str(entry.get("name")), namespace),
+        arguments=arguments,
+        attrs=_attrs(
+            index,
+            item_id=as_str(entry.get("id")),
+            namespace=namespace or None,
+            free_form=True if free_form else None,
+        ),
+    )
 
 
 def _message_items(entry: dict[str, Any], index: int) -> list[Item]:
@@ -100,13 +153,15 @@ def _message_items(entry: dict[str, Any], index: int) -> list[Item]:
     if content is None or isinstance(content, str):
         return [Item(kind, role=role, text=content, attrs=_attrs(index))]
     if not isinstance(content, list):
-        raise BadRequest(
-            f"'input[{index}].content' must be a string or an array of content parts.",
-            param=f"input[{index}].content",
-        )
+        attrs = _attrs(index, type="message", shape=shape_of(content))
+        return [Item(ItemKind.OTHER, role=role, attrs=attrs)]
     items: list[Item] = []
     texts: list[str] = []
-    for part in map(as_dict, content):
+    for part in content:
+        if not isinstance(part, dict):
+            attrs = _attrs(index, shape=shape_of(part))
+            items.append(Item(ItemKind.OTHER, role=role, attrs=attrs))
+            continue
         part_type = as_str(part.get("type"))
         if part_type in _TEXT_PARTS:
             texts.append(as_str(part.get("text")) or "")
@@ -127,7 +182,7 @@ def _output_text(output: Any) -> str | None:
     if output is None or isinstance(output, str):
         return output
     parts = (as_dict(part) for part in as_list(output))
-    texts = [as_str(p.get("text")) or "" for p in parts if p.get("type") in _TEXT_PARTS]
+    texts = [as_str(p.get("text")) or "" for p in parts if as_str(p.get("type")) in _TEXT_PARTS]
     return "\n".join(texts)
 
 
@@ -138,18 +193,6 @@ def _reasoning_item(entry: dict[str, Any], index: int) -> Item:
     encrypted = True if entry.get("encrypted_content") else None
     attrs = _attrs(index, item_id=as_str(entry.get("id")), encrypted=encrypted)
     return Item(ItemKind.REASONING, role="assistant", text=text, attrs=attrs)
-
-
-def _declared_tools(body: dict[str, Any]) -> dict[str, Any] | None:
-    """Function tools by name; a stored `prompt` may declare tools the request does not."""
-    if body.get("prompt") is not None:
-        return None
-    return declared_functions(
-        body.get("tools"),
-        lambda t: t.get("name"),
-        lambda t: t.get("parameters"),
-        is_function=lambda t: t.get("type") == "function",
-    )
 
 
 class OpenAIResponsesAdapter:
@@ -163,14 +206,15 @@ class OpenAIResponsesAdapter:
         if isinstance(instructions, str):
             attrs = {"field": "instructions"}
             items.append(Item(ItemKind.INSTRUCTION, role="system", text=instructions, attrs=attrs))
-        items += _input_items(body.get("input"))
+        entries = body.get("input")
+        items += _input_items(entries)
         return ParsedRequest(
             model=as_str(body.get("model")),
             stream=body.get("stream") is True,
             items=items,
             previous_response_id=as_str(body.get("previous_response_id")),
             max_output_tokens=as_int(body.get("max_output_tokens")),
-            tools=_declared_tools(body),
+            tools=declared_tools(body, entries if isinstance(entries, list) else []),
         )
 
     def prepare_body(

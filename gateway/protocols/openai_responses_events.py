@@ -11,6 +11,7 @@ from typing import Any
 
 from gateway import jsoncodec
 from gateway.items import StopReason, Usage
+from gateway.protocols.openai_responses_tools import BUILTIN_CALLS, qualified
 from gateway.stream.deltas import (
     Delta,
     EndDelta,
@@ -31,6 +32,10 @@ from gateway.stream.sse import SSEEvent
 
 # Summaries arrive in parts (and in several reasoning items); a blank line keeps them apart.
 SUMMARY_SEPARATOR = "\n\n"
+
+# Output items that are tool calls the client runs: JSON `arguments` or free-form `input`.
+CALL_TYPES = frozenset({"function_call", "custom_tool_call", *BUILTIN_CALLS})
+_CUSTOM = {"type": "custom_tool_call"}
 
 _INCOMPLETE_REASONS = {
     "max_output_tokens": StopReason.LENGTH,
@@ -108,8 +113,8 @@ class OutputFacts:
     refusal: bool = False
 
     def add_item(self, item: dict[str, Any]) -> None:
-        kind = item.get("type")
-        if kind == "function_call":
+        kind = as_str(item.get("type"))
+        if kind in CALL_TYPES:
             self.calls = True
         elif kind == "message":
             for part in map(as_dict, as_list(item.get("content"))):
@@ -117,6 +122,16 @@ class OutputFacts:
                     self.text = True
                 elif part.get("type") == "refusal":
                     self.refusal = True
+
+
+def _call_input(item: dict[str, Any]) -> Any:
+    """What a call output item asks: JSON `arguments`, free-form `input`, or a built-in
+    tool's `action`/`operation` object."""
+    kind = as_str(item.get("type")) or ""
+    if kind == "custom_tool_call":
+        return item.get("input")
+    builtin = BUILTIN_CALLS.get(kind)
+    return item.get(builtin[1]) if builtin else item.get("arguments")
 
 
 def finish_of(response: dict[str, Any], facts: OutputFacts) -> FinishDelta:
@@ -146,6 +161,7 @@ class ResponsesEventDecoder:
 
     def __init__(self) -> None:
         self._calls_started: set[int] = set()
+        self._calls_named: set[int] = set()
         self._calls_ended: set[int] = set()
         self._reasoning_started: set[int] = set()
         self._reasoning_streamed: set[int] = set()
@@ -174,9 +190,13 @@ class ResponsesEventDecoder:
             case "response.output_item.done":
                 return self.item_done(index, as_dict(data.get("item")))
             case "response.function_call_arguments.delta":
-                return [*self._start_call(index, {}), ToolCallArgs(index, delta)] if delta else []
+                return self._arguments(index, delta, {})
             case "response.function_call_arguments.done":
                 return self._end_call(index, data.get("arguments"))
+            case "response.custom_tool_call_input.delta":
+                return self._arguments(index, delta, _CUSTOM)
+            case "response.custom_tool_call_input.done":
+                return self._end_call(index, data.get("input"))
             case "response.output_text.delta":
                 return self._text(index, delta)
             case "response.refusal.delta":
@@ -198,9 +218,9 @@ class ResponsesEventDecoder:
 
     def item_done(self, index: int, item: dict[str, Any]) -> list[Delta]:
         """An output item is complete: emit whatever of it was not streamed (all, for a body)."""
-        kind = item.get("type")
-        if kind == "function_call":
-            return [*self._start_call(index, item), *self._end_call(index, item.get("arguments"))]
+        kind = as_str(item.get("type"))
+        if kind in CALL_TYPES:
+            return [*self._start_call(index, item), *self._end_call(index, _call_input(item))]
         if kind == "reasoning":
             return self._reasoning_done(index, item)
         if kind == "message":
@@ -236,20 +256,36 @@ class ResponsesEventDecoder:
         return deltas
 
     def _item_added(self, index: int, item: dict[str, Any]) -> list[Delta]:
-        kind = item.get("type")
-        if kind == "function_call":
+        kind = as_str(item.get("type"))
+        if kind in CALL_TYPES:
             return self._start_call(index, item)
         if kind == "reasoning":
             return self._start_reasoning(index, item)
         return []
 
     def _start_call(self, index: int, item: dict[str, Any]) -> list[Delta]:
-        if index in self._calls_started:
+        """The call's start, once; again only to name a call whose input streamed before any
+        item said what it is (a server that sends no `output_item.added`)."""
+        call_id, namespace = as_str(item.get("call_id")), as_str(item.get("namespace"))
+        kind = as_str(item.get("type"))
+        builtin = BUILTIN_CALLS.get(kind or "")
+        name = builtin[0] if builtin else qualified(as_str(item.get("name")), namespace)
+        if index in self._calls_started and (index in self._calls_named or not name):
             return []
         self._calls_started.add(index)
+        if name:
+            self._calls_named.add(index)
         self._facts.calls = True
-        call_id, name = as_str(item.get("call_id")), as_str(item.get("name"))
-        return [ToolCallStart(index, call_id, name, item_id=as_str(item.get("id")))]
+        attrs: dict[str, Any] = {"namespace": namespace} if namespace else {}
+        if kind == "custom_tool_call":
+            attrs["free_form"] = True
+        elif builtin:
+            attrs["type"] = kind
+        return [ToolCallStart(index, call_id, name, item_id=as_str(item.get("id")), attrs=attrs)]
+
+    def _arguments(self, index: int, delta: str, item: dict[str, Any]) -> list[Delta]:
+        """A fragment of a call's JSON arguments or of a custom call's free-form input."""
+        return [*self._start_call(index, item), ToolCallArgs(index, delta)] if delta else []
 
     def _end_call(self, index: int, arguments: Any) -> list[Delta]:
         if index in self._calls_ended:

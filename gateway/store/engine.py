@@ -10,7 +10,6 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
-from gateway.store.migrate import upgrade_schema
 from gateway.store.models import META
 
 SECRET_KEY = "continuation_secret"
@@ -77,6 +76,9 @@ def write_connection(engine: Engine) -> Connection:
 
 def create_schema(engine: Engine) -> None:
     """Bring the schema to the newest migration; safe when several processes start at once."""
+    # Imported here: the recorder process writes rows and never migrates (no alembic there).
+    from gateway.store.migrate import upgrade_schema
+
     upgrade_schema(engine)
 
 

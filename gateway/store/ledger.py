@@ -12,9 +12,11 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from decimal import Decimal
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -22,9 +24,12 @@ from sqlmodel import Field, SQLModel
 
 from gateway import budgets
 from gateway.budgets import Limits, Reservation, Settlement, Spent
+from gateway.store.engine import make_engine
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+R = TypeVar("R")
 # Stands for "no limit" inside SQL, so one statement serves every combination of limits.
 UNLIMITED = 2**62
 
@@ -81,8 +86,10 @@ RESERVE = f"""
 SPENT = f"""
     SELECT {_COLUMNS} FROM budget_ledger WHERE trace_id = :trace_id
 """
+# A failed attempt (no answer from the provider) gives its step back: `steps_back`.
 SETTLE = """
-    UPDATE budget_ledger SET tokens_in_flight = tokens_in_flight - :held,
+    UPDATE budget_ledger SET steps = steps - :steps_back,
+        tokens_in_flight = tokens_in_flight - :held,
         tokens_spent = tokens_spent + :used,
         cost_in_flight = cost_in_flight - :cost_held,
         cost_spent = cost_spent + :cost_used
@@ -183,6 +190,7 @@ def settle_params(settlement: Settlement) -> dict[str, Any]:
         "used": settlement.used_tokens,
         "cost_held": reservation.cost_held_nano,
         "cost_used": settlement.used_cost_nano,
+        "steps_back": settlement.steps_back,
     }
 
 
@@ -234,11 +242,16 @@ def _spent(limits: Limits, row: tuple[Any, ...] | None, params: dict[str, Any]) 
 
 
 class ThreadLedger:
-    """The ledger through a SQLAlchemy engine, each call in a worker thread (SQLite)."""
+    """The ledger through a SQLAlchemy engine, each call in a thread of its own pool (SQLite):
+    a reservation never queues behind the gateway's other work in the default pool."""
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._writing = SettlementWrites()
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="loopwatch-ledger")
+
+    async def _in_pool(self, function: Callable[[T], R], argument: T) -> R:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, function, argument)
 
     async def reserve(
         self,
@@ -249,7 +262,7 @@ class ThreadLedger:
     ) -> Reservation | Spent:
         params = reserve_params(trace_id, limits, wanted_tokens, output_price)
         await self._writing.wait_for(trace_id)
-        rows = await asyncio.to_thread(self._reserve, params)
+        rows = await self._in_pool(self._reserve, params)
         return outcome(trace_id, limits, *rows, params, output_price)
 
     def _reserve(
@@ -261,7 +274,7 @@ class ThreadLedger:
         return row, spent
 
     def settle_later(self, settlement: Settlement) -> None:
-        future = asyncio.get_running_loop().run_in_executor(None, self._settle, settlement)
+        future = asyncio.get_running_loop().run_in_executor(self._pool, self._settle, settlement)
         self._writing.add(settlement.reservation.trace_id, future)
 
     def _settle(self, settlement: Settlement) -> None:
@@ -269,11 +282,11 @@ class ThreadLedger:
             execute(SETTLE, settle_params(settlement))
 
     async def settle(self, settlement: Settlement) -> None:
-        await asyncio.to_thread(self._settle, settlement)
+        await self._in_pool(self._settle, settlement)
 
     async def add(self, trace_id: str, steps: int, tokens: int, cost_nano: int = 0) -> None:
         params = add_params(trace_id, steps, tokens, cost_nano)
-        await asyncio.to_thread(self._add, params)
+        await self._in_pool(self._add, params)
 
     def _add(self, params: dict[str, Any]) -> None:
         with _statements(self._engine) as execute:
@@ -281,6 +294,8 @@ class ThreadLedger:
 
     async def close(self) -> None:
         await self._writing.drain()
+        self._pool.shutdown(wait=False)
+        self._engine.dispose()
 
 
 class SettlementWrites:
@@ -352,3 +367,25 @@ def pyformat(sql: str) -> str:
 
 
 _NAMED = re.compile(r":(\w+)")
+
+
+def separate_sqlite_ledger(database_url: str, engine: Engine) -> Engine | None:
+    """For a SQLite file, the ledger's own database file beside it (`<file>-ledger`), so a
+    reservation never waits behind the recorder's write transactions on the store. Rows a
+    ledger kept in the store (an earlier version) are carried over when the file is new."""
+    match = re.match(r"^sqlite(\+\w+)?:///(?P<file>.+)$", database_url)
+    if engine.dialect.name != "sqlite" or not match or match["file"] == ":memory:":
+        return None
+    path = match["file"] + "-ledger"
+    new = not Path(path).exists()
+    ledger = make_engine(f"sqlite:///{path}")
+    table: sa.Table = BudgetLedgerRow.__table__  # type: ignore[attr-defined]
+    with ledger.begin() as conn:
+        table.create(conn, checkfirst=True)
+    if new:
+        with engine.connect() as source:
+            rows = [dict(row._mapping) for row in source.execute(table.select())]
+        if rows:
+            with ledger.begin() as conn:
+                conn.execute(table.insert(), rows)
+    return ledger

@@ -147,6 +147,7 @@ class FallbackLedger:
         reservation = settlement.reservation
         count = self._known.get(reservation.trace_id)
         if count is not None:
+            count.steps -= settlement.steps_back
             count.tokens += settlement.used_tokens - reservation.tokens
             count.cost_nano += settlement.used_cost_nano - reservation.cost_held_nano
         if isinstance(reservation, LocalReservation):
@@ -155,10 +156,12 @@ class FallbackLedger:
                 settlement.used_tokens,
                 settlement.used_cost_nano,
             )
+            steps = -settlement.steps_back
             if self._down_until is None:
-                self._spawn(self._store.add(trace_id, 0, tokens, cost))
+                self._spawn(self._store.add(trace_id, steps, tokens, cost))
             else:
                 unsent = self._unsent.setdefault(trace_id, _Count())
+                unsent.steps += steps
                 unsent.tokens += tokens
                 unsent.cost_nano += cost
         elif self._down_until is None:

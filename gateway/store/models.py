@@ -155,6 +155,8 @@ class StepRow(SQLModel, table=True):
     cost_nano: int | None = _tokens(nullable=True)
     cost_source: str | None = Field(default=None, sa_column=sa.Column(sa.String(16)))
     tool_ms: float | None = Field(default=None, sa_column=sa.Column(sa.Float))
+    # The failed attempt (no answer, a cut stream) this step repeats.
+    retry_of: str | None = _id(nullable=True)
     # What the request declared and asked for: its tools by content hash (a run re-sends the
     # same tools every step: stored once in tool_sets) and its parameters, redacted.
     tool_set: str | None = Field(default=None, sa_column=sa.Column(sa.String(64)))

@@ -1,5 +1,8 @@
 """How one batch moves a trace's run summary: its status fold (gateway.trace_status), tool
 time, last response end and first user text. Pure: the stored row in, column values out.
+
+A step's tool time runs from the end of the trace's previous response to its request; a
+retry has none (its wait was the client's back-off after the failed attempt).
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from typing import Any
 
 from gateway.items import ItemKind, StopReason
 from gateway.step import RefusalRecord, StepRecord
-from gateway.trace_status import RefusalKind, TraceSummary, emitted_calls, settle
+from gateway.trace_status import RefusalKind, TraceSummary, emitted_calls, folded_stop, settle
 
 FIRST_TEXT_CHARS = 300
 PASSTHROUGH = "passthrough"
@@ -45,6 +48,10 @@ def fold(
     folded = Folded(values={})
     for step in ordered:
         tool = None if last_end is None else max(0.0, _ms(step.started_at - last_end))
+        if step.retry_of is not None:
+            # Before a retry the agent waited out a back-off, not a tool: the tool time was
+            # counted on the failed attempt (or there was none before a first request).
+            tool = None
         folded.step_tool_ms[step.id] = tool
         folded.tool_ms += tool or 0.0
         end = step_end(step)
@@ -52,7 +59,7 @@ def fold(
         summary = summary.with_step(
             started_at=step.started_at,
             ended_at=end,
-            stop=step.stop_reason,
+            stop=folded_stop(step.stop_reason, step.output_items),
             open_calls=emitted_calls(step.output_items),
             model_step=step.protocol != PASSTHROUGH,
         )

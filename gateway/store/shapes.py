@@ -134,6 +134,7 @@ def step_json(row: RowMapping) -> dict[str, Any]:
         "tool_ms": row["tool_ms"],
         "cost_usd": nano_usd(row["cost_nano"]),
         "cost_source": row["cost_source"],
+        "retry_of": row.get("retry_of"),
         "input_items": [],
         "output_items": [],
         "error": row["error"],

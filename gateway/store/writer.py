@@ -358,6 +358,7 @@ def _step_row(record: StepRecord, seq: int) -> dict[str, Any]:
         "continuation_key": record.continuation_key,
         "cost_nano": record.cost_nano,
         "cost_source": record.cost_source,
+        "retry_of": record.retry_of,
         "params": record.params,
     }
 

@@ -104,6 +104,7 @@ class _Call:
     fragments: list[str] = field(default_factory=list)
     ended: bool = False
     item_id: str | None = None
+    attrs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -214,6 +215,8 @@ class Assembler:
             call.name = delta.name
         if delta.item_id and call.item_id is None:
             call.item_id = delta.item_id
+        if delta.attrs:
+            call.attrs.update(delta.attrs)
 
     @property
     def usage(self) -> Usage:
@@ -290,7 +293,7 @@ class Assembler:
 
 
 def _call_item(choice: int, index: int, call: _Call, finished: bool, base: dict[str, Any]) -> Item:
-    attrs = dict(base)
+    attrs = {**base, **call.attrs}
     if not call.call_id:
         attrs["internal_id"] = f"lwcall_{choice}_{index}"
     if not (finished or call.ended):

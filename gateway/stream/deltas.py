@@ -62,6 +62,9 @@ class ToolCallStart:
     name: str | None = None
     choice: int = 0
     item_id: str | None = None  # the provider's id of the output item (Responses `fc_…`)
+    # Facts about the call kept on its item: {"free_form": True} for input that is text,
+    # not JSON (Responses custom tools); {"namespace": "…"} for a namespaced tool.
+    attrs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

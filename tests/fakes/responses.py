@@ -34,6 +34,19 @@ def function_call(call_id: str, name: str, arguments: dict[str, Any] | str) -> d
     }
 
 
+def custom_tool_call(call_id: str, name: str, text: str, **extra: Any) -> dict[str, Any]:
+    """A call of a custom tool: free-form `input` text (e.g. Codex's `exec`)."""
+    return {
+        "id": "ctc_" + call_id.removeprefix("call_"),
+        "type": "custom_tool_call",
+        "status": "completed",
+        "call_id": call_id,
+        "name": name,
+        "input": text,
+        **extra,
+    }
+
+
 def message(text: str, item_id: str = "msg_68c42d26866c819da8d5") -> dict[str, Any]:
     return {
         "id": item_id,
@@ -114,6 +127,8 @@ def _pieces(text: str, size: int = 6) -> list[str]:
 def _in_progress(item: dict[str, Any]) -> dict[str, Any]:
     if item["type"] == "function_call":
         return {**item, "status": "in_progress", "arguments": ""}
+    if item["type"] == "custom_tool_call":
+        return {**item, "status": "in_progress", "input": ""}
     if item["type"] == "message":
         return {**item, "status": "in_progress", "content": []}
     return {**item, "summary": []} if item["type"] == "reasoning" else item
@@ -130,6 +145,12 @@ def _item_events(index: int, item: dict[str, Any]) -> list[dict[str, Any]]:
             events.append({"type": "response.function_call_arguments.delta", **ref, "delta": piece})
         events.append(
             {"type": "response.function_call_arguments.done", **ref, "arguments": item["arguments"]}
+        )
+    elif item["type"] == "custom_tool_call":  # free-form input, streamed as raw text
+        for piece in _pieces(item["input"]):
+            events.append({"type": "response.custom_tool_call_input.delta", **ref, "delta": piece})
+        events.append(
+            {"type": "response.custom_tool_call_input.done", **ref, "input": item["input"]}
         )
     elif item["type"] == "reasoning":
         for number, part in enumerate(item["summary"]):

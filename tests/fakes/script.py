@@ -59,7 +59,7 @@ class Script:
 
     def next_move(self, history: list[Said], declared: set[str]) -> Move:
         start = _last_user_turn(history)
-        rounds_done = sum(1 for s in history[start:] if s.role == "assistant" and s.calls)
+        rounds_done = sum(1 for s in history[start:] if s.role == "assistant" and _calls(s))
         if history[-1].role == "assistant":
             raise BadRequest("the conversation must end with a user message or tool results")
         if rounds_done < len(self.rounds):
@@ -69,8 +69,12 @@ class Script:
                 raise BadRequest(f"the request does not declare the tools {missing}")
             names = " and ".join(f"{c.name}({c.arguments_json})" for c in calls)
             return Move(calls=tuple(calls), thought=f"I should call {names}.")
-        results = [_plain(s.text) for s in history[start:] if s.role == "tool"]
-        return Move(text=final_answer(results), thought="I have every result; answering.")
+        results = [r for s in history[start:] for r in _results(s)]
+        text = final_answer(results)
+        if TERMINAL_TOOL in declared:
+            # Told to answer through this tool, a model calls it with the answer.
+            return Move(calls=(Call(TERMINAL_TOOL, {"answer": text}),), thought="Answering.")
+        return Move(text=text, thought="I have every result; answering.")
 
 
 def final_answer(results: list[str]) -> str:
@@ -101,9 +105,30 @@ def time_tool(city: str) -> str:
 EXPECTED_ANSWER = final_answer([weather_tool("Paris"), time_tool("Tokyo")])
 
 
+# Frameworks that re-render a history as text (smolagents) echo each round of calls as an
+# assistant message and the round's results, a line each, as a user message with these starts.
+ECHOED_CALLS = "Calling tools:"
+ECHOED_RESULTS = "Observation:"
+# The tool a framework (smolagents) declares for the final answer, ending its run.
+TERMINAL_TOOL = "final_answer"
+
+
+def _calls(said: Said) -> bool:
+    return bool(said.calls) or said.text.lstrip().startswith(ECHOED_CALLS)
+
+
+def _results(said: Said) -> list[str]:
+    if said.role == "tool":
+        return [_plain(said.text)]
+    if said.role == "user" and said.text.lstrip().startswith(ECHOED_RESULTS):
+        return said.text.lstrip().removeprefix(ECHOED_RESULTS).strip().splitlines()
+    return []
+
+
 def _last_user_turn(history: list[Said]) -> int:
     for index in range(len(history) - 1, -1, -1):
-        if history[index].role == "user":
+        said = history[index]
+        if said.role == "user" and not said.text.lstrip().startswith(ECHOED_RESULTS):
             return index
     raise BadRequest("the conversation has no user message")
 

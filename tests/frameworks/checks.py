@@ -3,6 +3,7 @@ afterwards: one clean trace, each tool call paired with its result."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -103,3 +104,32 @@ def tool_arguments(trace: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 
 EXPECTED_CALLS = [("get_weather", {"city": "Paris"}), ("get_time", {"city": "Tokyo"})]
+
+# A gateway idle window short enough for a test to see a quiet run settle (rows 5-7 of
+# gateway.trace_status): a run ended by a terminal tool is `running` until then.
+SHORT_IDLE = {"trace_idle_seconds": 0.5}
+
+
+async def settled_status(gw: Gateway, trace_id: str, *, within: float = 10.0) -> str:
+    """The trace's status once it stops being `running`, or `running` after `within` seconds."""
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        status = str((await gw.trace(trace_id))["status"])
+        if status != "running" or asyncio.get_running_loop().time() > deadline:
+            return status
+        await asyncio.sleep(0.2)
+
+
+class ToolLog:
+    """The tests' tools as plain functions that note each call: proof the tool really ran."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def get_weather(self, city: str) -> str:
+        self.calls.append(("get_weather", {"city": city}))
+        return weather_tool(city)
+
+    def get_time(self, city: str) -> str:
+        self.calls.append(("get_time", {"city": city}))
+        return time_tool(city)

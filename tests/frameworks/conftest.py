@@ -13,6 +13,18 @@ from tests.harness import Gateway, GatewayFactory
 provider, database_url, make_gateway = harness.provider, harness.database_url, harness.make_gateway
 
 
+# Switches that keep the frameworks from calling home, set for each test only (the rest of the
+# suite exports the gateway's own OpenTelemetry data): agno's usage telemetry, and any
+# OpenTelemetry SDK a framework sets up (strands traces through OpenTelemetry).
+NO_TELEMETRY = {"AGNO_TELEMETRY": "false", "OTEL_SDK_DISABLED": "true"}
+
+
+@pytest.fixture(autouse=True)
+def no_telemetry(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in NO_TELEMETRY.items():
+        monkeypatch.setenv(name, value)
+
+
 @pytest.fixture(params=[True, False], ids=["parallel", "sequential"])
 def parallel(request: pytest.FixtureRequest) -> bool:
     """Both tool calls in one model turn, or one call a turn."""

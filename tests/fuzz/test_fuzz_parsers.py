@@ -22,11 +22,11 @@ from gateway.pairing import check_history, check_request
 from gateway.protocols.anthropic_messages import ADAPTER as MESSAGES
 from gateway.protocols.openai_chat import ADAPTER as CHAT
 from gateway.protocols.openai_responses import ADAPTER as RESPONSES
+from gateway.recent_steps import RecentSteps
 from gateway.stream.assembler import Assembler
 from gateway.stream.sse import SSEDecoder, SSEEvent
 from gateway.threading import (
     ContinuationKeys,
-    RecentSteps,
     StepRef,
     last_call_turn,
     resolve_references,

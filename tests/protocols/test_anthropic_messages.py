@@ -537,30 +537,69 @@ def test_tool_result_without_content_and_with_other_blocks() -> None:
     assert (other.text, other.attrs) == (None, {"message_index": 0, "omitted": ["search_result"]})
 
 
-@pytest.mark.parametrize(
-    ("body", "param"),
-    [
-        ([], "body"),
-        ("text", "body"),
-        ({}, "messages"),
-        ({"messages": {"role": "user"}}, "messages"),
-        ({"messages": ["hi"]}, "messages[0]"),
-        ({"messages": [{"role": "system", "content": "x"}]}, "messages[0].role"),
-        ({"messages": [{"role": "user"}]}, "messages[0].content"),
-        ({"messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
-        (
-            {"messages": [{"role": "user", "content": "a"}, {"role": "user", "content": ["x"]}]},
-            "messages[1].content[0]",
-        ),
-        ({"messages": [], "system": 5}, "system"),
-        ({"messages": [], "system": ["x"]}, "system"),
-    ],
-)
-def test_bad_requests_name_the_field(body: Any, param: str) -> None:
+@pytest.mark.parametrize("body", [[], "text", 7])
+def test_a_body_that_is_not_an_object_is_refused(body: Any) -> None:
     with pytest.raises(BadRequest) as raised:
         ADAPTER.parse_request(body)
-    assert raised.value.param == param
-    assert param.split("[")[0] in raised.value.message
+    assert raised.value.param == "body"
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ({}, [{"field": "messages", "shape": "null"}]),
+        ({"messages": {"role": "user"}}, [{"field": "messages", "shape": "object"}]),
+        ({"messages": ["hi"]}, [{"message_index": 0, "shape": "string"}]),
+        ({"messages": [{"role": "user"}]}, [{"message_index": 0, "shape": "null"}]),
+        ({"messages": [{"role": "user", "content": 5}]}, [{"message_index": 0, "shape": "number"}]),
+        (
+            {"messages": [{"role": "user", "content": "a"}, {"role": "user", "content": ["x"]}]},
+            [{"message_index": 1, "shape": "string"}],
+        ),
+        (
+            {"messages": [{"role": "narrator", "content": "x"}]},
+            [{"message_index": 0, "role": "narrator"}],
+        ),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "hologram", "data": "x"}]}]},
+            [{"message_index": 0, "type": "hologram"}],
+        ),
+        ({"messages": [], "system": 5}, [{"shape": "number"}]),
+        ({"messages": [], "system": ["x"]}, []),
+    ],
+)
+def test_shapes_it_cannot_type_are_other_items_never_errors(
+    body: dict[str, Any], expected: list[dict[str, Any]]
+) -> None:
+    """Forward compatible: the provider judges what the gateway does not know."""
+    items = ADAPTER.parse_request(body).items
+    assert [item.attrs for item in items if item.kind is ItemKind.OTHER] == expected
+
+
+def test_system_turns_inside_messages_are_instructions() -> None:
+    """Claude Code's per-turn control (beta `per-turn-control-2026-07-01`)."""
+    items = ADAPTER.parse_request(
+        {
+            "system": "You are a coding agent.",
+            "messages": [
+                {"role": "user", "content": "List the files."},
+                {"role": "system", "content": "Stay in the project directory."},
+                {
+                    "role": "system",
+                    "content": [
+                        {"type": "text", "text": "Be brief."},
+                        {"type": "text", "text": "Use tools.", "cache_control": {"type": "x"}},
+                    ],
+                },
+            ],
+        }
+    ).items
+    assert [(i.kind, i.role, i.text, i.attrs) for i in items] == [
+        (ItemKind.INSTRUCTION, "system", "You are a coding agent.", {}),
+        (ItemKind.USER, "user", "List the files.", {"message_index": 0}),
+        (ItemKind.INSTRUCTION, "system", "Stay in the project directory.", {"message_index": 1}),
+        (ItemKind.INSTRUCTION, "system", "Be brief.\nUse tools.", {"message_index": 2}),
+    ]
 
 
 # --- preparing bodies and rendering errors -----------------------------------------------------

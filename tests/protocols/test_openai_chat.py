@@ -11,6 +11,7 @@ from gateway.errors import BadRequest, BudgetExceeded
 from gateway.items import ItemKind, StopReason, Usage
 from gateway.protocols.base import ProtocolAdapter
 from gateway.protocols.openai_chat import ADAPTER, OpenAIChatAdapter
+from gateway.stream.assembler import Assembler
 from gateway.stream.deltas import (
     Delta,
     EndDelta,
@@ -90,15 +91,28 @@ def test_parse_request_items_for_every_message_shape() -> None:
     assert MARKER not in dumped and "base64" not in dumped
 
 
-@pytest.mark.parametrize(
-    ("body", "param"),
-    [([], "body"), ({"model": "m"}, "messages"), ({"messages": "hi"}, "messages"),
-     ({"messages": [{"role": "user", "content": "a"}, 3]}, "messages.[1]")],
-)  # fmt: skip
-def test_parse_request_rejects_bad_shapes(body: Any, param: str) -> None:
+@pytest.mark.parametrize("body", [[], "hi", 1.5])
+def test_a_body_that_is_not_an_object_is_refused(body: Any) -> None:
     with pytest.raises(BadRequest) as raised:
         ADAPTER.parse_request(body)
-    assert raised.value.param == param
+    assert raised.value.param == "body"
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [({"model": "m"}, [{"field": "messages", "shape": "null"}]),
+     ({"messages": "hi"}, [{"field": "messages", "shape": "string"}]),
+     ({"messages": [{"role": "user", "content": "a"}, 3]},
+      [{"message_index": 1, "shape": "number"}]),
+     ({"messages": [{"role": "critic", "content": "a"}]}, [{"type": "message", "role": "critic"}]),
+     ({"messages": [{"role": 5, "content": "a"}]}, [{"type": "message", "role": "number"}])],
+)  # fmt: skip
+def test_shapes_it_cannot_type_are_other_items_never_errors(
+    body: dict[str, Any], expected: list[dict[str, Any]]
+) -> None:
+    """Forward compatible: the provider judges what the gateway does not know."""
+    items = ADAPTER.parse_request(body).items
+    assert [item.attrs for item in items if item.kind is ItemKind.OTHER] == expected
 
 
 def test_parse_request_limits_and_defaults() -> None:
@@ -349,3 +363,71 @@ def test_error_body() -> None:
     }
     bad = BadRequest("no messages", param="messages")
     assert ADAPTER.error_body(bad)["error"]["param"] == "messages"
+
+
+# --- custom (free-form) tools ------------------------------------------------------------
+
+
+def _assemble(deltas: list[Delta]) -> Any:
+    assembler = Assembler()
+    for delta in deltas:
+        assembler.feed(delta)
+    return assembler.result()
+
+
+CUSTOM_TOOLS: list[Any] = [
+    {"type": "custom", "custom": {"name": "code_exec", "format": {"type": "text"}}},
+    {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}},
+]
+
+
+def test_custom_tools_are_declared_without_schema_and_their_calls_are_free_form() -> None:
+    parsed = ADAPTER.parse_request(
+        {
+            "tools": CUSTOM_TOOLS,
+            "messages": [
+                {"role": "user", "content": "Sum 1 and 2."},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "call_c",
+                            "type": "custom",
+                            "custom": {"name": "code_exec", "input": "print(1 + 2)"},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "call_c", "content": "3"},
+            ],
+        }
+    )
+    assert parsed.tools == {"code_exec": None, "lookup": {"type": "object"}}
+    call = parsed.items[1]
+    assert (call.kind, call.call_id, call.tool_name, call.arguments, call.attrs) == (
+        ItemKind.TOOL_CALL,
+        "call_c",
+        "code_exec",
+        "print(1 + 2)",
+        {"free_form": True},
+    )
+
+
+def test_streamed_custom_tool_call_is_assembled_as_free_form_text() -> None:
+    custom = {"name": "code_exec", "input": ""}
+    first = {"index": 0, "id": "call_c", "type": "custom", "custom": custom}
+    deltas = decode(
+        chunk({"role": "assistant", "tool_calls": [first]}),
+        chunk({"tool_calls": [{"index": 0, "custom": {"input": "print(1"}}]}),
+        chunk({"tool_calls": [{"index": 0, "custom": {"input": " + 2)"}}]}),
+        chunk({}, finish="tool_calls"),
+        "[DONE]",
+    )
+    result = _assemble(deltas)
+    assert result.violations == [] and result.stop_reason is StopReason.TOOL_CALLS
+    (call,) = result.output_items
+    assert (call.tool_name, call.arguments, call.attrs) == (
+        "code_exec",
+        "print(1 + 2)",
+        {"free_form": True},
+    )

@@ -345,3 +345,30 @@ def test_item_order_and_multiple_choices() -> None:
 
 def kinds_of(result: Assembled) -> list[ViolationKind]:
     return [v.kind for v in result.violations]
+
+
+def test_a_free_form_call_keeps_its_text_and_its_facts() -> None:
+    """A custom tool's input is text: no invalid_tool_arguments, facts kept on the item."""
+    assembler = Assembler()
+    assembler.feed(ToolCallStart(0, "call_x", "exec", attrs={"free_form": True}))
+    for piece in ("echo", " {not json"):
+        assembler.feed(ToolCallArgs(0, piece))
+    assembler.feed(ToolCallStart(0, "call_x", "exec"))  # a repeated start adds nothing
+    assembler.feed(ToolCallEnd(0))
+    assembler.feed(FinishDelta(StopReason.TOOL_CALLS, "completed"))
+    assembler.feed(EndDelta())
+    result = assembler.result()
+    assert result.violations == []
+    (call,) = result.output_items
+    assert (call.arguments, call.attrs) == ("echo {not json", {"free_form": True})
+    # The same text as a function call's JSON arguments is flagged.
+    plain = Assembler()
+    for delta in (
+        ToolCallStart(0, "call_y", "exec"),
+        ToolCallArgs(0, "echo {not json"),
+        ToolCallEnd(0),
+        FinishDelta(StopReason.TOOL_CALLS, "completed"),
+        EndDelta(),
+    ):
+        plain.feed(delta)
+    assert [v.kind for v in plain.result().violations] == [ViolationKind.INVALID_TOOL_ARGUMENTS]

@@ -1,8 +1,8 @@
 """What each step's request declared and asked for: its tools (stored once per distinct
 list, by content hash) and its parameters.
 
-Revision ID: 0003
-Revises: 0002
+Revision ID: 0004
+Revises: 0003
 Create Date: 2026-12-01
 
 Steps recorded before this revision have neither: they read as not recorded.
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0003"
-down_revision: str | Sequence[str] | None = "0002"
+revision: str = "0004"
+down_revision: str | Sequence[str] | None = "0003"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

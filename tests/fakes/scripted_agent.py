@@ -1,0 +1,141 @@
+"""A scripted coding model behind the fake provider, for the real agent CLIs (tests/agents).
+
+It finds the shell tool a client declares, calls it once with a command that writes a marker
+file, then answers with what the command printed. A request that declares no shell tool (a
+title, a summary, a quota probe) gets a short plain answer. Every request is answered in its
+own protocol, streamed or not, with reasoning the gateway must never store.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.fakes import scripted_agent_wire as wire
+from tests.fakes.provider import Received, Reply
+from tests.fakes.script import BadRequest, Ids
+
+MARKER = "loopwatch-ok"
+MARKER_FILE = "marker.txt"
+COMMAND = f"echo {MARKER} > {MARKER_FILE} && cat {MARKER_FILE}"
+# The model's private reasoning: sent as thinking/reasoning, never to be found in the store.
+THOUGHT = "Private plan 7f3a: run the marker command, then report what it printed."
+SIDE_ANSWER = "Marker check"
+FINAL_PREFIX = "The marker command printed: "
+
+# Shell tools as the clients name them, most specific first.
+SHELL_NAMES = (
+    "Bash",
+    "run_shell_command",
+    "bash",
+    "shell_command",
+    "shell",
+    "exec_command",
+    "local_shell",
+    "exec",
+)
+
+
+def final_answer(output: str) -> str:
+    """The final text once the tool ran: the output line with the marker (not the command
+    echoed back), or that there was none."""
+    lines = [line.strip() for line in output.splitlines() if MARKER in line and "echo" not in line]
+    return FINAL_PREFIX + lines[-1] if lines else "The marker command printed nothing."
+
+
+@dataclass
+class Seen:
+    """What one request was to the model: the protocol, the shell tool it found, what it did."""
+
+    protocol: str
+    shell: str | None
+    move: str  # "call", "final", "side" or "other"
+    text: str = ""  # the answer's text
+
+
+@dataclass
+class AgentModel:
+    ids: Ids = field(default_factory=Ids)
+    seen: list[Seen] = field(default_factory=list)
+
+    def final_text(self) -> str:
+        """The last final answer the model gave, or nothing."""
+        finals = [seen.text for seen in self.seen if seen.move == "final"]
+        return finals[-1] if finals else ""
+
+    def __call__(self, received: Received) -> Reply:
+        route = (received.method, received.path.removesuffix("/"))
+        try:
+            return self._answer(route, received)
+        except BadRequest as exc:
+            return wire.error(route[1], exc.status, str(exc))
+
+    def _answer(self, route: tuple[str, str], received: Received) -> Reply:
+        method, path = route
+        if method == "GET" and path.startswith("/v1/models"):
+            return wire.models(path, anthropic="anthropic-version" in _lower(received.headers))
+        if method != "POST":
+            raise BadRequest(f"no route {method} {path}", status=404)
+        if path == "/v1/messages/count_tokens":
+            self.seen.append(Seen("count_tokens", None, "other"))
+            return Reply(body={"input_tokens": max(1, len(received.body) // 4)})
+        protocol = wire.PROTOCOLS.get(path)
+        if protocol is None:
+            raise BadRequest(f"no route {method} {path}", status=404)
+        body = received.json()
+        conversation = protocol.read(body)
+        shell = _find_shell(conversation.tools)
+        if conversation.result is not None:
+            move = wire.Answer(text=final_answer(conversation.result), thought=THOUGHT)
+            kind = "final"
+        elif shell is not None:
+            move = wire.Answer(call=shell, thought=THOUGHT)
+            kind = "call"
+        else:
+            move = wire.Answer(text=SIDE_ANSWER)
+            kind = "side"
+        self.seen.append(Seen(protocol.name, shell.name if shell else None, kind, move.text))
+        return protocol.answer(body, move, self.ids)
+
+
+def _lower(headers: dict[str, str]) -> set[str]:
+    return {name.lower() for name in headers}
+
+
+def _find_shell(tools: list[wire.Tool]) -> wire.ShellCall | None:
+    by_name = {tool.name: tool for tool in tools}
+    for name in SHELL_NAMES:
+        tool = by_name.get(name)
+        if tool is not None:
+            return wire.ShellCall(tool, _arguments(tool))
+    return None
+
+
+def _arguments(tool: wire.Tool) -> dict[str, Any] | str:
+    """The call's arguments, shaped by the tool's own schema (a custom tool takes raw text)."""
+    if tool.custom:
+        return _script(tool.description)
+    properties = (tool.schema or {}).get("properties") or {}
+    arguments: dict[str, Any] = {}
+    for key in ("command", "cmd"):
+        if key in properties:
+            array = (properties[key] or {}).get("type") == "array"
+            arguments[key] = ["bash", "-lc", COMMAND] if array else COMMAND
+            break
+    else:
+        arguments["command"] = COMMAND
+    if "description" in properties:
+        arguments["description"] = "Write the marker file"
+    return arguments
+
+
+def _script(description: str) -> str:
+    """A free-form tool's input: JavaScript calling the nested shell tool when the tool says
+    it runs JavaScript with nested tools (Codex's `exec`), else the command itself."""
+    if "JavaScript" not in description or "exec_command(" not in description:
+        return COMMAND
+    return (
+        f"const result = await tools.exec_command({{ cmd: {json.dumps(COMMAND)} }});\n"
+        'text(typeof result === "string" ? result : result.output ?? JSON.stringify(result));\n'
+    )

@@ -1,0 +1,52 @@
+"""The recorder sleeps until a record is spooled: idle, it wakes only for its look (every
+2 s) for spools of stopped gateways; a record wakes it at once. A real `loopwatch serve`."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sqlite3
+from pathlib import Path
+
+import aiohttp
+
+from tests.fakes.chat import completion
+from tests.fakes.provider import FakeProvider
+from tests.harness import provider  # noqa: F401
+from tests.processes import serving
+
+WAKEUPS = re.compile(r"^loopwatch_recorder_wakeups_total (\S+)$", re.MULTILINE)
+
+
+async def _wakeups(session: aiohttp.ClientSession, url: str) -> float:
+    async with session.get(url + "/metrics") as r:
+        found = WAKEUPS.search(await r.text())
+    assert found, "no wakeup counter in /metrics"
+    return float(found.group(1))
+
+
+async def test_an_idle_recorder_sleeps_and_a_record_wakes_it(
+    provider: FakeProvider, tmp_path: Path
+) -> None:
+    db = tmp_path / "lw.db"
+    provider.queue(completion("hello"))
+    settings = {
+        "LOOPWATCH_DATABASE_URL": f"sqlite:///{db}",
+        "LOOPWATCH_UPSTREAM_URL": provider.url,  # type: ignore[attr-defined]
+    }
+    async with serving(**settings) as served, aiohttp.ClientSession() as session:
+        await asyncio.sleep(1.0)  # the recorder process is up and has caught up
+        before = await _wakeups(session, served.url)
+        await asyncio.sleep(2.0)
+        idle = await _wakeups(session, served.url) - before
+        assert idle <= 2, f"{idle} wakeups in an idle 2 s: the recorder polls"
+        body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+        async with session.post(served.url + "/v1/chat/completions", json=body) as r:
+            assert r.status == 200
+        for _ in range(80):  # before the next look for spools (every 2 s)
+            with sqlite3.connect(db) as conn:
+                if conn.execute("SELECT count(*) FROM steps").fetchone()[0] == 1:
+                    break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("the record was not stored within 0.8 s")
