@@ -34,6 +34,7 @@ from gateway.retention import Retention
 from gateway.routing import provider_of
 from gateway.store import queries
 from gateway.store.engine import create_schema, install_secret, make_engine
+from gateway.store.holder import holding
 from gateway.store.ledger import Ledger, ThreadLedger, separate_sqlite_ledger
 from gateway.store.ledger_fallback import FallbackLedger
 from gateway.store.ledger_memory import MemoryLedger
@@ -97,6 +98,7 @@ async def _lifecycle(
     injected = engine is not None
     engine = engine or make_engine(settings.database_url)
     stack = contextlib.AsyncExitStack()
+    stack.enter_context(holding(settings.database_url))  # `demo` never empties a held store
     create_schema(engine)
     ledger = await _open_ledger(settings, engine, injected)
     secret = install_secret(engine)

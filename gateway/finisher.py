@@ -127,6 +127,8 @@ class StepFinisher:
             cost_nano=None if cost is None or cost.usd is None else nano_usd(cost.usd),
             cost_source=None if cost is None else cost.source.value,
             retry_of=None if threading is None else threading.retry_of,
+            declared_tools=start.declared_tools,
+            params=start.params,
         )
 
     def _remember(self, record: StepRecord, outcome: Outcome) -> None:

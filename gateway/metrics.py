@@ -17,10 +17,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
+from gateway.abandonment import AbandonWatch
 from gateway.items import StopReason, Violation, ViolationKind
 from gateway.routing import Provider
 from gateway.step import RefusalRecord, StepRecord
-from gateway.trace_status import emitted_calls
 
 OTHER_MODEL = "other"
 UNKNOWN_MODEL = "unknown"
@@ -165,10 +165,8 @@ class MetricsSink:
         idle_seconds: float = 300.0,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self._idle = timedelta(seconds=idle_seconds)
-        # Traces whose last step left tool calls open, with when it ended: abandoned once
-        # idle past `idle_seconds` (judged at each scrape).
-        self._open: OrderedDict[str, datetime] = OrderedDict()
+        # Traces that may end abandoned, judged at each scrape by the status every surface uses.
+        self._watch = AbandonWatch(idle_seconds, OPEN_TRACES)
         self.models = ModelNames(max_models, redact)
         self._provider_of = provider_of
         self._recorder = _RecorderCollector()
@@ -389,22 +387,13 @@ class MetricsSink:
             self._track_open_calls(step)
 
     def _track_open_calls(self, step: StepRecord) -> None:
-        self._open.pop(step.trace_id, None)
-        if step.stop_reason is StopReason.TOOL_CALLS and emitted_calls(step.output_items):
-            end = step.started_at + timedelta(milliseconds=step.latency_ms or 0)
-            self._open[step.trace_id] = end
-            if len(self._open) > OPEN_TRACES:
-                self._open.popitem(last=False)
+        self._watch.step(step)
 
     def count_abandoned(self, now: datetime | None = None) -> None:
         """Traces idle past the threshold with tool calls unanswered: counted once each."""
-        cut = (now or datetime.now(UTC)) - self._idle
-        while self._open:
-            trace_id, ended = next(iter(self._open.items()))
-            if ended > cut:
-                break  # ordered by when their last step ended
-            del self._open[trace_id]
-            self.abandoned.inc()
+        count = self._watch.abandoned(now or datetime.now(UTC))
+        if count:
+            self.abandoned.inc(count)
 
     def _tool_ms(self, step: StepRecord) -> float | None:
         """Time between the trace's previous response end and this request (this process's
@@ -429,6 +418,7 @@ class MetricsSink:
             self.tool_seconds.observe(tool_ms / 1000)
 
     def request_refused(self, refusal: RefusalRecord) -> None:
+        self._watch.refusal(refusal)
         self._count_violations(refusal.violations)
         budgets = {BUDGETS[v.kind] for v in refusal.violations if v.kind in BUDGETS}
         for budget in sorted(budgets):

@@ -26,6 +26,7 @@ from gateway.finisher import StepFinisher, Threading
 from gateway.items import Violation, ViolationKind
 from gateway.metrics import relaying
 from gateway.placement import Placement, place
+from gateway.protocols import request_facts
 from gateway.protocols.base import ParsedRequest, ProtocolAdapter, provider_request_id
 from gateway.relay import Timing, execute_now, handler_cancelled, relay
 from gateway.routing import Target, resolve
@@ -196,6 +197,8 @@ def _model_start(
         session_id=admitted.session_id,
         tools=admitted.parsed.tools,
         upstream_url=admitted.target.url,
+        declared_tools=request_facts.declared_tools(adapter.name, admitted.body),
+        params=request_facts.request_params(adapter.name, admitted.body),
     )
 
 

@@ -106,6 +106,8 @@ def _step_row(r: StepRecord) -> tuple[Any, ...]:
         r.cost_source,
         r.session_id,
         r.retry_of,
+        r.declared_tools,
+        r.params,
     )
 
 
@@ -114,6 +116,8 @@ def _step(row: list[Any]) -> StepRecord:
     (usage, request_id, response_id, latency, ttft, inputs, outputs, error) = row[11:19]
     violations, key, max_steps, max_tokens, cost_nano, cost_source, session = row[19:26]
     retry_of = row[26] if len(row) > 26 else None  # spooled by a release without it
+    # Tools and parameters came later still: a line spooled before them has neither.
+    tools, params = [*row[27:29], None, None][:2]
     return StepRecord(
         id=id_,
         trace_id=trace,
@@ -142,6 +146,8 @@ def _step(row: list[Any]) -> StepRecord:
         cost_source=cost_source,
         session_id=session,
         retry_of=retry_of,
+        declared_tools=tools,
+        params=params,
     )
 
 

@@ -416,7 +416,13 @@ class Redactor:
             error=step.error if step.error is None else self._error(step.error),
             violations=self.redact_violations(step.violations),
             session_id=self._optional(step.session_id),
+            declared_tools=None if step.declared_tools is None else self._json(step.declared_tools),
+            params=None if step.params is None else self._json(step.params),
         )
+
+    def _json(self, value: Any) -> Any:
+        """Tools and parameters: values under secret keys, then every string and key."""
+        return self.redact_value(value) if self.enabled else value
 
     def redact_refusal(self, refusal: RefusalRecord) -> RefusalRecord:
         return replace(

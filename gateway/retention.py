@@ -1,5 +1,6 @@
 """Retention: a background purge of traces idle longer than `retention_days`, with every row
-that belongs to them (steps, items, violations, budget ledger).
+that belongs to them (steps, items, violations, budget ledger) and the tool sets no step
+left refers to.
 
 Bounded: a pass deletes at most `batch_size` traces in one short transaction in a worker
 thread, passes are separated by a pause, and once nothing is left the next sweep waits.
@@ -14,11 +15,11 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from gateway.store.engine import write_connection
 from gateway.store.ledger import BudgetLedgerRow
-from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
+from gateway.store.models import ITEMS, STEPS, TOOL_SETS, TRACES, VIOLATIONS
 
 log = logging.getLogger(__name__)
 
@@ -44,13 +45,32 @@ def purge_batch(engine: Engine, cutoff: datetime, limit: int) -> int:
         if not ids:
             return 0
         steps = sa.select(STEPS.c.id).where(STEPS.c.trace_id.in_(ids))
+        tool_sets = _tool_sets_of(conn, ids)
         # Children first: correct without relying on ON DELETE CASCADE being enforced.
         conn.execute(ITEMS.delete().where(ITEMS.c.step_id.in_(steps)))
         conn.execute(VIOLATIONS.delete().where(VIOLATIONS.c.trace_id.in_(ids)))
         conn.execute(STEPS.delete().where(STEPS.c.trace_id.in_(ids)))
+        _drop_unused_tool_sets(conn, tool_sets)
         conn.execute(LEDGER.delete().where(LEDGER.c.trace_id.in_(ids)))
         conn.execute(TRACES.delete().where(TRACES.c.id.in_(ids)))
     return len(ids)
+
+
+def _tool_sets_of(conn: Connection, trace_ids: list[str]) -> list[str]:
+    query = sa.select(STEPS.c.tool_set).where(
+        STEPS.c.trace_id.in_(trace_ids), STEPS.c.tool_set.is_not(None)
+    )
+    return list(conn.execute(query.distinct()).scalars())
+
+
+def _drop_unused_tool_sets(conn: Connection, hashes: list[str]) -> None:
+    """Tool sets are shared by content: one goes when no step left refers to it."""
+    if not hashes:
+        return
+    used = sa.select(STEPS.c.tool_set).where(STEPS.c.tool_set.in_(hashes))
+    conn.execute(
+        TOOL_SETS.delete().where(TOOL_SETS.c.hash.in_(hashes), TOOL_SETS.c.hash.not_in(used))
+    )
 
 
 class Retention:

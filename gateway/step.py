@@ -45,6 +45,10 @@ class StepRecord:
     cost_source: str | None = None
     session_id: str | None = None  # raw; redacted with the rest before storage
     retry_of: str | None = None  # the step id of the failed attempt this one repeats
+    # The request's tool declarations as sent and its other parameters (protocols.
+    # request_facts); redacted with the rest before storage.
+    declared_tools: list[Any] | None = None
+    params: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,3 +90,5 @@ class StepStart:
     session_id: str | None = None
     tools: dict[str, Any] | None = None  # declared function tools (ParsedRequest.tools)
     upstream_url: str | None = None  # where it went: names the provider for prices
+    declared_tools: list[Any] | None = None  # as sent (protocols.request_facts)
+    params: dict[str, Any] | None = None

@@ -82,3 +82,26 @@ def test_key_fingerprint_names_an_unreachable_database() -> None:
     [line] = result.stderr.splitlines()
     assert line.startswith("loopwatch: cannot open database postgresql://lw:***@127.0.0.1:1/lw")
     assert "pw-never-shown" not in line
+
+
+@pytest.mark.parametrize(
+    "database_url",
+    ["sqlite:////nonexistent-loopwatch/dir/x.db", "postgresql://lw:secret@127.0.0.1:1/lw"],
+)
+def test_demo_and_serve_fail_to_start_alike(database_url: str) -> None:
+    """The same store that cannot be opened: one line naming it (never its password), exit 2,
+    from `serve` and from `demo` alike."""
+    lines = []
+    for command in (["serve", "--port", "0"], ["demo", "--once", "--port", "0"]):
+        result = subprocess.run(
+            [sys.executable, "-m", "gateway", *command, "--database-url", database_url],
+            env=environment(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 2, result.stderr
+        (line,) = result.stderr.strip().splitlines()
+        lines.append(line)
+    assert lines[0] == lines[1]
+    assert lines[0].startswith("loopwatch: cannot open database ") and "secret" not in lines[0]

@@ -246,3 +246,96 @@ def test_demo_idle_window_yields_to_an_explicit_setting() -> None:
 
     assert _idle_seconds(Settings()) == DEMO_IDLE_SECONDS
     assert _idle_seconds(Settings(trace_idle_seconds=60)) == 60
+
+
+def test_a_second_demo_leaves_a_running_ones_database_alone(tmp_path: Path) -> None:
+    """A demo beside a running one on the same database stops with one line and exit 2,
+    before it deletes anything: the first one's traces and database stay."""
+    first = _cli(tmp_path)
+    try:
+        assert first.stdout is not None
+        for line in first.stdout:
+            if "Serving until Ctrl-C" in line:
+                break
+        database = tmp_path / "cli.db"
+        size = database.stat().st_size
+        second = _cli(tmp_path, "--once")
+        _, err = second.communicate(timeout=60)
+        assert second.returncode == 2
+        assert err.strip().splitlines() == [
+            f"loopwatch: database {database} is in use by a running loopwatch: stop it, or "
+            "give the demo another --database-url"
+        ]
+        assert database.stat().st_size >= size
+        engine = make_engine(f"sqlite:///{database}")
+        try:
+            assert len(queries.list_traces(engine, limit=50)["traces"]) >= 5
+        finally:
+            engine.dispose()
+        first.send_signal(signal.SIGINT)
+        first.communicate(timeout=30)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert first.returncode == 0
+    # Once it stopped, a new demo may empty the database again.
+    again = _cli(tmp_path, "--once")
+    _, err = again.communicate(timeout=60)
+    assert again.returncode == 0, err
+
+
+@pytest.mark.parametrize(
+    ("url", "line"),
+    [
+        (
+            "sqlite:////nonexistent-loopwatch/dir/demo.db",
+            "loopwatch: cannot open database sqlite:////nonexistent-loopwatch/dir/demo.db: "
+            "unable to open database file",
+        ),
+        (
+            "postgresql://lw:secret@127.0.0.1:1/lw",
+            "loopwatch: cannot open database postgresql://lw:***@127.0.0.1:1/lw",
+        ),
+    ],
+)
+def test_a_demo_that_cannot_open_its_database_says_so_in_one_line(url: str, line: str) -> None:
+    command = [sys.executable, "-m", "gateway", "demo", "--once", "--port", "0"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPWATCH_")}
+    result = subprocess.run(
+        [*command, "--database-url", url],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    (only,) = result.stderr.strip().splitlines()
+    assert only.startswith(line) and "secret" not in only
+
+
+def test_a_demo_on_a_taken_port_deletes_nothing(tmp_path: Path) -> None:
+    import socket
+
+    database = tmp_path / "cli.db"
+    database.write_bytes(b"kept")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        command = [sys.executable, "-m", "gateway", "demo", "--once", "--port", str(port)]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPWATCH_")}
+        result = subprocess.run(
+            [*command, "--database-url", f"sqlite:///{database}"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"loopwatch: cannot listen on 127.0.0.1:{port}: address already in use"
+    ]
+    assert database.read_bytes() == b"kept"

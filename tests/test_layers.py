@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
     "gateway.tool_checks": 1,
     "gateway.loops": 1,
     "gateway.trace_status": 1,
+    "gateway.abandonment": 1,
     "gateway.sessions": 1,
     "gateway.routing": 1,
     "gateway.tap": 1,

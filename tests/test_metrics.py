@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -10,6 +10,7 @@ from gateway.items import StopReason, Violation, ViolationKind
 from gateway.metrics import MetricsSink, ModelNames, upstream_error_class
 from gateway.step import RefusalRecord, StepRecord
 from tests import harness
+from tests.conftest import T0, build_step
 from tests.fakes.chat import completion
 from tests.harness import Gateway
 from tests.traffic import (
@@ -180,7 +181,11 @@ def test_a_run_left_with_open_tool_calls_counts_as_abandoned_once_idle() -> None
     sink.step_finished(build_step("stuck", at=T0, stop_reason=StopReason.TOOL_CALLS), 0.0)
     sink.step_finished(build_step("done", at=T0, stop_reason=StopReason.TOOL_CALLS), 0.0)
     sink.step_finished(
-        build_step("done", at=T0 + timedelta(seconds=5), stop_reason=StopReason.COMPLETED), 0.0
+        # Its final answer: no tool call left open (the status every surface shows).
+        build_step(
+            "done", at=T0 + timedelta(seconds=5), stop_reason=StopReason.COMPLETED, output_items=[]
+        ),
+        0.0,
     )
 
     def abandoned() -> float | None:
@@ -191,3 +196,20 @@ def test_a_run_left_with_open_tool_calls_counts_as_abandoned_once_idle() -> None
     sink.count_abandoned(now=T0 + timedelta(seconds=90))
     sink.count_abandoned(now=T0 + timedelta(seconds=900))
     assert abandoned() == 1  # "stuck" once; "done" answered its calls
+
+
+def test_a_run_refused_after_its_tool_calls_is_not_counted_abandoned() -> None:
+    """The metric reads the status every surface shows: a refusal after the last step makes
+    the run `refused`, never `abandoned`."""
+    sink = MetricsSink(idle_seconds=60)
+    sink.step_finished(build_step("refused-run", at=T0, stop_reason=StopReason.TOOL_CALLS), 0.0)
+    sink.step_finished(build_step("left-run", at=T0, stop_reason=StopReason.TOOL_CALLS), 0.0)
+    sink.request_refused(
+        RefusalRecord(
+            "refused-run",
+            T0 + timedelta(seconds=5),
+            [Violation(ViolationKind.MISSING_TOOL_RESULT, "dropped", enforced=True)],
+        )
+    )
+    sink.count_abandoned(now=T0 + timedelta(seconds=900))
+    assert sink.registry.get_sample_value("loopwatch_traces_abandoned_total") == 1

@@ -30,16 +30,25 @@ RECENT = NOW - timedelta(days=2)
 # purged by retention.purge_batch), or this fails.
 OWNED = {"traces": "id", "steps": "trace_id", "violations": "trace_id", "budget_ledger": "trace_id"}
 BY_STEP = {"items": "step_id"}
+SHARED = {"tool_sets"}  # by content: kept while any step refers to one
 UNOWNED = {"meta"}
+TOOLS_OLD = [{"type": "function", "function": {"name": "only_old_runs_had_this"}}]
+TOOLS_BOTH = [{"type": "function", "function": {"name": "every_run_has_this"}}]
 
 
 def _trace(writer: StoreWriter, engine: Engine, trace_id: str, at: datetime) -> None:
-    """Two steps with items, a step violation, a refusal and a budget ledger row."""
+    """Two steps with items and tools, a step violation, a refusal and a budget ledger row."""
+    tools = TOOLS_OLD if at < NOW - timedelta(days=30) else TOOLS_BOTH
     violation = Violation(ViolationKind.MISSING_TOOL_RESULT, "never answered", call_id="c1")
     writer.write_batch(
         [
-            build_step(trace_id, at=at),
-            build_step(trace_id, at=at + timedelta(seconds=5), violations=[violation]),
+            build_step(trace_id, at=at, declared_tools=tools),
+            build_step(
+                trace_id,
+                at=at + timedelta(seconds=5),
+                violations=[violation],
+                declared_tools=TOOLS_BOTH,
+            ),
             RefusalRecord(trace_id, at + timedelta(seconds=9), [violation]),
         ]
     )
@@ -75,10 +84,12 @@ def assert_no_orphans(engine: Engine) -> None:
     assert {row["step_id"] for row in rows["violations"]} - {None} <= steps
     assert {row["trace_id"] for row in rows["budget_ledger"]} <= traces
     assert {row["step_id"] for row in rows["items"]} <= steps
+    assert {row["hash"] for row in rows["tool_sets"]} <= {row["tool_set"] for row in rows["steps"]}
 
 
 def test_every_table_is_known_to_retention() -> None:
-    assert set(METADATA.tables) == {*OWNED, *BY_STEP, *UNOWNED}, "teach retention the new table"
+    tables = {*OWNED, *BY_STEP, *SHARED, *UNOWNED}
+    assert set(METADATA.tables) == tables, "teach retention the new table"
 
 
 def test_purge_deletes_old_traces_with_all_their_rows(engine: Engine) -> None:
@@ -101,6 +112,8 @@ def test_purge_deletes_old_traces_with_all_their_rows(engine: Engine) -> None:
     by_id = sorted(after["items"], key=lambda row: row["id"])
     assert len(kept_items) == 16 and by_id == sorted(kept_items, key=lambda row: row["id"])
     assert after["meta"] == before["meta"]
+    names = [row["tools"][0]["function"]["name"] for row in after["tool_sets"]]
+    assert len(before["tool_sets"]) == 2 and names == ["every_run_has_this"]
     assert_no_orphans(engine)
 
 

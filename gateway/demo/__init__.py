@@ -15,19 +15,24 @@ import asyncio
 import contextlib
 import shutil
 import signal
+import socket
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TextIO
 
 from aiohttp import web
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 
 from gateway.app import DEPS, create_app
 from gateway.config import Settings
 from gateway.demo.agents import RunSummary, run_all
 from gateway.demo.provider import ScriptedProvider
+from gateway.errors import StartupError
 from gateway.http_server import GatewayRunner
+from gateway.serving import STORE_ERRORS, bind, store_failure
+from gateway.store.holder import held_alone
 
 __all__ = ["DEMO_IDLE_SECONDS", "RunSummary", "run_demo", "serve_demo"]
 
@@ -59,6 +64,29 @@ async def _serving(app: web.Application, host: str, port: int) -> AsyncIterator[
         await runner.cleanup()
 
 
+@contextlib.asynccontextmanager
+async def _gateway(
+    app: web.Application, sockets: list[socket.socket], url: str
+) -> AsyncIterator[None]:
+    """The demo gateway on sockets bound before anything was touched; a store that cannot
+    be opened is one line naming it, as for `serve`."""
+    runner = GatewayRunner(app, access_log=None, handler_cancellation=True)
+    try:
+        try:
+            await runner.setup()
+        except StartupError:
+            raise
+        except STORE_ERRORS as exc:
+            raise store_failure(url, exc) from exc
+        for sock in sockets:
+            await web.SockSite(runner, sock).start()
+        yield
+    finally:
+        await runner.cleanup()
+        for sock in sockets:
+            sock.close()
+
+
 def _print_summary(out: TextIO, ui: str, runs: list[RunSummary]) -> None:
     print(f"\nLoopwatch demo: {len(runs)} sample runs recorded.", file=out)
     for number, run in enumerate(runs, 1):
@@ -79,8 +107,19 @@ def _idle_seconds(settings: Settings) -> float:
 async def serve_demo(
     settings: Settings, *, once: bool, out: TextIO = sys.stdout
 ) -> list[RunSummary]:
-    """The demo's core: serve, run the samples, print, then serve until stopped (unless once)."""
-    reset_database(settings.database_url)
+    """The demo's core: serve, run the samples, print, then serve until stopped (unless once).
+
+    The port is bound and the store found unheld before the database is emptied: a second
+    demo beside a running one stops with one line and deletes nothing.
+    """
+    sockets = bind(settings.host, settings.port)
+    try:
+        with held_alone(settings.database_url):
+            reset_database(settings.database_url)
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
     provider = ScriptedProvider()
     async with _serving(provider.app, "127.0.0.1", 0) as provider_port:
         provider_url = f"http://127.0.0.1:{provider_port}"
@@ -98,7 +137,8 @@ async def serve_demo(
             }
         )
         app = create_app(gateway_settings)
-        async with _serving(app, settings.host, settings.port) as port:
+        port = int(sockets[0].getsockname()[1])
+        async with _gateway(app, sockets, settings.database_url):
             host = "127.0.0.1" if settings.host in _WILDCARDS else settings.host
             base = f"http://{host}:{port}" if ":" not in host else f"http://[{host}]:{port}"
             runs = await run_all(base)
@@ -123,15 +163,16 @@ async def _until_signal() -> None:
 
 
 def run_demo(settings: Settings, *, once: bool = False) -> int:
-    """Entry point of `loopwatch demo`; returns the process exit code."""
+    """Entry point of `loopwatch demo`; returns the process exit code. A start-up failure is
+    one line on stderr and exit 2, as for `serve`."""
     try:
         asyncio.run(serve_demo(settings, once=once))
     except KeyboardInterrupt:  # Ctrl-C before the signal handlers are in place: still a clean stop
         return 0
-    except OSError as exc:  # most often: the port is taken by another Loopwatch
-        print(
-            f"loopwatch demo: cannot serve on {settings.host}:{settings.port}: {exc}",
-            file=sys.stderr,
-        )
-        return 1
+    except StartupError as exc:
+        print(f"loopwatch: {exc}", file=sys.stderr, flush=True)
+        return 2
+    except sa_exc.ArgumentError as exc:  # a database URL no driver reads
+        print(f"loopwatch: invalid database URL: {exc}", file=sys.stderr, flush=True)
+        return 2
     return 0

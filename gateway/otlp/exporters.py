@@ -57,12 +57,14 @@ def _grpc_exporter(endpoint: str, headers: dict[str, str], timeout: float) -> Sp
             "otlp-grpc extra: pip install 'loopwatch[otlp-grpc]'"
         ) from None
     parts = urlsplit(endpoint)
-    return GrpcSpanExporter(
+    # Typed even where mypy cannot see the optional extra (it is then Any).
+    exporter: SpanExporter = GrpcSpanExporter(
         endpoint=parts.netloc,
         insecure=parts.scheme == "http",
         headers=headers,
         timeout=timeout,
     )
+    return exporter
 
 
 class _OncePerInterval(logging.Filter):

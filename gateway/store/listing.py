@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
+from gateway.store.shapes import cost_usd
 
 PREVIEW_CHARS = 300  # of the first user text; the page shows one line of it
 
@@ -180,7 +181,6 @@ def list_sessions(engine: Engine, *, limit: int = 100) -> list[dict[str, Any]]:
     if session is None:
         return []
     t = TRACES.c
-    cost = _column("cost_usd")
     query = (
         sa.select(
             session.label("session_id"),
@@ -190,7 +190,7 @@ def list_sessions(engine: Engine, *, limit: int = 100) -> list[dict[str, Any]]:
             sa.func.sum(t.violation_count).label("violation_count"),
             sa.func.min(t.started_at).label("started_at"),
             sa.func.max(t.updated_at).label("updated_at"),
-            (sa.func.sum(cost) if cost is not None else sa.null()).label("cost_usd"),
+            sa.func.sum(t.cost_nano).label("cost_nano"),
         )
         .where(session.is_not(None))
         .group_by(session)
@@ -198,7 +198,10 @@ def list_sessions(engine: Engine, *, limit: int = 100) -> list[dict[str, Any]]:
         .limit(limit)
     )
     with engine.connect() as conn:
-        return [dict(row) for row in conn.execute(query).mappings()]
+        rows = [dict(row) for row in conn.execute(query).mappings()]
+    for row in rows:  # the cost as every other surface reads it
+        row["cost_usd"] = cost_usd(int(row.pop("cost_nano") or 0), int(row["step_count"] or 0))
+    return rows
 
 
 def find_prefix(engine: Engine, text: str) -> dict[str, Any] | None:

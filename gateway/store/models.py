@@ -1,4 +1,4 @@
-"""Tables of the trace store: traces, steps, items, violations and meta (sqlmodel)."""
+"""Tables of the trace store: traces, steps, tool sets, items, violations and meta."""
 
 from __future__ import annotations
 
@@ -115,6 +115,8 @@ class StepRow(SQLModel, table=True):
         sa.UniqueConstraint("trace_id", "seq", name="uq_steps_trace_seq"),
         # The list's model filter is a semi-join from the model side.
         sa.Index("ix_steps_model_trace", "model", "trace_id"),
+        # Retention keeps a tool set while any step still refers to it.
+        sa.Index("ix_steps_tool_set", "tool_set"),
     )
 
     id: str = _id(primary_key=True)
@@ -155,6 +157,21 @@ class StepRow(SQLModel, table=True):
     tool_ms: float | None = Field(default=None, sa_column=sa.Column(sa.Float))
     # The failed attempt (no answer, a cut stream) this step repeats.
     retry_of: str | None = _id(nullable=True)
+    # What the request declared and asked for: its tools by content hash (a run re-sends the
+    # same tools every step: stored once in tool_sets) and its parameters, redacted.
+    tool_set: str | None = Field(default=None, sa_column=sa.Column(sa.String(64)))
+    params: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
+
+
+class ToolSetRow(SQLModel, table=True):
+    """One distinct list of declared tools, as the requests sent it (redacted)."""
+
+    __tablename__ = "tool_sets"
+
+    hash: str = Field(sa_column=sa.Column(sa.String(64), primary_key=True))
+    tools: list[dict[str, Any]] = Field(
+        default_factory=list, sa_column=sa.Column(sa.JSON, nullable=False)
+    )
 
 
 class ItemRow(SQLModel, table=True):
@@ -223,3 +240,4 @@ STEPS: sa.Table = SQLModel.metadata.tables["steps"]
 ITEMS: sa.Table = SQLModel.metadata.tables["items"]
 VIOLATIONS: sa.Table = SQLModel.metadata.tables["violations"]
 META: sa.Table = SQLModel.metadata.tables["meta"]
+TOOL_SETS: sa.Table = SQLModel.metadata.tables["tool_sets"]

@@ -25,6 +25,7 @@ from gateway.store.shapes import (
     trace_json,
     violation_json,
 )
+from gateway.store.tool_sets import read_tool_sets
 from gateway.trace_status import DEFAULT_IDLE_SECONDS
 
 DEFAULT_LIMIT = 50
@@ -161,6 +162,9 @@ def get_trace(
             .order_by(VIOLATIONS.c.created_at, VIOLATIONS.c.id)
         ).mappings()
         step_dicts = [step_json(step) for step in steps]
+        tool_sets = read_tool_sets(conn, (step["tool_set"] for step in step_dicts))
+        for step in step_dicts:
+            step["tools"] = tool_sets.get(step["tool_set"] or "")
         by_step = {step["id"]: step for step in step_dicts}
         for item in items:
             by_step[item["step_id"]][item["direction"] + "_items"].append(item_json(item))

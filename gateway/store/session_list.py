@@ -10,7 +10,7 @@ from sqlalchemy.engine import Engine
 
 from gateway.store.models import TRACES
 from gateway.store.queries import DEFAULT_LIMIT, page, reading
-from gateway.store.shapes import iso, nano_usd
+from gateway.store.shapes import cost_usd, iso
 
 
 def sessions_page(
@@ -23,6 +23,7 @@ def sessions_page(
             t.session_id,
             sa.func.count().label("trace_count"),
             sa.func.sum(t.cost_nano).label("cost_nano"),
+            sa.func.sum(t.step_count).label("step_count"),
             sa.func.max(t.updated_at).label("last_activity"),
             sa.func.min(t.started_at).label("started_at"),
         )
@@ -38,13 +39,18 @@ def sessions_page(
         {
             "session_id": row["session_id"],
             "trace_count": int(row["trace_count"]),
-            "cost_usd": nano_usd(int(row["cost_nano"] or 0)),
+            "cost_usd": cost_usd(_int(row["cost_nano"]), _int(row["step_count"])),
             "last_activity": iso(_utc(row["last_activity"])),
             "started_at": iso(_utc(row["started_at"])),
         }
         for row in rows
     ]
     return {"sessions": sessions, "next_cursor": next_cursor}
+
+
+def _int(value: Any) -> int:
+    """Sums come back as Decimal on PostgreSQL and None over no rows."""
+    return int(value or 0)
 
 
 def _utc(value: Any) -> Any:

@@ -50,9 +50,19 @@ def trace_status(
     return status_at(stored, row["updated_at"], now or datetime.now(UTC), idle_seconds)
 
 
+def cost_usd(cost_nano: int | None, step_count: int | None) -> float | None:
+    """Dollars of a trace or a group of them; None (unknown, never a guessed zero) when
+    there are steps and none of them was priced. Every surface reads cost through here."""
+    if (step_count or 0) > 0 and not cost_nano:
+        return None
+    return nano_usd(int(cost_nano or 0))
+
+
 def trace_json(
     row: RowMapping, now: datetime | None = None, idle_seconds: float = DEFAULT_IDLE_SECONDS
 ) -> dict[str, Any]:
+    """The one reading of a trace row: its status at `now`, cost and times, for the read
+    API, the list, the trace page and the sessions page alike."""
     # No priced step and some steps: the cost is unknown, never a guessed zero.
     unknown_cost = row["step_count"] > 0 and row["cost_nano"] == 0
     return {
@@ -66,7 +76,7 @@ def trace_json(
         "violation_count": row["violation_count"],
         "has_violations": row["violation_count"] > 0,
         "budget": {"max_steps": row["budget_max_steps"], "max_tokens": row["budget_max_tokens"]},
-        "cost_usd": None if unknown_cost else nano_usd(row["cost_nano"]),
+        "cost_usd": cost_usd(row["cost_nano"], row["step_count"]),
         "cost_complete": row["unpriced_steps"] == 0 and not unknown_cost,
         "duration_ms": ms_between(row["started_at"], row["last_response_end"]),
         "model_ms": row["model_ms"],
@@ -128,6 +138,11 @@ def step_json(row: RowMapping) -> dict[str, Any]:
         "input_items": [],
         "output_items": [],
         "error": row["error"],
+        # The request's parameters and declared tools (None: not recorded); the tools are
+        # filled in from their tool set by the reader.
+        "params": row["params"],
+        "tool_set": row["tool_set"],
+        "tools": None,
     }
 
 

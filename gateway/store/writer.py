@@ -22,6 +22,7 @@ from gateway.step import RefusalRecord, StepRecord
 from gateway.store.engine import dialect_insert, write_connection
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS, UTCDateTime
 from gateway.store.run_fold import Folded, fold, is_unpriced, step_end
+from gateway.store.tool_sets import store_tool_sets
 from gateway.trace_status import TraceStatus
 
 Record = StepRecord | RefusalRecord
@@ -273,11 +274,13 @@ def _insert_steps(
 ) -> None:
     step_rows: list[dict[str, Any]] = []
     item_rows: list[dict[str, Any]] = []
+    tool_sets = store_tool_sets(conn, (step for delta in deltas for step in delta.steps))
     for delta in deltas:
         tool_ms = folds[delta.trace_id].step_tool_ms
         for offset, record in enumerate(delta.steps, start=1):
             row = _step_row(record, seqs[delta.trace_id] + offset)
-            step_rows.append(row | {"tool_ms": tool_ms.get(record.id)})
+            extra = {"tool_ms": tool_ms.get(record.id), "tool_set": tool_sets.get(record.id)}
+            step_rows.append(row | extra)
             item_rows.extend(_item_rows(record.id, "input", record.input_items))
             item_rows.extend(_item_rows(record.id, "output", record.output_items))
     _insert_many(conn, STEPS, step_rows)
@@ -356,6 +359,7 @@ def _step_row(record: StepRecord, seq: int) -> dict[str, Any]:
         "cost_nano": record.cost_nano,
         "cost_source": record.cost_source,
         "retry_of": record.retry_of,
+        "params": record.params,
     }
 
 

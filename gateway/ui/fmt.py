@@ -48,11 +48,14 @@ def tokens(value: int | None) -> str:
 
 
 def money(usd: float | None) -> str:
-    """'$0.0042', '$1.23'; a dash when nothing is known."""
+    """'$0.0042', '$1.23'; a dash when nothing is known. A cost too small for four
+    decimals reads '<$0.0001', never '$0.0000', which would read as free."""
     if usd is None:
         return "—"
     if usd == 0:
         return "$0"
+    if usd < 0.00005:
+        return "<$0.0001"
     if usd < 0.01:
         return f"${usd:.4f}"
     if usd < 100:

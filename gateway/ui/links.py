@@ -103,3 +103,21 @@ def mark_repeats(steps: list[StepView]) -> None:
             continue
         if _signature(failed.step) == _signature(retry.step):
             _retry(failed, retry)
+
+
+def link_refused_results(
+    refused: list[ItemView], at_ms: float, calls: list[CallRecord], href: Callable[[ItemView], str]
+) -> None:
+    """A refused request's tool results point at the call they answer: the latest one with
+    their id that a step before the refusal holds (the refusal recorded no step itself)."""
+    latest: dict[str, CallRecord] = {}
+    for call in calls:
+        if call.holder.offset_ms <= at_ms and call.view.call_id is not None:
+            latest[call.view.call_id] = call
+    for item in refused:
+        record = latest.get(item.call_id or "") if item.kind == "tool_result" else None
+        if record is None:
+            continue
+        item.link, item.link_step = href(record.view), record.view.step_id
+        emitter = record.step
+        item.link_label = "↑ call" + (f" · step {emitter.seq}" if emitter else "")

@@ -15,7 +15,7 @@ from gateway.ui import header as head
 from gateway.ui import status as statuses
 from gateway.ui.fmt import duration, one_line, parse_time
 from gateway.ui.items_view import ItemView, digest, error_text, item_view
-from gateway.ui.links import CallRecord, link_calls, mark_repeats
+from gateway.ui.links import CallRecord, link_calls, link_refused_results, mark_repeats
 from gateway.ui.shapes import RefusalView, Row, StepView
 from gateway.ui.timeline import (
     model_spans,
@@ -75,6 +75,8 @@ def trace_view(
     calls = link_calls(steps, _linker(trace["id"], lazy))
     mark_repeats(steps)
     refusals = [_refusal_view(when, group, origin) for when, group in refusal_json]
+    for refusal in refusals:
+        link_refused_results(refusal.items or [], refusal.offset_ms, calls, _call_href(trace, lazy))
     _place_violations(trace, steps)
     pending = open_calls(calls)
     status, facts = _status(trace, steps, refusal_json, pending, now, idle_seconds)
@@ -100,6 +102,15 @@ def trace_view(
     )
 
 
+def _call_href(trace: dict[str, Any], lazy: bool) -> Any:
+    def href(target: ItemView) -> str:
+        if not lazy or target.step_id is None:
+            return f"#{target.anchor}"
+        return f"{step_href(trace['id'], target.step_id)}#{target.anchor}"
+
+    return href
+
+
 def _linker(trace_id: str, lazy: bool) -> Any:
     def href(target: ItemView, where: StepView) -> str:
         if not lazy or target.step_id is None or target.step_id == where.id:
@@ -114,6 +125,7 @@ def _step_views(
 ) -> list[StepView]:
     views: list[StepView] = []
     previous_end: float | None = None
+    declared: dict[str, StepView] = {}  # tool set → the first step that declared it
     for step in steps_json:
         start = offset(parse_time(step.get("started_at")), origin)
         latency = step.get("latency_ms")
@@ -140,6 +152,9 @@ def _step_views(
                 anchor = f"s{step['seq']}-{direction[:3]}-{position}"
                 target.append(item_view(item, anchor, step["id"], usage))
         previous_end = end if previous_end is None else max(previous_end, end)
+        if step.get("tool_set"):  # a run re-sends its tools: shown in full once
+            first = declared.setdefault(step["tool_set"], view)
+            view.same_tools_as = first if first is not view else None
         views.append(view)
     return views
 

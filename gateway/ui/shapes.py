@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.ui.items_view import ItemView
+from gateway.ui.request_view import RequestView, request_view
 from gateway.ui.textview import TextView
 
 
@@ -41,10 +42,16 @@ class StepView:
     retry_of: int | None = None  # the seq of the failed step this one repeats
     retried_by: int | None = None
     href: str = ""  # the step's own page
+    same_tools_as: StepView | None = None  # an earlier step that declared the same tools
 
     @property
     def row_kind(self) -> str:
         return "step"
+
+    @property
+    def request(self) -> RequestView:
+        """Its parameters, tools and raw record: built only for a body being rendered."""
+        return request_view(self.step)
 
 
 @dataclass(slots=True)

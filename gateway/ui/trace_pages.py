@@ -1,4 +1,6 @@
 """The trace page, one step's page (or its body alone, loaded on demand) and the live feed.
+Every trace page follows the feed: any trace can still grow (a completed chat gets another
+turn, a refused run a retry), a running one is asked more often.
 
 A long trace's page carries only its rows; step bodies come from the step URL, so the
 first paint stays small. Views are cached by what changes when a trace grows.
@@ -63,20 +65,27 @@ async def _view(request: web.Request, deps: Deps, *, cached: bool) -> TraceView 
     trace_id = request.match_info["trace_id"]
     cache = request.app[VIEWS]
     if cached:
-        summary = await read(queries.get_trace_summary, deps, trace_id)
+        summary = await read(queries.get_trace_summary, deps, trace_id, **_at(deps))
         if summary is None:
             return None
         view = cache.get(_key(summary))
         if view is not None and not view.running:
             return view
-    trace = await read(queries.get_trace, deps, trace_id)
+    at = _at(deps)
+    trace = await read(queries.get_trace, deps, trace_id, **at)
     if trace is None:
         return None
     view = await asyncio.to_thread(
-        trace_view, trace, now=deps.clock(), idle_seconds=idle_seconds(deps)
+        trace_view, trace, now=at["now"], idle_seconds=at["idle_seconds"]
     )
     cache.put(_key(trace), view)
     return view
+
+
+def _at(deps: Deps) -> dict[str, Any]:
+    """The time and idle window a trace is read at: the same as the read API and the list
+    use, so a page never shows `running` where they say `abandoned`."""
+    return {"now": deps.clock(), "idle_seconds": idle_seconds(deps)}
 
 
 async def trace_page(request: web.Request, deps: Deps) -> web.Response:
@@ -93,7 +102,8 @@ async def trace_page(request: web.Request, deps: Deps) -> web.Response:
 
 
 async def step_page(request: web.Request, deps: Deps) -> web.Response:
-    """The step on a page of its own, or with ?part=body only its body, for the trace page."""
+    """The step on a page of its own, with ?part=body only its body (for the trace page),
+    with ?part=raw its raw record."""
     view = await _view(request, deps, cached=True)
     step = view.steps.get(request.match_info["step_id"]) if view else None
     if view is None or step is None:
@@ -101,6 +111,8 @@ async def step_page(request: web.Request, deps: Deps) -> web.Response:
         return await error_page(request, deps, 404, message)
     if request.query.get("part") == "body":
         return await render(request, deps, "step_part.html", s=step, view=view)
+    if request.query.get("part") == "raw":  # its request and response as stored
+        return await render(request, deps, "step_raw.html", s=step, view=view)
     seqs = sorted(view.steps.values(), key=lambda s: s.seq)
     index = seqs.index(step)
     return await render(
@@ -121,10 +133,14 @@ async def live(request: web.Request, deps: Deps) -> web.Response:
     """
     raw = request.query.get("after", "0")
     after = int(raw) if raw.isdigit() else 0
-    summary = await read(queries.get_trace_summary, deps, request.match_info["trace_id"])
+    trace_id = request.match_info["trace_id"]
+    summary = await read(queries.get_trace_summary, deps, trace_id, **_at(deps))
     if summary is None:
         raise web.HTTPNotFound()
-    unchanged = summary["updated_at"] == request.query.get("known")
+    # A status the page did not show is a change too: a run going idle changes no row.
+    unchanged = summary["updated_at"] == request.query.get("known") and summary[
+        "status"
+    ] == request.query.get("status", summary["status"])
     if unchanged and summary["step_count"] == after:
         return _json({"changed": False})
     view = await _view(request, deps, cached=False)
@@ -144,6 +160,7 @@ def _changes(templates: Any, view: TraceView, after: int) -> dict[str, Any]:
     return {
         "changed": True,
         "running": view.running,
+        "status": view.trace.get("status"),
         "known": view.trace.get("updated_at"),
         "after": max((s.seq for s in steps), default=0),
         "span": round(view.span_ms, 1),

@@ -15,11 +15,22 @@ from sqlalchemy.engine import Engine
 from gateway.items import Item, ItemKind, StopReason, Usage, Violation, ViolationKind
 from gateway.step import RefusalRecord, StepRecord
 from gateway.store.engine import create_schema, make_engine
-from gateway.store.models import ITEMS, STEPS, VIOLATIONS
+from gateway.store.models import ITEMS, STEPS, TOOL_SETS, VIOLATIONS
 from gateway.store.queries import get_trace
+from gateway.store.tool_sets import tool_set_hash
 from gateway.store.writer import StoreWriter
 
 MakeStep = Callable[..., StepRecord]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a file of the workspace.",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+        },
+    }
+]
 
 
 def _count(engine: Engine, table: sa.Table) -> int:
@@ -41,6 +52,8 @@ def test_round_trip_item_by_item(engine: Engine, make_step: MakeStep) -> None:
         continuation_key="k" * 64,
         retry_of="step-failed-attempt",
         violations=[Violation(ViolationKind.ORPHAN_TOOL_RESULT, "no call", call_id="call_x")],
+        declared_tools=TOOLS,
+        params={"model": "gpt-4o", "temperature": 0.2, "tool_choice": "auto"},
     )
     step.input_items.append(result)
     step.output_items.insert(0, reasoning)
@@ -73,6 +86,9 @@ def test_round_trip_item_by_item(engine: Engine, make_step: MakeStep) -> None:
         "cost_usd": None,
         "cost_source": None,
         "retry_of": "step-failed-attempt",
+        "params": {"model": "gpt-4o", "temperature": 0.2, "tool_choice": "auto"},
+        "tool_set": tool_set_hash(TOOLS),
+        "tools": TOOLS,
     }
     (violation,) = trace["violations"]
     assert violation["kind"] == "orphan_tool_result"
@@ -294,3 +310,23 @@ def test_batch_of_many_items_is_one_executemany(engine: Engine, make_step: MakeS
         sa.event.remove(engine, "before_cursor_execute", spy)
     assert statements == [True]
     assert _count(engine, ITEMS) == 5 * 52
+
+
+def test_declared_tools_are_stored_once_across_steps_and_batches(
+    engine: Engine, make_step: MakeStep
+) -> None:
+    """A run re-sends its tools every step: one row per distinct list, whatever the batch."""
+    other = [{"name": "search", "description": "Search the web.", "input_schema": {}}]
+    first = [make_step("t-tools-a", declared_tools=TOOLS) for _ in range(3)]
+    StoreWriter(engine).write_batch(first)
+    later = [make_step("t-tools-a", declared_tools=list(TOOLS)), make_step("t-tools-b")]
+    later.append(make_step("t-tools-b", declared_tools=other))
+    StoreWriter(engine).write_batch(later)
+    assert _count(engine, TOOL_SETS) == 2
+    assert _count(engine, STEPS) == 6
+    trace = get_trace(engine, "t-tools-a")
+    assert trace is not None
+    assert [step["tools"] for step in trace["steps"]] == [TOOLS] * 4
+    other_trace = get_trace(engine, "t-tools-b")
+    assert other_trace is not None
+    assert [step["tools"] for step in other_trace["steps"]] == [None, other]

@@ -110,4 +110,11 @@ async def test_a_running_trace_feeds_its_new_steps(gateway: Gateway) -> None:
     assert "k-tool" in fed["rows"][0]["html"]  # call the new step answered
     assert 'data-status="completed"' in fed["top"] and fed["span"] > 0
     done = await fetch(gateway, f"/traces/{trace_id}")
-    assert "data-live" not in done.text  # a finished trace no longer polls
+    # A completed chat can get another turn: its page still follows, at a slower pace.
+    assert 'data-live="/traces/ui-running/live"' in done.text
+    assert 'data-running="false"' in done.text and 'data-shown-status="completed"' in done.text
+    assert await live(gateway, trace_id, after="2", known=fed["known"], status="completed") == {
+        "changed": False
+    }
+    shown_before = await live(gateway, trace_id, after="2", known=fed["known"], status="running")
+    assert shown_before["changed"] and shown_before["status"] == "completed"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gateway.ui.fmt import id_parts, one_line
+from gateway.ui.fmt import id_parts, money, one_line
 from gateway.ui.items_view import TIMES, digest
 from gateway.ui.listview import session_row, trace_row
 from gateway.ui.present import TraceView, trace_view
@@ -297,3 +297,50 @@ def test_a_fresh_running_list_row_and_an_idle_one() -> None:
     )
     assert status_of(ending) == "running"
     assert status_of(replace(ending, now=NOW)) == "abandoned"
+
+
+@pytest.mark.parametrize(
+    ("usd", "shown"),
+    [
+        (None, "—"),
+        (0, "$0"),
+        (0.00002, "<$0.0001"),
+        (0.0000499, "<$0.0001"),
+        (0.00005, "$0.0001"),
+        (0.0042, "$0.0042"),
+        (1.234, "$1.23"),
+        (1234.0, "$1,234"),
+    ],
+)
+def test_a_tiny_cost_never_reads_as_free(usd: float | None, shown: str) -> None:
+    assert money(usd) == shown
+
+
+def test_a_refused_requests_tool_result_links_to_the_call_a_step_holds() -> None:
+    call = item_dict("tool_call", call_id="call_7", tool_name="search", arguments="{}")
+    step = step_dict(1, at_ms=0, outputs=[call])
+    result = item_dict("tool_result", call_id="call_7", text="found")
+    stray = item_dict("tool_result", call_id="call_none", text="?")
+    refusal = violation_dict(
+        "orphan_tool_result", step_id=None, at_ms=5000, call_id="call_none", items=[result, stray]
+    )
+    view = view_of(trace_dict([step], [refusal]))
+    (refused,) = [row for row in view.rows if isinstance(row, RefusalView)]
+    assert refused.items is not None
+    linked, unlinked = refused.items
+    assert linked.link == f"#{view.steps['st-1'].outputs[0].anchor}"
+    assert linked.link_label == "↑ call · step 1" and linked.link_step == "st-1"
+    assert unlinked.link is None  # no step holds it: the page says so
+
+
+def test_tools_a_run_resends_are_shown_in_full_once() -> None:
+    tools = [{"type": "function", "function": {"name": "search", "parameters": {}}}]
+    steps = [
+        step_dict(n, at_ms=n * 2000, tools=tools, tool_set="h1", params={"temperature": 0})
+        for n in (1, 2)
+    ]
+    view = view_of(trace_dict(steps))
+    first, second = view.steps["st-1"], view.steps["st-2"]
+    assert first.same_tools_as is None and second.same_tools_as is first
+    assert [t.name for t in second.request.tools] == ["search"]
+    assert second.request.params == [("temperature", "0")]

@@ -190,7 +190,8 @@
     if (keys) { keys.hidden = false; }
   }
 
-  /* A running trace: new steps are appended, changed rows replaced, every bar rescaled. */
+  /* A trace that can still grow: new steps are appended, changed rows replaced, every bar
+     rescaled, the header replaced when its status changes. */
   function follow(section) {
     var url = section.getAttribute("data-live");
     var container = document.getElementById("rows");
@@ -222,18 +223,22 @@
       });
       section.setAttribute("data-after", String(data.after));
       section.setAttribute("data-known", data.known || "");
+      section.setAttribute("data-shown-status", data.status || "");
+      section.setAttribute("data-running", data.running ? "true" : "false");
     }
+    /* A running trace is asked every 2 s; any other every 5 s: it can still grow. */
+    function pace() { return section.getAttribute("data-running") === "true" ? 2 : 5; }
     function tick() {
       if (document.hidden) { return later(3); }
       var query = "?after=" + encodeURIComponent(section.getAttribute("data-after")) +
-        "&known=" + encodeURIComponent(section.getAttribute("data-known"));
+        "&known=" + encodeURIComponent(section.getAttribute("data-known")) +
+        "&status=" + encodeURIComponent(section.getAttribute("data-shown-status"));
       get(url + query, "application/json").then(function (data) {
-        if (!data.changed) { return later(2); }
-        apply(data);
-        if (data.running) { later(2); }
+        if (data.changed) { apply(data); }
+        later(pace());
       }).catch(function () { later(10); });
     }
-    later(2);
+    later(pace());
   }
 
   function poll(list) {

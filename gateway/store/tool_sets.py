@@ -1,0 +1,48 @@
+"""Declared tools stored once per distinct list: a run re-sends the same tools every step, so
+a step keeps only the hash of its (redacted) list and the list lives in `tool_sets`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from gateway.step import StepRecord
+from gateway.store.engine import dialect_insert
+from gateway.store.models import TOOL_SETS
+
+
+def tool_set_hash(tools: list[Any]) -> str:
+    """SHA-256 of the list's canonical JSON: the same tools in the same order, one row."""
+    canonical = json.dumps(tools, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def store_tool_sets(conn: Connection, steps: Iterable[StepRecord]) -> dict[str, str]:
+    """Insert each new distinct list (a known one is left alone); step id → its list's hash."""
+    by_step: dict[str, str] = {}
+    fresh: dict[str, list[Any]] = {}
+    for step in steps:
+        if step.declared_tools is None:
+            continue
+        key = tool_set_hash(step.declared_tools)
+        by_step[step.id] = key
+        fresh.setdefault(key, step.declared_tools)
+    if fresh:
+        insert = dialect_insert(conn, TOOL_SETS).on_conflict_do_nothing(index_elements=["hash"])
+        conn.execute(insert, [{"hash": key, "tools": tools} for key, tools in fresh.items()])
+    return by_step
+
+
+def read_tool_sets(conn: Connection, hashes: Iterable[str | None]) -> dict[str, list[Any]]:
+    """hash → tool list, for the hashes given (None entries skipped)."""
+    wanted = sorted({h for h in hashes if h})
+    if not wanted:
+        return {}
+    query = sa.select(TOOL_SETS.c.hash, TOOL_SETS.c.tools).where(TOOL_SETS.c.hash.in_(wanted))
+    return {row.hash: list(row.tools or []) for row in conn.execute(query)}
