@@ -21,6 +21,7 @@ from gateway import recorder_process
 from gateway.app import create_app
 from gateway.config import Settings
 from gateway.recording import claim_spool, writer_name
+from gateway.serving import new_event_loop
 from gateway.store.engine import create_schema, install_secret, make_engine
 
 log = logging.getLogger(__name__)
@@ -85,8 +86,6 @@ def _worker(settings: Settings, index: int) -> None:
     )
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops workers with SIGTERM
     sys.setswitchinterval(0.0005)
-    from gateway.cli import new_event_loop
-
     web.run_app(
         create_app(settings, worker=index),
         host=settings.host,
