@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 
 import aiohttp
+import pytest
 
 from tests.fakes.chat import call, completion
-from tests.harness import Gateway, database_url, gateway, make_gateway, provider  # noqa: F401
+from tests.harness import Gateway, gateway, make_gateway, provider  # noqa: F401
 from tests.test_proxy_unhappy import database_bytes, post
+
+pytestmark = pytest.mark.sqlite
 
 
 def key(n: int) -> str:
