@@ -13,8 +13,8 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.deps import Deps
 from gateway.store import queries
+from gateway.ui.deps import ReadDeps
 from gateway.ui.list_pages import idle_seconds
 from gateway.ui.present import TraceView, trace_view
 from gateway.ui.rendering import TEMPLATES, error_page, html_response, read, render, render_text
@@ -57,7 +57,7 @@ def _key(trace: dict[str, Any]) -> CacheKey:
     )
 
 
-async def _view(request: web.Request, deps: Deps, *, cached: bool) -> TraceView | None:
+async def _view(request: web.Request, deps: ReadDeps, *, cached: bool) -> TraceView | None:
     """The trace's view; a cached one while the trace is unchanged and not running (a running
     trace's view depends on the time: its open calls reach to now)."""
     trace_id = request.match_info["trace_id"]
@@ -79,7 +79,7 @@ async def _view(request: web.Request, deps: Deps, *, cached: bool) -> TraceView 
     return view
 
 
-async def trace_page(request: web.Request, deps: Deps) -> web.Response:
+async def trace_page(request: web.Request, deps: ReadDeps) -> web.Response:
     view = await _view(request, deps, cached=True)
     if view is None:
         return await error_page(request, deps, 404, NOT_FOUND)
@@ -92,7 +92,7 @@ async def trace_page(request: web.Request, deps: Deps) -> web.Response:
     return html_response(html)
 
 
-async def step_page(request: web.Request, deps: Deps) -> web.Response:
+async def step_page(request: web.Request, deps: ReadDeps) -> web.Response:
     """The step on a page of its own, or with ?part=body only its body, for the trace page."""
     view = await _view(request, deps, cached=True)
     step = view.steps.get(request.match_info["step_id"]) if view else None
@@ -114,7 +114,7 @@ async def step_page(request: web.Request, deps: Deps) -> web.Response:
     )
 
 
-async def live(request: web.Request, deps: Deps) -> web.Response:
+async def live(request: web.Request, deps: ReadDeps) -> web.Response:
     """What changed since the page's last look: its header and the rows that moved.
 
     `after` is the last step number the page has, `known` the trace's updated_at it saw.
