@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import sys
 from collections.abc import Sequence
@@ -109,7 +108,7 @@ def _serve(settings: Settings) -> int:
     # The recorder's worker thread redacts and writes in batches; a short GIL switch
     # interval keeps it from holding the event loop for the default 5 ms at a time.
     sys.setswitchinterval(0.0005)
-    return serving.run(settings, new_event_loop)
+    return serving.run(settings, serving.new_event_loop)
 
 
 def _print_fingerprint(settings: Settings) -> int:
@@ -156,12 +155,3 @@ def _existing_secret(database_url: str) -> bytes:
             "secret: is it the gateway's database? `loopwatch serve` makes one"
         )
     return secret
-
-
-def new_event_loop() -> asyncio.AbstractEventLoop:
-    """uvloop where it is installed (Linux, macOS): a cheaper event loop for every request."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()

@@ -15,7 +15,7 @@ from typing import Any
 
 from gateway.items import Item, StopReason, Usage, Violation
 from gateway.protocols.base import ProtocolAdapter
-from gateway.stops import Ending, Seen, decide
+from gateway.stops import Ending, Seen, decide, decided
 from gateway.tap import ResponseTap
 
 
@@ -269,7 +269,7 @@ class Exchange:
             return Outcome(
                 ending, decision.stop_reason, status, usage=usage, error=error, complete=True
             )
-        assembled = tap.assembler.outcome(seen, ending)
+        assembled = decided(tap.assembler, seen, ending)
         return Outcome(
             ending,
             assembled.stop_reason,

@@ -1,7 +1,7 @@
 """How a proxied exchange ended → its stop reason and stream violations: the one table.
 
-Sans-IO. The exchange (and the assembler's own `result()`) say what was seen of the response
-and how it ended; `decide` looks the pair up in `RULES` and nowhere else is a stop decided.
+Sans-IO. The exchange says what was seen of the response and how it ended; `decide` looks the
+pair up in `RULES` and nowhere else is a stop decided; `decided` applies it to an assembler.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 from gateway.items import Item, ItemKind, StopReason, Violation, ViolationKind
+from gateway.output_checks import check_output
+from gateway.stream.assembler import Assembled, Assembler, State
 from gateway.stream.deltas import FinishDelta
 
 
@@ -86,6 +88,31 @@ def decide(seen: Seen, ending: Ending, finish: FinishDelta | None, items: list[I
     stop = rule.stop if rule.stop is not None else _from_finish(finish, items)
     violations = [_interrupted(items)] if rule.interrupted else []
     return Decision(stop, violations, rule.checks)
+
+
+def seen_by(assembler: Assembler) -> Seen:
+    """What an assembler's deltas so far tell of the response's end."""
+    if assembler.failed:
+        return Seen.ERROR_EVENT
+    return Seen.MARKER if assembler.state is State.ENDED else Seen.PARTIAL
+
+
+def decided(assembler: Assembler, seen: Seen, ending: Ending) -> Assembled:
+    """The assembled output, its stop reason and violations as the table decides them."""
+    items, first = assembler.output()
+    decision = decide(seen, ending, first, items)
+    assembled = assembler.assemble(items, first, decision.stop_reason)
+    assembled.violations.extend(decision.violations)
+    if decision.checks:
+        assembled.violations.extend(check_output(assembled))
+    return assembled
+
+
+def result(assembler: Assembler, *, cancelled: bool = False) -> Assembled:
+    """The output once the body ended (or the client left, `cancelled`)."""
+    return decided(
+        assembler, seen_by(assembler), Ending.CLIENT_GONE if cancelled else Ending.BODY_ENDED
+    )
 
 
 def _from_finish(finish: FinishDelta | None, items: list[Item]) -> StopReason:

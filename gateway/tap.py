@@ -12,7 +12,7 @@ from typing import Any
 from gateway import codings, jsoncodec
 from gateway.items import Usage
 from gateway.protocols.base import ProtocolAdapter
-from gateway.stops import Seen
+from gateway.stops import Seen, seen_by
 from gateway.stream.assembler import Assembler, State
 from gateway.stream.sse import SSEDecoder, SSEEvent
 
@@ -135,7 +135,7 @@ class ResponseTap:
             return Seen.ERROR_STATUS
         if self._sse is None and self._broken is None:
             self._decode_body()
-        seen = self._assembler.seen()
+        seen = seen_by(self._assembler)
         return Seen.GAVE_UP if seen is Seen.PARTIAL and self._broken is not None else seen
 
     def error_fields(self) -> dict[str, Any]:

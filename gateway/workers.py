@@ -22,6 +22,7 @@ from gateway import ownership, recorder_process
 from gateway.app import create_app
 from gateway.config import Settings
 from gateway.recording import writer_name
+from gateway.serving import new_event_loop
 from gateway.store.engine import create_schema, install_secret, make_engine
 
 log = logging.getLogger(__name__)
@@ -87,8 +88,6 @@ def _worker(settings: Settings, index: int, spool: Path) -> None:
     )
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops workers with SIGTERM
     sys.setswitchinterval(0.0005)
-    from gateway.cli import new_event_loop
-
     web.run_app(
         create_app(settings, worker=index, spool=spool),
         host=settings.host,

@@ -92,7 +92,16 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Database:
 
 @pytest.fixture
 def database_url(database: Database) -> str:
+    """The one database URL fixture: the gateway's store in tests that start one."""
     return database.url
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests marked `sqlite` (they read the database file, say) run on SQLite alone."""
+    if "database" in metafunc.fixturenames and metafunc.definition.get_closest_marker("sqlite"):
+        sqlite_only = pytest.mark.parametrize("database", ["sqlite"], indirect=True)
+        metafunc.definition.add_marker(sqlite_only)
 
 
 @pytest.fixture

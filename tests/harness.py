@@ -57,11 +57,6 @@ async def provider(aiohttp_server: Any) -> FakeProvider:
     return fake
 
 
-@pytest.fixture
-def database_url(tmp_path: Any) -> str:
-    return f"sqlite:///{tmp_path}/loopwatch.db"
-
-
 GatewayFactory = Callable[..., Awaitable[Gateway]]
 
 

@@ -18,11 +18,6 @@ ANSWER = [Item(ItemKind.ASSISTANT_TEXT, role="assistant", text="done")]
 
 
 @pytest.fixture
-def database_url(database: Database) -> str:
-    return database.url
-
-
-@pytest.fixture
 async def seeded(database: Database, make_gateway: GatewayFactory) -> Gateway:
     """Four traces: two of session s1 (one running now), one failed of s2, one old."""
     now = datetime.now(UTC)

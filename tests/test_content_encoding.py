@@ -11,11 +11,14 @@ from typing import Any
 
 import aiohttp
 import openai
+import pytest
 
 from gateway.tap import MAX_PARSED_BODY
 from tests.fakes.chat import completion, streamed, usage
 from tests.fakes.provider import Reply
-from tests.harness import Gateway, database_url, gateway, make_gateway, provider  # noqa: F401
+from tests.harness import Gateway, gateway, make_gateway, provider  # noqa: F401
+
+pytestmark = pytest.mark.sqlite
 
 HELLO = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Hi"}]}
 

@@ -25,7 +25,9 @@ import pytest
 
 from tests.fakes.chat import completion, streamed
 from tests.fakes.provider import FakeProvider, Reply
-from tests.harness import database_url, make_gateway, provider  # noqa: F401
+from tests.harness import make_gateway, provider  # noqa: F401
+
+pytestmark = pytest.mark.sqlite
 
 API_KEY = "sk-crash-test-0123456789abcdefghijklmnop"
 AGENTS, STEPS = 20, 10  # 200 requests

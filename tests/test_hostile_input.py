@@ -11,11 +11,12 @@ from tests.fakes.chat import call, completion, stream_chunks
 from tests.fakes.provider import Reply
 from tests.harness import (  # noqa: F401
     Gateway,
-    database_url,
     gateway,
     make_gateway,
     provider,
 )
+
+pytestmark = pytest.mark.sqlite
 
 DEEP = "[" * 100_000 + "]" * 100_000
 # Far past what a recursive parser can read, small enough to stream in a few thousand events.

@@ -7,10 +7,13 @@ import secrets
 from typing import Any
 
 import aiohttp
+import pytest
 
 from gateway.keyfilter import KeyFilter
 from tests.fakes.chat import call, completion
-from tests.harness import GatewayFactory, database_url, make_gateway, provider  # noqa: F401
+from tests.harness import GatewayFactory, make_gateway, provider  # noqa: F401
+
+pytestmark = pytest.mark.sqlite
 
 
 def test_maybe_until_loaded_then_exact_for_absent_keys() -> None:

@@ -27,6 +27,8 @@ LAYERS: dict[str, int] = {
     "gateway.pairing": 1,
     "gateway.budgets": 1,
     "gateway.redaction": 1,
+    "gateway.redaction_rules": 1,
+    "gateway.truncate": 1,
     "gateway.output_checks": 1,
     "gateway.pricing": 1,
     "gateway.price_formula": 1,

@@ -25,7 +25,9 @@ from tests.traffic import (
 )
 
 # The harness fixtures, used by name.
-provider, database_url = harness.provider, harness.database_url
+provider = harness.provider
+
+pytestmark = pytest.mark.sqlite
 make_gateway, gateway = harness.make_gateway, harness.gateway
 MODEL = "gpt-4o-2024-08-06"  # what the fake provider answers with
 

@@ -25,7 +25,9 @@ from tests.fakes.provider import Reply
 from tests.harness import Gateway, GatewayFactory
 from tests.traffic import HELLO, ORPHAN, agent_loop, post, scrape, value
 
-provider, database_url = harness.provider, harness.database_url
+provider = harness.provider
+
+pytestmark = pytest.mark.sqlite
 make_gateway, gateway = harness.make_gateway, harness.gateway
 CHAT_MODEL = "gpt-4o-2024-08-06"  # what the fake provider answers with
 TOOLS: list[Any] = [

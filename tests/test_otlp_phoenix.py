@@ -23,9 +23,9 @@ from tests.harness import GatewayFactory
 from tests.test_otlp import CHAT_MODEL, sink_of
 from tests.traffic import agent_loop
 
-provider, database_url = harness.provider, harness.database_url
+provider = harness.provider
 make_gateway = harness.make_gateway
-pytestmark = pytest.mark.phoenix
+pytestmark = [pytest.mark.phoenix, pytest.mark.sqlite]
 
 STARTUP_SECONDS = 180.0  # first start creates its database and runs its migrations
 

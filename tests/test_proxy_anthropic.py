@@ -26,7 +26,9 @@ from tests.fakes.provider import Reply
 from tests.harness import Gateway
 
 # The gateway fixtures, by assignment: parameters of the same name then shadow nothing imported.
-provider, database_url = harness.provider, harness.database_url
+provider = harness.provider
+
+pytestmark = pytest.mark.sqlite
 make_gateway, gateway = harness.make_gateway, harness.gateway
 
 CLIENT_KEY = "sk-ant-api03-clientkey-Zx81Qm4TnV0pLw9"

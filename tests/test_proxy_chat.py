@@ -9,7 +9,9 @@ import openai
 import pytest
 
 from tests.fakes.chat import call, completion, streamed, usage
-from tests.harness import Gateway, database_url, gateway, make_gateway, provider  # noqa: F401
+from tests.harness import Gateway, gateway, make_gateway, provider  # noqa: F401
+
+pytestmark = pytest.mark.sqlite
 
 TOOLS = [
     {

@@ -26,7 +26,9 @@ from tests.fakes.responses import (
 from tests.harness import Gateway
 
 # The gateway fixtures, by assignment: parameters of the same name then shadow nothing imported.
-provider, database_url = harness.provider, harness.database_url
+provider = harness.provider
+
+pytestmark = pytest.mark.sqlite
 make_gateway, gateway = harness.make_gateway, harness.gateway
 
 TOOLS: list[Any] = [

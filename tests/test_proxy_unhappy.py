@@ -19,11 +19,12 @@ from tests.fakes.provider import Reply
 from tests.harness import (  # noqa: F401
     Gateway,
     GatewayFactory,
-    database_url,
     gateway,
     make_gateway,
     provider,
 )
+
+pytestmark = pytest.mark.sqlite
 
 HELLO = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
 

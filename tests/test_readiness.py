@@ -19,7 +19,9 @@ from tests.harness import Gateway, GatewayFactory
 from tests.tcp_relay import TcpRelay
 from tests.traffic import HELLO, post
 
-provider, database_url, make_gateway = harness.provider, harness.database_url, harness.make_gateway
+provider, make_gateway = harness.provider, harness.make_gateway
+
+pytestmark = pytest.mark.sqlite
 
 
 async def readyz(gw: Gateway) -> tuple[int, dict[str, Any]]:

@@ -6,9 +6,12 @@ import os
 import signal
 
 import aiohttp
+import pytest
 
 from tests.fakes.chat import completion
-from tests.harness import GatewayFactory, database_url, make_gateway, provider  # noqa: F401
+from tests.harness import GatewayFactory, make_gateway, provider  # noqa: F401
+
+pytestmark = pytest.mark.sqlite
 
 
 async def _ask(base: str, text: str) -> None:

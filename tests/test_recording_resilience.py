@@ -6,9 +6,12 @@ import asyncio
 import sqlite3
 
 import aiohttp
+import pytest
 
 from tests.fakes.chat import completion
-from tests.harness import Gateway, database_url, gateway, make_gateway, provider  # noqa: F401
+from tests.harness import Gateway, gateway, make_gateway, provider  # noqa: F401
+
+pytestmark = pytest.mark.sqlite
 
 
 async def test_proxying_goes_on_while_the_database_is_locked(

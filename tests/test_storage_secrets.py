@@ -5,17 +5,11 @@ from __future__ import annotations
 import json
 
 import aiohttp
+import pytest
 
 from tests.conftest import Database
 from tests.fakes.chat import call, completion
-from tests.harness import (  # noqa: F401
-    Gateway,
-    GatewayFactory,
-    database_url,
-    gateway,
-    make_gateway,
-    provider,
-)
+from tests.harness import Gateway, GatewayFactory, gateway, make_gateway, provider  # noqa: F401
 from tests.test_proxy_unhappy import database_bytes, post
 
 
@@ -23,6 +17,7 @@ def key(n: int) -> str:
     return f"sk-proj-Zq8vLeakedKeyMaterial{n:02d}"
 
 
+@pytest.mark.sqlite  # reads the database file
 async def test_ids_names_and_models_are_redacted(gateway: Gateway, database_url: str) -> None:
     reply = completion(
         response_id=f"chatcmpl-{key(1)}",

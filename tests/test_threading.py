@@ -6,12 +6,15 @@ import sqlite3
 from typing import Any
 
 import aiohttp
+import pytest
 
 from gateway.items import Item, ItemKind
 from gateway.protocols.openai_chat import ADAPTER
 from gateway.threading import ContinuationKeys
 from tests.fakes.chat import call, completion
-from tests.harness import Gateway, database_url, gateway, make_gateway, provider  # noqa: F401
+from tests.harness import Gateway, gateway, make_gateway, provider  # noqa: F401
+
+pytestmark = pytest.mark.sqlite
 
 KEYS = ContinuationKeys(b"k" * 32)
 

@@ -17,7 +17,9 @@ from tests.fakes.provider import Reply
 from tests.fakes.responses import function_call, message, reasoning, response
 from tests.harness import Gateway
 
-provider, database_url = harness.provider, harness.database_url
+provider = harness.provider
+
+pytestmark = pytest.mark.sqlite
 make_gateway, gateway = harness.make_gateway, harness.gateway
 
 CLAUDE_TOOLS: list[Any] = [

@@ -23,7 +23,9 @@ from tests import harness
 from tests.harness import Gateway, GatewayFactory
 from tests.traffic import ORPHAN, post, scrape, value
 
-provider, database_url, make_gateway = harness.provider, harness.database_url, harness.make_gateway
+provider, make_gateway = harness.provider, harness.make_gateway
+
+pytestmark = pytest.mark.sqlite
 SECRET = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"
 
 

@@ -11,8 +11,6 @@ from enum import Enum
 from typing import Any
 
 from gateway.items import Item, ItemKind, StopReason, Usage, Violation
-from gateway.output_checks import check_output
-from gateway.stops import Ending, Seen, decide
 from gateway.stream.deltas import (
     Delta,
     EndDelta,
@@ -223,40 +221,36 @@ class Assembler:
         """The usage reported so far, without assembling the output."""
         return self._usage
 
-    def seen(self) -> Seen:
-        """What the deltas so far tell of the response's end."""
-        if self._error is not None:
-            return Seen.ERROR_EVENT
-        return Seen.MARKER if self.state is State.ENDED else Seen.PARTIAL
+    @property
+    def failed(self) -> bool:
+        """An error event arrived."""
+        return self._error is not None
 
-    def result(self, *, cancelled: bool = False) -> Assembled:
-        """The output once the body ended (or the client left, `cancelled`)."""
-        return self.outcome(self.seen(), Ending.CLIENT_GONE if cancelled else Ending.BODY_ENDED)
+    def assemble(
+        self, items: list[Item], first: FinishDelta | None, stop_reason: StopReason
+    ) -> Assembled:
+        """The output (from `output()`) under the stop reason the exchange's table decided."""
+        return Assembled(
+            output_items=items,
+            stop_reason=stop_reason,
+            raw_stop_reason=first.raw_reason if first else None,
+            usage=self._usage,
+            response_id=self._response_id,
+            model=self._model,
+            error=self._error,
+            complete=self.state is State.ENDED,
+            anomalies=list(self._anomalies),
+        )
 
-    def outcome(self, seen: Seen, ending: Ending) -> Assembled:
-        """The output, its stop reason and violations as the exchange's table decides them."""
+    def output(self) -> tuple[list[Item], FinishDelta | None]:
+        """The output items so far and the first choice's finish, which the stop table reads."""
         ended = self.state is State.ENDED
         items: list[Item] = []
         for index in sorted(self._choices):
             items.extend(self._items_of(index, self._choices[index], ended))
         self._add_reasoning_tokens(items)
         first = self._choices[min(self._choices)].finish if self._choices else None
-        decision = decide(seen, ending, first, items)
-        assembled = Assembled(
-            output_items=items,
-            stop_reason=decision.stop_reason,
-            raw_stop_reason=first.raw_reason if first else None,
-            usage=self._usage,
-            response_id=self._response_id,
-            model=self._model,
-            error=self._error,
-            complete=ended,
-            violations=decision.violations,
-            anomalies=list(self._anomalies),
-        )
-        if decision.checks:
-            assembled.violations.extend(check_output(assembled))
-        return assembled
+        return items, first
 
     def _items_of(self, index: int, choice: _Choice, ended: bool) -> list[Item]:
         base: dict[str, Any] = {"choice": index} if index else {}

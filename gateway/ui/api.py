@@ -9,12 +9,12 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.deps import Deps
 from gateway.errors import BadRequest, NotFound
 from gateway.items import ViolationKind
 from gateway.store import queries, session_list
 from gateway.store.filters import TraceFilters
 from gateway.trace_status import TraceStatus
+from gateway.ui.deps import ReadDeps
 
 MAX_LIMIT = 200
 
@@ -78,7 +78,7 @@ def _filters(request: web.Request) -> TraceFilters:
     )
 
 
-async def list_traces(request: web.Request, deps: Deps) -> web.Response:
+async def list_traces(request: web.Request, deps: ReadDeps) -> web.Response:
     result = await _read(
         queries.list_traces,
         deps,
@@ -91,7 +91,7 @@ async def list_traces(request: web.Request, deps: Deps) -> web.Response:
     return await _json(result)
 
 
-async def list_sessions(request: web.Request, deps: Deps) -> web.Response:
+async def list_sessions(request: web.Request, deps: ReadDeps) -> web.Response:
     result = await _read(
         session_list.sessions_page,
         deps,
@@ -101,7 +101,7 @@ async def list_sessions(request: web.Request, deps: Deps) -> web.Response:
     return await _json(result)
 
 
-async def get_trace(request: web.Request, deps: Deps) -> web.Response:
+async def get_trace(request: web.Request, deps: ReadDeps) -> web.Response:
     trace = await _read(
         queries.get_trace,
         deps,
@@ -114,7 +114,7 @@ async def get_trace(request: web.Request, deps: Deps) -> web.Response:
     return await _json(trace)
 
 
-async def list_violations(request: web.Request, deps: Deps) -> web.Response:
+async def list_violations(request: web.Request, deps: ReadDeps) -> web.Response:
     result = await _read(
         queries.list_violations,
         deps,
@@ -125,7 +125,7 @@ async def list_violations(request: web.Request, deps: Deps) -> web.Response:
     return await _json(result)
 
 
-async def _read(function: Any, deps: Deps, *args: Any, **kwargs: Any) -> Any:
+async def _read(function: Any, deps: ReadDeps, *args: Any, **kwargs: Any) -> Any:
     try:
         return await asyncio.to_thread(function, deps.engine, *args, **kwargs)
     except ValueError as exc:  # a malformed cursor

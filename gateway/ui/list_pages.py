@@ -9,10 +9,10 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.deps import Deps
 from gateway.items import ViolationKind
 from gateway.store import listing, queries
 from gateway.ui import status as statuses
+from gateway.ui.deps import ReadDeps
 from gateway.ui.listview import session_row, trace_row
 from gateway.ui.present import step_anchor, trace_href
 from gateway.ui.rendering import error_page, read, render, url
@@ -51,7 +51,7 @@ class ListQuery:
         return any(self.params.get(key) for key in FILTER_KEYS)
 
 
-def idle_seconds(deps: Deps) -> float:
+def idle_seconds(deps: ReadDeps) -> float:
     value = getattr(deps.settings, "trace_idle_seconds", None)
     return float(value) if isinstance(value, int | float) else statuses.IDLE_SECONDS
 
@@ -131,7 +131,7 @@ def _locate(engine: Any, text: str, exact_only: bool) -> str | None:
     return trace_href(hit["trace_id"]) + anchor
 
 
-async def traces_page(request: web.Request, deps: Deps) -> web.Response:
+async def traces_page(request: web.Request, deps: ReadDeps) -> web.Response:
     now = deps.clock()
     search = request.query.get("q", "").strip()
     searchable = "q" in inspect.signature(queries.list_traces).parameters
@@ -185,6 +185,6 @@ def _page_size(request: web.Request) -> int:
     return int(raw) if raw.isdigit() and 1 <= int(raw) <= queries.MAX_LIMIT else PAGE_SIZE
 
 
-async def sessions_page(request: web.Request, deps: Deps) -> web.Response:
+async def sessions_page(request: web.Request, deps: ReadDeps) -> web.Response:
     sessions = await read(listing.list_sessions, deps, limit=200)
     return await render(request, deps, "sessions.html", sessions=[session_row(s) for s in sessions])

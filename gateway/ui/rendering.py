@@ -12,9 +12,9 @@ from urllib.parse import quote, urlencode
 import jinja2
 from aiohttp import web
 
-from gateway.deps import Deps
 from gateway.items import ViolationKind
 from gateway.ui import fmt
+from gateway.ui.deps import ReadDeps
 from gateway.ui.present import refusal_anchor, step_anchor, trace_href
 
 
@@ -63,7 +63,7 @@ def _static_urls() -> dict[str, str]:
     return urls
 
 
-async def render_text(request: web.Request, deps: Deps, name: str, **context: Any) -> str:
+async def render_text(request: web.Request, deps: ReadDeps, name: str, **context: Any) -> str:
     """Rendered in a thread: a long trace's page must not hold up the streams being proxied."""
     template = request.app[TEMPLATES].get_template(name)
     return await asyncio.to_thread(
@@ -79,12 +79,12 @@ def html_response(html: str, status: int = 200) -> web.Response:
 
 
 async def render(
-    request: web.Request, deps: Deps, name: str, *, status: int = 200, **context: Any
+    request: web.Request, deps: ReadDeps, name: str, *, status: int = 200, **context: Any
 ) -> web.Response:
     return html_response(await render_text(request, deps, name, **context), status)
 
 
-async def read(function: Callable[..., Any], deps: Deps, *args: Any, **kwargs: Any) -> Any:
+async def read(function: Callable[..., Any], deps: ReadDeps, *args: Any, **kwargs: Any) -> Any:
     return await asyncio.to_thread(function, deps.engine, *args, **kwargs)
 
 
@@ -93,5 +93,7 @@ def url(path: str, params: dict[str, str | None]) -> str:
     return f"{path}?{query}" if query else path
 
 
-async def error_page(request: web.Request, deps: Deps, status: int, message: str) -> web.Response:
+async def error_page(
+    request: web.Request, deps: ReadDeps, status: int, message: str
+) -> web.Response:
     return await render(request, deps, "error.html", status=status, message=message)

@@ -15,8 +15,8 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.deps import Deps
 from gateway.store import queries
+from gateway.ui.deps import ReadDeps
 from gateway.ui.list_pages import idle_seconds
 from gateway.ui.present import TraceView, trace_view
 from gateway.ui.rendering import TEMPLATES, error_page, html_response, read, render, render_text
@@ -59,7 +59,7 @@ def _key(trace: dict[str, Any]) -> CacheKey:
     )
 
 
-async def _view(request: web.Request, deps: Deps, *, cached: bool) -> TraceView | None:
+async def _view(request: web.Request, deps: ReadDeps, *, cached: bool) -> TraceView | None:
     """The trace's view; a cached one while the trace is unchanged and not running (a running
     trace's view depends on the time: its open calls reach to now)."""
     trace_id = request.match_info["trace_id"]
@@ -82,13 +82,13 @@ async def _view(request: web.Request, deps: Deps, *, cached: bool) -> TraceView 
     return view
 
 
-def _at(deps: Deps) -> dict[str, Any]:
+def _at(deps: ReadDeps) -> dict[str, Any]:
     """The time and idle window a trace is read at: the same as the read API and the list
     use, so a page never shows `running` where they say `abandoned`."""
     return {"now": deps.clock(), "idle_seconds": idle_seconds(deps)}
 
 
-async def trace_page(request: web.Request, deps: Deps) -> web.Response:
+async def trace_page(request: web.Request, deps: ReadDeps) -> web.Response:
     view = await _view(request, deps, cached=True)
     if view is None:
         return await error_page(request, deps, 404, NOT_FOUND)
@@ -101,7 +101,7 @@ async def trace_page(request: web.Request, deps: Deps) -> web.Response:
     return html_response(html)
 
 
-async def step_page(request: web.Request, deps: Deps) -> web.Response:
+async def step_page(request: web.Request, deps: ReadDeps) -> web.Response:
     """The step on a page of its own, with ?part=body only its body (for the trace page),
     with ?part=raw its raw record."""
     view = await _view(request, deps, cached=True)
@@ -126,7 +126,7 @@ async def step_page(request: web.Request, deps: Deps) -> web.Response:
     )
 
 
-async def live(request: web.Request, deps: Deps) -> web.Response:
+async def live(request: web.Request, deps: ReadDeps) -> web.Response:
     """What changed since the page's last look: its header and the rows that moved.
 
     `after` is the last step number the page has, `known` the trace's updated_at it saw.

@@ -11,10 +11,10 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from gateway.deps import Deps
 from gateway.items import ViolationKind
 from gateway.store import queries
 from gateway.ui import auth, list_pages, trace_pages
+from gateway.ui.deps import ReadDeps
 from gateway.ui.rendering import TEMPLATES, WEB_DIR, make_environment, read, render, url
 
 PAGE_SIZE = 50
@@ -25,12 +25,12 @@ CSP = (
 _UI_PREFIXES = ("/traces/", "/static/")
 _UI_PATHS = ("/", "/violations", "/sessions", "/login", "/logout")
 
-DepsHandler = Callable[[web.Request, Deps], Awaitable[web.StreamResponse]]
+DepsHandler = Callable[[web.Request, ReadDeps], Awaitable[web.StreamResponse]]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def add_routes(app: web.Application, with_deps: Callable[[DepsHandler], Handler]) -> None:
-    """Mount the pages, the login form and /static on `app`; `with_deps` passes Deps in."""
+    """Mount the pages, the login form and /static on `app`; `with_deps` passes them their deps."""
     app[TEMPLATES] = make_environment()
     app[trace_pages.VIEWS] = trace_pages.ViewCache()
     app.router.add_get("/", with_deps(list_pages.traces_page))
@@ -55,7 +55,7 @@ async def _security_headers(request: web.Request, response: web.StreamResponse) 
             response.headers["Cache-Control"] = "no-store"
 
 
-async def violations_page(request: web.Request, deps: Deps) -> web.Response:
+async def violations_page(request: web.Request, deps: ReadDeps) -> web.Response:
     kind = request.query.get("kind") or None
     if kind not in ViolationKind.__members__.values():
         kind = None
@@ -79,14 +79,14 @@ async def violations_page(request: web.Request, deps: Deps) -> web.Response:
     )
 
 
-async def login_form(request: web.Request, deps: Deps) -> web.Response:
+async def login_form(request: web.Request, deps: ReadDeps) -> web.Response:
     target = auth.safe_next(request.query.get("next"))
     if deps.settings.admin_token is None:
         raise web.HTTPFound(target)
     return await render(request, deps, "login.html", next=target, error=None)
 
 
-async def login_submit(request: web.Request, deps: Deps) -> web.Response:
+async def login_submit(request: web.Request, deps: ReadDeps) -> web.Response:
     token = deps.settings.admin_token
     form = await request.post()
     target = auth.safe_next(str(form.get("next") or "/"))
@@ -102,7 +102,7 @@ async def login_submit(request: web.Request, deps: Deps) -> web.Response:
     raise response
 
 
-async def logout(request: web.Request, deps: Deps) -> web.Response:
+async def logout(request: web.Request, deps: ReadDeps) -> web.Response:
     response = web.HTTPFound(auth.LOGIN_PATH if deps.settings.admin_token else "/")
     auth.clear_session(response)
     raise response

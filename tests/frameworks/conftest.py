@@ -9,8 +9,14 @@ from tests import harness
 from tests.frameworks.checks import scripted_gateway
 from tests.harness import Gateway, GatewayFactory
 
-# The gateway fixtures, by assignment (SQLite only: the frameworks are what varies here).
-provider, database_url, make_gateway = harness.provider, harness.database_url, harness.make_gateway
+# The gateway fixtures, by assignment.
+provider, make_gateway = harness.provider, harness.make_gateway
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """SQLite only: the frameworks are what varies here."""
+    metafunc.definition.add_marker(pytest.mark.sqlite)
 
 
 # Switches that keep the frameworks from calling home, set for each test only (the rest of the

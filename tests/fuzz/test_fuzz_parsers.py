@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gateway import stops
 from gateway.errors import GatewayError
 from gateway.items import Item, ItemKind
 from gateway.pairing import check_history, check_request
@@ -204,7 +205,7 @@ def test_mutated_real_streams_always_assemble(case: tuple[str, bytes], data: st.
     mutated = [_mutated_event(e, data.draw) if i in chosen else e for i, e in enumerate(events)]
     if data.draw(st.booleans()):  # a stream cut anywhere
         mutated = mutated[: data.draw(st.integers(0, len(mutated)))]
-    result = _decode_stream(protocol, mutated).result()
+    result = stops.result(_decode_stream(protocol, mutated))
     assert result.stop_reason is not None
 
 
@@ -214,7 +215,7 @@ def test_random_bodies_always_assemble(protocol: str, body: Any) -> None:
     assembler = Assembler()
     for delta in ADAPTERS[protocol].decode_body(body):
         assembler.feed(delta)
-    assembler.result()
+    stops.result(assembler)
     ADAPTERS[protocol].decode_error(body)
 
 
@@ -222,7 +223,7 @@ def test_random_bodies_always_assemble(protocol: str, body: Any) -> None:
 @given(protocol=st.sampled_from(sorted(ADAPTERS)), events=st.lists(json_values, max_size=12))
 def test_random_event_streams_always_assemble(protocol: str, events: list[Any]) -> None:
     sse = [SSEEvent(None, json.dumps(e)) for e in events]
-    _decode_stream(protocol, sse).result()
+    stops.result(_decode_stream(protocol, sse))
 
 
 # --- pairing and threading ----------------------------------------------------------------
@@ -305,6 +306,6 @@ def test_deeply_nested_arguments_in_an_answer_are_flagged_not_raised() -> None:
     assembler = Assembler()
     for delta in CHAT.decode_body(body):
         assembler.feed(delta)
-    result = assembler.result()
+    result = stops.result(assembler)
     assert [item.kind for item in result.output_items] == [ItemKind.TOOL_CALL]
     assert [v.kind.value for v in result.violations] == ["invalid_tool_arguments"]

@@ -21,7 +21,9 @@ from tests.fakes.chat import completion
 from tests.harness import Gateway, GatewayFactory
 from tests.traffic import HELLO, ORPHAN, all_kinds_of_traffic, post, scrape
 
-provider, database_url = harness.provider, harness.database_url
+provider = harness.provider
+
+pytestmark = pytest.mark.sqlite
 make_gateway, gateway = harness.make_gateway, harness.gateway
 
 GRAFANA = Path(__file__).resolve().parents[2] / "grafana"

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import gateway.protocols.anthropic_messages as module
+from gateway import stops
 from gateway.errors import (
     BadRequest,
     BudgetExceeded,
@@ -63,7 +64,7 @@ def assemble(deltas: list[Delta]) -> Assembled:
     assembler = Assembler()
     for delta in deltas:
         assembler.feed(delta)
-    return assembler.result()
+    return stops.result(assembler)
 
 
 def case(name: str) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from gateway import stops
 from gateway.errors import BadRequest, BudgetExceeded
 from gateway.items import Item, ItemKind, StopReason
 from gateway.protocols.base import ParsedRequest
@@ -58,7 +59,7 @@ def _assemble(deltas: list[Delta]) -> Assembled:
     assembler = Assembler()
     for delta in deltas:
         assembler.feed(delta)
-    return assembler.result()
+    return stops.result(assembler)
 
 
 def _event(data: Any, event: str | None = None) -> SSEEvent:

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from gateway import stops
 from gateway.items import Item, ItemKind, StopReason, Usage, ViolationKind
 from gateway.protocols.openai_chat import ADAPTER
 from gateway.stream.assembler import TRANSITIONS, Assembled, Assembler, State
@@ -40,7 +41,7 @@ def assemble(deltas: list[Delta], *, cancelled: bool = False) -> Assembled:
     assembler = Assembler()
     for delta in deltas:
         assembler.feed(delta)
-    return assembler.result(cancelled=cancelled)
+    return stops.result(assembler, cancelled=cancelled)
 
 
 def assemble_fixture(name: str) -> Assembled:
@@ -241,7 +242,7 @@ def test_deltas_after_the_end_are_anomalies_not_errors() -> None:
     assembler.feed(EndDelta())
     assembler.feed(TextDelta(" more"))
     assembler.feed(EndDelta())
-    result = assembler.result()
+    result = stops.result(assembler)
     assert result.output_items[0].text == "hi"
     assert result.anomalies == ["TextDelta in state ended", "EndDelta in state ended"]
     assert assembler.state is State.ENDED

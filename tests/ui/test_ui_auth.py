@@ -10,7 +10,9 @@ import aiohttp
 import pytest
 
 from gateway.ui import auth
-from tests.harness import Gateway, GatewayFactory, database_url, make_gateway, provider  # noqa: F401
+from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noqa: F401
+
+pytestmark = pytest.mark.sqlite
 
 TOKEN = "ui-admin-token-0123456789"
 HTML = {"Accept": "text/html,application/xhtml+xml"}

@@ -18,7 +18,7 @@ from gateway.ui.present import trace_view
 from gateway.ui.rendering import make_environment
 from gateway.ui.views import CSP
 from tests.factories import T_JSON, long_run
-from tests.harness import Gateway, GatewayFactory, database_url, gateway, make_gateway, provider  # noqa: F401
+from tests.harness import Gateway, GatewayFactory, gateway, make_gateway, provider  # noqa: F401
 from tests.ui.scenarios import (
     SCRIPT,
     Runs,
@@ -49,6 +49,7 @@ FOCUSED_ROW = "document.activeElement.closest('details.row')?.id"
 
 pytestmark = [
     pytest.mark.browser,
+    pytest.mark.sqlite,
     pytest.mark.skipif(
         not CHROMIUM.exists(), reason="Debian chromium missing: apt-get install chromium"
     ),
