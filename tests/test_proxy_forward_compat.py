@@ -20,8 +20,10 @@ from tests.fakes import responses as fake_responses
 from tests.fakes.chat import completion
 from tests.harness import Gateway
 
-provider, database_url = harness.provider, harness.database_url
+provider = harness.provider
 make_gateway, gateway = harness.make_gateway, harness.gateway
+
+pytestmark = pytest.mark.sqlite
 
 PER_TURN_BETA = "per-turn-control-2026-07-01"
 BASH = {

@@ -15,8 +15,14 @@ from tests.agents.runner import CallHome, Sandbox
 from tests.fakes.scripted_agent import AgentModel
 from tests.harness import Gateway, GatewayFactory
 
-# The gateway fixtures, by assignment (SQLite only: the clients are what varies here).
-provider, database_url, make_gateway = harness.provider, harness.database_url, harness.make_gateway
+# The gateway fixtures, by assignment.
+provider, make_gateway = harness.provider, harness.make_gateway
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """SQLite only: the clients are what varies here."""
+    metafunc.definition.add_marker(pytest.mark.sqlite)
 
 
 @pytest.fixture

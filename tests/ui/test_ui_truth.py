@@ -22,7 +22,7 @@ import pytest
 from gateway.ui.fmt import money
 from tests.conftest import Database
 from tests.fakes.chat import completion
-from tests.harness import GatewayFactory, database_url, make_gateway, provider  # noqa: F401
+from tests.harness import GatewayFactory, make_gateway, provider  # noqa: F401
 from tests.ui.test_ui_browser import CHROMIUM, browser, expect, new_page  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
