@@ -10,8 +10,8 @@ import re
 import timeit
 
 from gateway.config import RedactionSettings
-from gateway.redaction import Redactor
-from gateway.redaction_rules import TextRule
+from gateway.redaction.redactor import Redactor
+from gateway.redaction.rules import TextRule
 
 # Mostly ordinary agent traffic (prose, code, numbers, ids) with a few secrets in it.
 PARAGRAPHS = (

@@ -14,24 +14,25 @@ from pathlib import Path
 from aiohttp import web
 from sqlalchemy.engine import Engine
 
-from gateway import proxy
+from gateway.checks.loops import TraceCounters
 from gateway.config import Settings
-from gateway.deps import Deps
+from gateway.continuation.keycache import CachedContinuationKeys
+from gateway.continuation.keyfilter import KeyFilter
+from gateway.continuation.keys import call_filter_key
+from gateway.continuation.recent_steps import RecentSteps
 from gateway.errors import GatewayError, NotFound, Unauthorized
-from gateway.keycache import CachedContinuationKeys
-from gateway.keyfilter import KeyFilter
-from gateway.loops import TraceCounters
-from gateway.metrics import MetricsSink, metrics_response
-from gateway.otlp.sink import OtlpSink
-from gateway.pricing import Pricer
 from gateway.protocols.registry import ADAPTERS, PATHS
-from gateway.readiness import Readiness
-from gateway.recent_steps import RecentSteps
-from gateway.recording import spooled_keys
-from gateway.recording_setup import recording as recording_for
-from gateway.redaction import Redactor
-from gateway.retention import Retention
+from gateway.proxy import handler as proxy
+from gateway.proxy.deps import Deps
+from gateway.proxy.upstream import Upstream
+from gateway.recording.setup import recording as recording_for
+from gateway.recording.spooler import spooled_keys
+from gateway.redaction.redactor import Redactor
 from gateway.routing import provider_of
+from gateway.runs.pricing import Pricer
+from gateway.sinks.metrics import MetricsSink, metrics_response
+from gateway.sinks.otlp.sink import OtlpSink
+from gateway.sinks.webhooks import WebhookSink
 from gateway.store import queries
 from gateway.store.engine import create_schema, install_secret, make_engine
 from gateway.store.holder import holding
@@ -39,10 +40,9 @@ from gateway.store.ledger import Ledger, ThreadLedger, separate_sqlite_ledger
 from gateway.store.ledger_fallback import FallbackLedger
 from gateway.store.ledger_memory import MemoryLedger
 from gateway.store.ledger_pg import PostgresLedger
-from gateway.threading import call_filter_key
+from gateway.store.retention import Retention
 from gateway.ui import api, auth, views
-from gateway.upstream import Upstream
-from gateway.webhooks import WebhookSink
+from gateway.ui.health import Readiness
 
 log = logging.getLogger(__name__)
 

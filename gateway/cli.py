@@ -11,7 +11,7 @@ from pathlib import Path
 
 from gateway.config import Settings, load_settings
 from gateway.errors import ConfigError, StartupError
-from gateway.logs import configure_logging
+from gateway.ops.logs import configure_logging
 
 log = logging.getLogger("loopwatch")
 
@@ -91,10 +91,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _serve(settings: Settings) -> int:
-    from gateway import serving
+    from gateway.ops import serving
 
     if settings.workers > 1:
-        from gateway import workers
+        from gateway.ops import workers
 
         log.info(
             "loopwatch listening on http://%s:%s with %d workers (upstream %s)",
@@ -113,7 +113,7 @@ def _serve(settings: Settings) -> int:
 
 def _print_fingerprint(settings: Settings) -> int:
     """The key comes on stdin, never as an argument (which shells and `ps` would keep)."""
-    from gateway.budgets import key_fingerprint
+    from gateway.checks.budgets import key_fingerprint
 
     try:
         secret = _existing_secret(settings.database_url)
@@ -133,7 +133,7 @@ def _existing_secret(database_url: str) -> bytes:
     so a missing database or secret is refused, never created."""
     from sqlalchemy.engine import make_url
 
-    from gateway.serving import STORE_ERRORS, store_failure
+    from gateway.ops.serving import STORE_ERRORS, store_failure
     from gateway.store.engine import read_only_engine, read_secret
 
     path = make_url(database_url).database if database_url.startswith("sqlite") else None

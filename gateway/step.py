@@ -63,7 +63,7 @@ class RefusalRecord:
     budget_exceeded: bool = False
     budget_max_steps: int | None = None
     budget_max_tokens: int | None = None
-    # gateway.trace_status.RefusalKind: pairing | budget | loop; "request" (a body or header
+    # gateway.runs.status.RefusalKind: pairing | budget | loop; "request" (a body or header
     # the gateway cannot use) counts as a pairing refusal there: the trace is `refused`.
     kind: str = "pairing"
     items: list[Item] = field(default_factory=list)

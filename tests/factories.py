@@ -11,7 +11,7 @@ from typing import Any
 
 from gateway.config import RedactionSettings
 from gateway.items import Item, ItemKind, StopReason, Usage, Violation, ViolationKind
-from gateway.redaction import Redactor
+from gateway.redaction.redactor import Redactor
 from gateway.step import StepRecord
 
 FIXTURES = Path(__file__).parent / "fixtures"

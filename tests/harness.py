@@ -13,7 +13,7 @@ from aiohttp.test_utils import TestServer
 
 from gateway.app import DEPS, create_app
 from gateway.config import Settings
-from gateway.deps import Deps
+from gateway.proxy.deps import Deps
 from tests.fakes.provider import FakeProvider
 
 
@@ -79,7 +79,7 @@ async def make_gateway(
         }
         app = create_app(Settings(**values))
         server = TestServer(app, handler_cancellation=True)
-        # As the gateway's own runners serve it: request bodies undecoded (gateway.codings).
+        # As the gateway's own runners serve it: request bodies undecoded (gateway.stream.codings).
         await server.start_server(auto_decompress=False)
         servers.append(server)
         return Gateway(str(server.make_url("")).rstrip("/"), app, provider)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.budgets import key_fingerprint
+from gateway.checks.budgets import key_fingerprint
 from gateway.cli import main
 from gateway.store.engine import create_schema, install_secret, make_engine
 from tests.conftest import Database

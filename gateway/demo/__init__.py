@@ -30,8 +30,8 @@ from gateway.config import Settings
 from gateway.demo.agents import RunSummary, run_all
 from gateway.demo.provider import ScriptedProvider
 from gateway.errors import StartupError
-from gateway.http_server import GatewayRunner
-from gateway.serving import STORE_ERRORS, bind, store_failure
+from gateway.ops.http_server import GatewayRunner
+from gateway.ops.serving import STORE_ERRORS, bind, store_failure
 from gateway.store.holder import held_alone
 
 __all__ = ["DEMO_IDLE_SECONDS", "RunSummary", "run_demo", "serve_demo"]

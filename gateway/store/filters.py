@@ -1,5 +1,5 @@
 """The traces list's filters as SQL conditions on TRACES, each served by an index where the
-list is large: status by its time-free split (gateway.trace_status), session, time, search.
+list is large: status by its time-free split (gateway.runs.status), session, time, search.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from gateway.runs.status import TraceStatus
 from gateway.store import search
 from gateway.store.models import TRACES, VIOLATIONS
-from gateway.trace_status import TraceStatus
 
 
 @dataclass(frozen=True, slots=True)

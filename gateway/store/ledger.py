@@ -22,8 +22,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlmodel import Field, SQLModel
 
-from gateway import budgets
-from gateway.budgets import Limits, Reservation, Settlement, Spent
+from gateway.checks import budgets
+from gateway.checks.budgets import Limits, Reservation, Settlement, Spent
 from gateway.store.engine import make_engine
 
 log = logging.getLogger(__name__)

@@ -18,8 +18,8 @@ from decimal import Decimal
 from functools import partial
 from typing import Any
 
-from gateway import budgets
-from gateway.budgets import Limits, Reservation, Settlement, Spent
+from gateway.checks import budgets
+from gateway.checks.budgets import Limits, Reservation, Settlement, Spent
 from gateway.store.ledger import Ledger
 
 log = logging.getLogger(__name__)

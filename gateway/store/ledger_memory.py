@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from gateway.budgets import Limits, Reservation, Settlement, Spent
+from gateway.checks.budgets import Limits, Reservation, Settlement, Spent
 from gateway.store.ledger import (
     SPENT,
     _statements,

@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from gateway.budgets import Limits, Reservation, Settlement, Spent
+from gateway.checks.budgets import Limits, Reservation, Settlement, Spent
 from gateway.store.ledger import (
     ADD,
     RESERVE,

@@ -78,7 +78,7 @@ class TraceRow(SQLModel, table=True):
     last_stop_reason: str | None = Field(default=None, sa_column=sa.Column(sa.String(32)))
     budget_max_steps: int | None = Field(default=None, sa_column=sa.Column(sa.Integer))
     budget_max_tokens: int | None = Field(default=None, sa_column=sa.Column(sa.BigInteger))
-    # How it ended (gateway.trace_status): the stored, time-free part of the status and the
+    # How it ended (gateway.runs.status): the stored, time-free part of the status and the
     # summary it was settled from, so a late write folds in right.
     status_final: bool = Field(
         default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())

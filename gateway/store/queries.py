@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from gateway.items import Item, ItemKind
+from gateway.runs.status import DEFAULT_IDLE_SECONDS
 from gateway.store.filters import TraceFilters, trace_conditions
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
 from gateway.store.shapes import (
@@ -26,7 +27,6 @@ from gateway.store.shapes import (
     violation_json,
 )
 from gateway.store.tool_sets import read_tool_sets
-from gateway.trace_status import DEFAULT_IDLE_SECONDS
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200

@@ -1,4 +1,4 @@
-"""How one batch moves a trace's run summary: its status fold (gateway.trace_status), tool
+"""How one batch moves a trace's run summary: its status fold (gateway.runs.status), tool
 time, last response end and first user text. Pure: the stored row in, column values out.
 
 A step's tool time runs from the end of the trace's previous response to its request; a
@@ -12,8 +12,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from gateway.items import ItemKind, StopReason
+from gateway.runs.status import RefusalKind, TraceSummary, emitted_calls, folded_stop, settle
 from gateway.step import RefusalRecord, StepRecord
-from gateway.trace_status import RefusalKind, TraceSummary, emitted_calls, folded_stop, settle
 
 FIRST_TEXT_CHARS = 300
 PASSTHROUGH = "passthrough"

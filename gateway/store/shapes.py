@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy.engine import RowMapping
 
-from gateway.trace_status import DEFAULT_IDLE_SECONDS, StoredStatus, TraceStatus, status_at
+from gateway.runs.status import DEFAULT_IDLE_SECONDS, StoredStatus, TraceStatus, status_at
 
 USAGE_FIELDS = (
     "prompt_tokens",

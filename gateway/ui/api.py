@@ -11,9 +11,9 @@ from aiohttp import web
 
 from gateway.errors import BadRequest, NotFound
 from gateway.items import ViolationKind
+from gateway.runs.status import TraceStatus
 from gateway.store import queries, session_list
 from gateway.store.filters import TraceFilters
-from gateway.trace_status import TraceStatus
 from gateway.ui.deps import ReadDeps
 
 MAX_LIMIT = 200

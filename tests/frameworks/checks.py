@@ -106,7 +106,7 @@ def tool_arguments(trace: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 EXPECTED_CALLS = [("get_weather", {"city": "Paris"}), ("get_time", {"city": "Tokyo"})]
 
 # A gateway idle window short enough for a test to see a quiet run settle (rows 5-7 of
-# gateway.trace_status): a run ended by a terminal tool is `running` until then.
+# gateway.runs.status): a run ended by a terminal tool is `running` until then.
 SHORT_IDLE = {"trace_idle_seconds": 0.5}
 
 

@@ -16,22 +16,22 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway import stops
-from gateway.errors import GatewayError
-from gateway.items import Item, ItemKind
-from gateway.pairing import check_history, check_request
-from gateway.protocols.anthropic_messages import ADAPTER as MESSAGES
-from gateway.protocols.openai_chat import ADAPTER as CHAT
-from gateway.protocols.openai_responses import ADAPTER as RESPONSES
-from gateway.recent_steps import RecentSteps
-from gateway.stream.assembler import Assembler
-from gateway.stream.sse import SSEDecoder, SSEEvent
-from gateway.threading import (
+from gateway.checks.pairing import check_history, check_request
+from gateway.continuation.keys import (
     ContinuationKeys,
     StepRef,
     last_call_turn,
     resolve_references,
 )
+from gateway.continuation.recent_steps import RecentSteps
+from gateway.errors import GatewayError
+from gateway.exchange import stops
+from gateway.items import Item, ItemKind
+from gateway.protocols.anthropic_messages import ADAPTER as MESSAGES
+from gateway.protocols.openai_chat import ADAPTER as CHAT
+from gateway.protocols.openai_responses import ADAPTER as RESPONSES
+from gateway.stream.assembler import Assembler
+from gateway.stream.sse import SSEDecoder, SSEEvent
 from tests.factories import fixture_names, load_fixture
 
 ADAPTERS = {"chat": CHAT, "responses": RESPONSES, "messages": MESSAGES}

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 import gateway.protocols.anthropic_messages as module
-from gateway import stops
 from gateway.errors import (
     BadRequest,
     BudgetExceeded,
@@ -21,6 +20,7 @@ from gateway.errors import (
     Unauthorized,
     UpstreamError,
 )
+from gateway.exchange import stops
 from gateway.items import ItemKind, StopReason
 from gateway.protocols.anthropic_messages import ADAPTER, AnthropicMessagesAdapter
 from gateway.protocols.base import ParsedRequest, ProtocolAdapter

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from gateway import stops
 from gateway.errors import BadRequest, BudgetExceeded
+from gateway.exchange import stops
 from gateway.items import Item, ItemKind, StopReason
 from gateway.protocols.base import ParsedRequest
 from gateway.protocols.openai_responses import ADAPTER, OpenAIResponsesAdapter

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
+from gateway.checks.loops import CallCounter
+from gateway.checks.pairing import check_history
+from gateway.checks.tools import ToolChecker
 from gateway.items import Item, ItemKind, StopReason, ViolationKind
-from gateway.loops import CallCounter
-from gateway.pairing import check_history
 from gateway.protocols.openai_responses import ADAPTER
 from gateway.stream.assembler import Assembled, Assembler
 from gateway.stream.deltas import Delta, ToolCallArgs, ToolCallEnd, ToolCallStart
 from gateway.stream.sse import SSEDecoder
-from gateway.tool_checks import ToolChecker
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "responses"
 STREAM = "stream_codex_custom_and_namespaced_calls.sse"

@@ -11,12 +11,12 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from gateway.items import Item, ItemKind, StopReason, Usage, Violation, ViolationKind
+from gateway.runs.status import TraceStatus
 from gateway.step import RefusalRecord, StepRecord
 from gateway.store.filters import TraceFilters
 from gateway.store.queries import get_trace, get_trace_summary, list_traces
 from gateway.store.session_list import sessions_page as list_sessions
 from gateway.store.writer import StoreWriter
-from gateway.trace_status import TraceStatus
 from tests.conftest import T0
 
 MakeStep = Callable[..., StepRecord]

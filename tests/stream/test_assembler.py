@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gateway import stops
+from gateway.exchange import stops
 from gateway.items import Item, ItemKind, StopReason, Usage, ViolationKind
 from gateway.protocols.openai_chat import ADAPTER
 from gateway.stream.assembler import TRANSITIONS, Assembled, Assembler, State

@@ -1,0 +1,1 @@
+"""Rules over a step's items: pairing, output, tools, loops, budgets (sans-IO)."""

@@ -1,0 +1,1 @@
+"""Which trace a request continues: keys, their caches, sessions (sans-IO)."""

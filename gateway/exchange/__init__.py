@@ -1,0 +1,1 @@
+"""One proxied response as events in, commands out: the machine, tap and stops."""

@@ -1,0 +1,285 @@
+"""The exchange: one proxied response as a sans-IO state machine.
+
+The relay feeds it events (response head, chunk received, body ended, client gone, provider
+broke, timeout, provider unreachable) and executes the commands it returns, in order:
+forward bytes, settle usage, finished with an outcome, end or abort the client's response,
+close the upstream. Nothing polls it and it calls nobody back; stops are decided in
+`gateway.exchange.stops.RULES`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from gateway.exchange.stops import Ending, Seen, decide, decided
+from gateway.exchange.tap import ResponseTap
+from gateway.items import Item, StopReason, Usage, Violation
+from gateway.protocols.base import ProtocolAdapter
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How the exchange ended and what the response said: everything a step record needs
+    from the provider's side. Built once, when the exchange finishes."""
+
+    ending: Ending
+    stop_reason: StopReason
+    http_status: int | None = None
+    raw_stop_reason: str | None = None
+    output_items: list[Item] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    response_id: str | None = None
+    model: str | None = None
+    error: dict[str, Any] | None = None
+    violations: list[Violation] = field(default_factory=list)
+    complete: bool = False  # the protocol's completion marker arrived
+
+    @property
+    def continuable(self) -> bool:
+        """A later request may continue this step (it produced an answer)."""
+        return self.stop_reason not in (StopReason.ERROR, StopReason.CANCELLED)
+
+
+@dataclass(frozen=True, slots=True)
+class Forward:
+    """Write these bytes to the client; with `observe`, then feed them back (`forwarded`):
+    the client gets each chunk before it is parsed."""
+
+    data: bytes
+    observe: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Settle:
+    """The step's usage is final: swap the tokens held for it (fires once per exchange)."""
+
+    usage: Usage
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """The outcome is decided. Comes before the client's response is complete (EndResponse,
+    or the last bytes of a body of known length), so a record made of it can be kept first."""
+
+    outcome: Outcome
+
+
+@dataclass(frozen=True, slots=True)
+class EndResponse:
+    """Complete the client's response."""
+
+
+@dataclass(frozen=True, slots=True)
+class AbortClient:
+    """End the client's connection abruptly, so it sees an incomplete body."""
+
+
+@dataclass(frozen=True, slots=True)
+class CloseUpstream:
+    """Stop the provider's work: nobody reads its answer any more."""
+
+
+Command = Forward | Settle | Finished | EndResponse | AbortClient | CloseUpstream
+
+
+class Phase(Enum):
+    # Members are singletons: identity hashing, in C, for the transition tables.
+    __hash__ = object.__hash__
+
+    WAITING = "waiting"  # request sent, no response head yet
+    RECEIVING = "receiving"  # body arriving
+    MARKED = "marked"  # the completion marker arrived; the body may still be open
+    DONE = "done"  # finished; nothing more is decided
+
+
+class Event(Enum):
+    # Members are singletons: identity hashing, in C, for the transition tables.
+    __hash__ = object.__hash__
+
+    HEAD = "head"
+    CHUNK = "chunk"
+    MARKER = "marker"  # internal: the tap saw the completion marker
+    BODY_END = "body_end"
+    CLIENT_GONE = "client_gone"
+    PROVIDER_BROKE = "provider_broke"
+    TIMEOUT = "timeout"
+    UNREACHABLE = "unreachable"
+
+
+_OPEN = (Phase.RECEIVING, Phase.MARKED)
+_ENDINGS = {
+    Event.BODY_END: Ending.BODY_ENDED,
+    Event.CLIENT_GONE: Ending.CLIENT_GONE,
+    Event.PROVIDER_BROKE: Ending.PROVIDER_BROKE,
+    Event.TIMEOUT: Ending.TIMEOUT,
+}
+# (phase, event) → next phase: the only code that changes the phase. A missing pair is an
+# illegal event, noted in `anomalies` and ignored. The end of a body of known length is seen
+# before the transport's end of body, which then arrives in DONE and changes nothing.
+TRANSITIONS: dict[tuple[Phase, Event], Phase] = {
+    (Phase.WAITING, Event.HEAD): Phase.RECEIVING,
+    (Phase.WAITING, Event.UNREACHABLE): Phase.DONE,
+    (Phase.RECEIVING, Event.CHUNK): Phase.RECEIVING,
+    (Phase.MARKED, Event.CHUNK): Phase.MARKED,
+    (Phase.RECEIVING, Event.MARKER): Phase.MARKED,
+    (Phase.MARKED, Event.MARKER): Phase.MARKED,
+    **{(p, e): Phase.DONE for p in _OPEN for e in _ENDINGS},
+    **{(Phase.DONE, e): Phase.DONE for e in _ENDINGS},
+}
+
+
+class Exchange:
+    """One response. `adapter` None observes nothing (passthrough): bytes pass, one outcome."""
+
+    def __init__(self, adapter: ProtocolAdapter | None, *, hide_usage_event: bool = False):
+        self._adapter = adapter
+        self._hide = hide_usage_event
+        self.phase = Phase.WAITING
+        self.anomalies: list[str] = []
+        self._tap: ResponseTap | None = None
+        self._status: int | None = None
+        self._settled = False
+
+    def _go(self, event: Event) -> bool:
+        following = TRANSITIONS.get((self.phase, event))
+        if following is None:
+            self.anomalies.append(f"{event.value} in phase {self.phase.value}")
+            return False
+        before, self.phase = self.phase, following
+        return before is not Phase.DONE
+
+    @property
+    def holds_back(self) -> bool:
+        """Bytes are released per event (one event is hidden), not chunk by chunk."""
+        return self._tap is not None and self._tap.holds_back
+
+    def head(
+        self,
+        status: int,
+        *,
+        content_type: str | None,
+        content_encoding: str | None,
+        content_length: int | None,
+    ) -> list[Command]:
+        """The provider's status and headers arrived."""
+        if not self._go(Event.HEAD):
+            return []
+        self._status = status
+        if self._adapter is not None:
+            self._tap = ResponseTap(
+                self._adapter,
+                status=status,
+                is_sse=content_type == "text/event-stream",
+                content_encoding=content_encoding,
+                hide_usage_event=self._hide,
+                content_length=content_length,
+            )
+        return []
+
+    def receive(self, chunk: bytes) -> list[Command]:
+        """A chunk of the provider's body arrived. It is forwarded before it is observed
+        (`forwarded`), unless bytes are released per event or it completes the body."""
+        if not self._go(Event.CHUNK):
+            return []
+        tap = self._tap
+        if tap is None:
+            return [Forward(chunk)]
+        if tap.completed_by(chunk):
+            # The client's response completes with these bytes: the outcome comes first.
+            visible = tap.feed(chunk)
+            return [*self._finish(Ending.BODY_ENDED), Forward(visible), EndResponse()]
+        if not tap.holds_back:
+            return [Forward(chunk, observe=True)]
+        visible = tap.feed(chunk)
+        head: list[Command] = [Forward(visible)] if visible else []
+        return head + self._marker()
+
+    def forwarded(self, chunk: bytes) -> list[Command]:
+        """A chunk from a `Forward(observe=True)` is on its way to the client: observe it."""
+        if self._tap is None or self.phase is Phase.DONE:
+            return []
+        self._tap.feed(chunk)
+        return self._marker()
+
+    def _marker(self) -> list[Command]:
+        tap = self._tap
+        if tap is not None and tap.ended and self._go(Event.MARKER):
+            return self._settle(tap.usage)
+        return []
+
+    def body_ended(self) -> list[Command]:
+        """The provider's body ended normally."""
+        if self.phase is Phase.DONE:
+            self._go(Event.BODY_END)
+            return []
+        rest = self._tap.finish() if self._tap is not None else b""
+        head: list[Command] = [Forward(rest)] if rest else []
+        return [*head, *self._finish(Ending.BODY_ENDED), EndResponse()]
+
+    def client_gone(self) -> list[Command]:
+        """The client went away (reset, cancel) before its response was complete."""
+        if self.phase is Phase.DONE:
+            return []
+        return [CloseUpstream(), *self._finish(Ending.CLIENT_GONE)]
+
+    def provider_broke(self) -> list[Command]:
+        """The provider's connection failed mid-body."""
+        if self.phase is Phase.DONE:
+            return []
+        return [AbortClient(), *self._finish(Ending.PROVIDER_BROKE)]
+
+    def timed_out(self) -> list[Command]:
+        """The provider stayed silent past the read timeout mid-body."""
+        if self.phase is Phase.DONE:
+            return []
+        return [AbortClient(), *self._finish(Ending.TIMEOUT)]
+
+    def unreachable(self, status: int, error: dict[str, Any]) -> list[Command]:
+        """No response head: the provider could not be reached or did not answer in time."""
+        if not self._go(Event.UNREACHABLE):
+            return []
+        outcome = Outcome(Ending.UNREACHABLE, StopReason.ERROR, http_status=status, error=error)
+        return [*self._settle(outcome.usage), Finished(outcome)]
+
+    def _settle(self, usage: Usage) -> list[Command]:
+        if self._settled:
+            return []
+        self._settled = True
+        return [Settle(usage)]
+
+    def _finish(self, ending: Ending) -> list[Command]:
+        event = next(e for e, end in _ENDINGS.items() if end is ending)
+        if not self._go(event):
+            return []
+        outcome = self._outcome(ending)
+        return [*self._settle(outcome.usage), Finished(outcome)]
+
+    def _outcome(self, ending: Ending) -> Outcome:
+        tap, status = self._tap, self._status
+        if tap is None:  # observed nothing by design
+            decision = decide(Seen.BLIND, ending, None, [])
+            return Outcome(ending, decision.stop_reason, http_status=status)
+        seen = tap.seen()
+        if seen is Seen.ERROR_STATUS:
+            decision = decide(seen, ending, None, [])
+            usage = tap.usage
+            error = tap.error_fields()
+            return Outcome(
+                ending, decision.stop_reason, status, usage=usage, error=error, complete=True
+            )
+        assembled = decided(tap.assembler, seen, ending)
+        return Outcome(
+            ending,
+            assembled.stop_reason,
+            status,
+            raw_stop_reason=assembled.raw_stop_reason,
+            output_items=assembled.output_items,
+            usage=assembled.usage,
+            response_id=assembled.response_id,
+            model=assembled.model,
+            error=assembled.error,
+            violations=assembled.violations,
+            complete=assembled.complete,
+        )

@@ -1,0 +1,1 @@
+"""Processes: serving, workers, the HTTP server and logs."""

@@ -1,0 +1,1 @@
+"""Hot-path I/O: the request handler, relay, finisher, admission, placement."""

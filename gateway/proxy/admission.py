@@ -1,0 +1,122 @@
+"""Budget admission: reserve a step (and tokens) in the ledger before the provider is called.
+
+The ledger keeps enforcing from local counts while the store does not answer
+(store/ledger_fallback.py); only if the ledger itself fails is a request let through
+unbudgeted (logged). With no budget configured the ledger is never touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from gateway.checks import budgets
+from gateway.checks.budgets import Limits, Reservation, Settlement, Spent
+from gateway.config import KeyBudget
+from gateway.errors import BudgetExceeded
+from gateway.items import Usage, Violation
+from gateway.proxy.deps import Deps
+from gateway.runs.pricing import Cost
+from gateway.sinks.metrics import find_metrics
+
+log = logging.getLogger(__name__)
+
+LEDGER_SECONDS = 2.0
+
+
+@dataclass(slots=True)
+class Admission:
+    limits: Limits
+    reservation: Reservation | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    settled: bool = False
+    charged: tuple[int, int] = (0, 0)  # tokens and nano-dollars its settlement counted spent
+
+    @property
+    def clamp(self) -> int | None:
+        return None if self.reservation is None else self.reservation.clamp
+
+
+@dataclass(slots=True)
+class Refused:
+    error: BudgetExceeded
+    violation: Violation
+    limits: Limits
+
+
+async def admit(
+    deps: Deps,
+    headers: Mapping[str, str],
+    key: KeyBudget | None,
+    trace_id: str,
+    wanted_tokens: int | None,
+    model: str | None = None,
+    upstream_url: str | None = None,
+) -> Admission | Refused:
+    limits = budgets.limits_for(deps.settings, key, headers)
+    if not limits.any:
+        return Admission(limits)
+    price = None
+    if limits.max_cost_usd is not None:
+        price = deps.pricer.output_price(model, upstream_url=upstream_url)
+    try:
+        granted = await asyncio.wait_for(
+            deps.ledger.reserve(trace_id, limits, wanted_tokens, price), LEDGER_SECONDS
+        )
+    except Exception as exc:
+        log.warning("budget ledger unavailable, request forwarded unbudgeted: %r", exc)
+        _count_unbudgeted(deps)
+        return Admission(limits)
+    if isinstance(granted, Spent):
+        error, violation = budgets.refusal(granted, limits)
+        return Refused(error, violation, limits)
+    tokens_used = 0
+    if limits.max_tokens is not None and granted.tokens_left is not None:
+        tokens_used = limits.max_tokens - granted.tokens_left
+    admission = Admission(limits, granted)
+    cost_used = None
+    if limits.max_cost_nano is not None and granted.cost_left_nano is not None:
+        cost_used = limits.max_cost_nano - granted.cost_left_nano
+    admission.headers = budgets.remaining_headers(
+        limits, granted.steps_used, tokens_used, cost_used_nano=cost_used
+    )
+    return admission
+
+
+def settle(deps: Deps, admission: Admission, usage: Usage, cost: Cost | None = None) -> None:
+    """Swap the held tokens and dollars for the real usage and cost, off the request's path,
+    once. The write starts now; the trace's next reservation waits for it (SettlementWrites).
+    """
+    reservation, limits = admission.reservation, admission.limits
+    if admission.settled or reservation is None:
+        return
+    if limits.max_tokens is None and limits.max_cost_usd is None:
+        return  # only token and cost budgets have anything to settle
+    admission.settled = True
+    known = usage.total_tokens is not None or usage.prompt_tokens is not None
+    # Without a usage report (a cancelled stream) assume the held tokens were spent.
+    used = usage.total() if known else reservation.tokens
+    used_cost = budgets.cost_used_nano(
+        None if cost is None else cost.usd, reservation.cost_held_nano, known
+    )
+    admission.charged = (used, used_cost)
+    deps.ledger.settle_later(Settlement(reservation, used, used_cost))
+
+
+def give_back(deps: Deps, admission: Admission) -> None:
+    """A failed attempt (an error status, an unreachable provider: no answer) takes nothing
+    from the run's budgets: its step and what its settlement counted are given back."""
+    reservation = admission.reservation
+    if reservation is None:
+        return
+    tokens, cost = admission.charged
+    nothing_held = replace(reservation, tokens=0, cost_held_nano=0)
+    deps.ledger.settle_later(Settlement(nothing_held, -tokens, -cost, steps_back=1))
+
+
+def _count_unbudgeted(deps: Deps) -> None:
+    metrics = find_metrics(deps.sinks)
+    if metrics is not None:
+        metrics.unbudgeted.inc()

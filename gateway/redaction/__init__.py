@@ -1,0 +1,1 @@
+"""Redaction of everything stored: rules, truncation, the redactor (sans-IO)."""

@@ -1,0 +1,239 @@
+"""Redaction of everything the gateway stores: secrets and personal data become markers.
+
+Rules are compiled once per Redactor; what is forwarded to the client is never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from functools import lru_cache
+from typing import Any
+
+from gateway import jsoncodec
+from gateway.config import RedactionSettings
+from gateway.items import Item, ItemKind, Violation
+from gateway.redaction.rules import BUILTIN_RULES, TRIGGER, TextRule, marker
+from gateway.redaction.truncate import cut_middle, precut
+from gateway.step import RefusalRecord, StepRecord
+
+# Pre-cutting a huge text before redaction keeps a 1 MB tool result from holding the GIL
+# for long; cutting at a line break is safe because no built-in rule spans lines.
+_PRECUT_FACTOR = 4
+
+
+# A "key": value pair in JSON text that does not parse (a tool call cut off mid-stream);
+# the value may be an unterminated string.
+_JSON_PAIR = re.compile(
+    r'"(?P<key>[^"\\]{1,64})"\s*:\s*(?P<value>"(?:[^"\\]|\\.)*"?|[^\s,}\]]+)', re.DOTALL
+)
+_JSON_START = re.compile(r"\s*[\[{]")
+_NON_ALNUM = re.compile(r"[^a-z0-9]")
+
+
+@lru_cache(maxsize=4096)
+def normalize_key(key: str) -> str:
+    """`X-Api-Key`, `api-key`, `apiKey` and `API_KEY` all become `apikey`."""
+    lowered = key.lower()
+    if lowered.startswith(("x-", "x_")):
+        lowered = lowered[2:]
+    return _NON_ALNUM.sub("", lowered)
+
+
+class Redactor:
+    """Redacts texts, JSON texts, items and steps with rules compiled once from settings."""
+
+    def __init__(self, settings: RedactionSettings) -> None:
+        self.enabled = settings.enabled
+        self.max_text_chars = settings.max_text_chars
+        # Configured patterns run first: they are the operator's more specific knowledge.
+        custom = tuple(
+            TextRule(p.name, re.compile(p.regex), self._custom_replacement(p.name))
+            for p in settings.patterns
+        )
+        self.rules: tuple[TextRule, ...] = custom + BUILTIN_RULES
+        self._custom = custom
+        self._json_keys: dict[str, str] = {}
+        for name in settings.json_keys:
+            self._json_keys.setdefault(normalize_key(name), name)
+
+    @staticmethod
+    def _custom_replacement(kind: str) -> Callable[[re.Match[str]], str]:
+        text = marker(kind)
+        # A pattern that can match the empty string must not sprinkle markers everywhere.
+        return lambda match: text if match.group() else ""
+
+    # Texts and JSON
+
+    def redact_text(self, text: str) -> str:
+        """One pass over a text that holds nothing to redact (most texts): the built-in
+        rules run only where one of their triggers occurs."""
+        if not self.enabled:
+            return text
+        for rule in self._custom:
+            text = rule.apply(text)
+        if TRIGGER.search(text) is None:
+            return text
+        for rule in BUILTIN_RULES:
+            text = rule.apply(text)
+        return text
+
+    def redact_json_text(self, text: str) -> str:
+        """Redact JSON by key and every string value in it; text rules if it does not parse."""
+        if not self.enabled:
+            return text
+        if _JSON_START.match(text):
+            try:
+                redacted = self.redact_value(jsoncodec.loads(text))
+                return json.dumps(redacted, ensure_ascii=False, separators=(",", ":"))
+            except (ValueError, RecursionError):
+                pass  # not JSON, or nested too deeply to walk: redacted as text
+            text = _JSON_PAIR.sub(self._pair, text)
+        return self.redact_text(text)
+
+    def _pair(self, match: re.Match[str]) -> str:
+        name = self._json_keys.get(normalize_key(match.group("key")))
+        if name is None or match.group("value") == "null":
+            return match.group()
+        start = match.start("value") - match.start()
+        return match.group()[:start] + json.dumps(marker(name))
+
+    def redact_value(self, value: Any) -> Any:
+        """Redact a parsed JSON value: values under secret keys, then all strings and keys."""
+        if isinstance(value, str):
+            return self.redact_text(value)
+        if isinstance(value, dict):
+            return {self.redact_text(k): self._entry(k, v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.redact_value(v) for v in value]
+        return value
+
+    def _entry(self, key: str, value: Any) -> Any:
+        name = self._json_keys.get(normalize_key(key))
+        # A null hides nothing and still tells the reader the field was sent empty.
+        if name is not None and value is not None:
+            return marker(name)
+        return self.redact_value(value)
+
+    def _strings(self, value: Any) -> Any:
+        """Run text rules over every string inside a small JSON object (item attrs)."""
+        if isinstance(value, str):
+            return self.redact_text(value)
+        if isinstance(value, dict):
+            return {k: self._strings(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._strings(v) for v in value]
+        return value
+
+    # Truncation
+
+    def _bounded(self, text: str, as_json: bool) -> tuple[str, int | None, list[int] | None]:
+        """Redact, then keep head and tail within max_text_chars around a marker.
+
+        Returns the text, its original length when it was cut, and where the marker sits.
+        Tails matter: errors and stack traces come last in a tool's output.
+        """
+        limit = self.max_text_chars
+        redact = self.redact_json_text if as_json else self.redact_text
+        ends = None if as_json else precut(text, limit * _PRECUT_FACTOR)
+        if ends is not None:
+            head, tail = redact(text[: ends[0]]), redact(text[ends[1] :])
+            if len(head) + len(tail) > limit:
+                kept, span = cut_middle(head, tail, limit, len(text))
+                return kept, len(text), span
+            # Redaction shrank the pre-cut parts below the limit: the rest is needed after all.
+        redacted = redact(text)
+        if len(redacted) <= limit:
+            return redacted, None, None
+        half = len(redacted) // 2
+        kept, span = cut_middle(redacted[:half], redacted[half:], limit, len(text))
+        return kept, len(text), span
+
+    # Items and steps
+
+    def redact_item(self, item: Item) -> Item:
+        attrs = self._strings(item.attrs) if self.enabled else dict(item.attrs)
+        # Ids and tool names are the client's or the provider's strings, stored like text.
+        changes: dict[str, Any] = {
+            "attrs": attrs,
+            "call_id": self._optional(item.call_id),
+            "tool_name": self._optional(item.tool_name),
+        }
+        if item.text is not None:
+            as_json = item.kind is ItemKind.TOOL_RESULT
+            changes["text"], length, span = self._bounded(item.text, as_json)
+            if length is not None:
+                attrs.update(text_length=length, truncated=True)
+            if span is not None:
+                attrs["text_cut"] = span
+        if item.arguments is not None:
+            # A custom tool's free-form input is text even when it looks like JSON: kept as sent.
+            as_json = not item.attrs.get("free_form")
+            changes["arguments"], length, span = self._bounded(item.arguments, as_json=as_json)
+            if length is not None:
+                attrs.update(arguments_length=length, truncated=True)
+            if span is not None:
+                attrs["arguments_cut"] = span
+        return item.with_changes(**changes)
+
+    def _optional(self, text: str | None) -> str | None:
+        return None if text is None else self.redact_text(text)
+
+    def redact_violations(self, violations: Iterable[Violation]) -> list[Violation]:
+        return [
+            replace(v, detail=self.redact_text(v.detail), call_id=self._optional(v.call_id))
+            for v in violations
+        ]
+
+    def _error(self, error: dict[str, Any]) -> dict[str, Any]:
+        return dict(self.redact_value(error)) if self.enabled else error
+
+    def redact_items(self, items: Iterable[Item]) -> list[Item]:
+        return [self.redact_item(item) for item in items]
+
+    def redact_step(self, step: StepRecord) -> StepRecord:
+        """A redacted copy of the step; the original is left as the hot path built it."""
+        return replace(
+            step,
+            path=self.redact_text(step.path),
+            model=self._optional(step.model),
+            raw_stop_reason=self._optional(step.raw_stop_reason),
+            provider_request_id=self._optional(step.provider_request_id),
+            response_id=self._optional(step.response_id),
+            input_items=self.redact_items(step.input_items),
+            output_items=self.redact_items(step.output_items),
+            error=step.error if step.error is None else self._error(step.error),
+            violations=self.redact_violations(step.violations),
+            session_id=self._optional(step.session_id),
+            declared_tools=None if step.declared_tools is None else self._json(step.declared_tools),
+            params=None if step.params is None else self._json(step.params),
+        )
+
+    def _json(self, value: Any) -> Any:
+        """Tools and parameters: values under secret keys, then every string and key."""
+        return self.redact_value(value) if self.enabled else value
+
+    def redact_refusal(self, refusal: RefusalRecord) -> RefusalRecord:
+        return replace(
+            refusal,
+            violations=self.redact_violations(refusal.violations),
+            items=self.redact_items(refusal.items),
+            session_id=self._optional(refusal.session_id),
+        )
+
+
+def _summary_dropped(item: Item) -> Item:
+    if item.kind is not ItemKind.REASONING or item.text is None:
+        return item
+    return item.with_changes(text=None, attrs={**item.attrs, "summary_dropped": True})
+
+
+def without_reasoning_summaries(step: StepRecord) -> StepRecord:
+    """The step with no reasoning summary text (`store_reasoning_summary` off)."""
+    return replace(
+        step,
+        input_items=[_summary_dropped(item) for item in step.input_items],
+        output_items=[_summary_dropped(item) for item in step.output_items],
+    )

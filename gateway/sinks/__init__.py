@@ -1,0 +1,1 @@
+"""Where finished steps go besides the store: metrics, webhooks, OTLP."""

@@ -1,0 +1,174 @@
+"""Webhook sink: each violation becomes a redacted JSON event POSTed to configured URLs.
+
+Events wait in a bounded queue for one background task that retries with exponential backoff;
+the hot path only enqueues, and what cannot be queued or delivered is counted, never awaited.
+With a secret, each POST carries `X-Loopwatch-Signature: sha256=<hex HMAC-SHA256 of the body>`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import json
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import aiohttp
+from yarl import URL
+
+from gateway.items import Violation
+from gateway.redaction.redactor import Redactor
+from gateway.step import RefusalRecord, StepRecord
+
+log = logging.getLogger(__name__)
+
+DropHook = Callable[[str], None]  # reason: "queue_full" | "failed"
+# Statuses worth another attempt; any other 4xx means the receiver will never take the event.
+RETRY_STATUSES = frozenset({408, 425, 429})
+SIGNATURE_HEADER = "X-Loopwatch-Signature"
+
+
+def signature(secret: str, body: bytes) -> str:
+    """What a receiver recomputes over the exact body bytes and compares in constant time."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def _ignore(reason: str) -> None:
+    return None
+
+
+class WebhookSink:
+    """A Sink that turns violations into webhook deliveries; start() and close() bracket it."""
+
+    def __init__(
+        self,
+        urls: tuple[str, ...],
+        *,
+        redactor: Redactor,
+        public_url: str | None = None,
+        secret: str | None = None,
+        on_drop: DropHook = _ignore,
+        queue_size: int = 1000,
+        attempts: int = 5,
+        backoff_initial: float = 0.5,
+        backoff_max: float = 30.0,
+        timeout: float = 10.0,
+    ) -> None:
+        self._urls = urls
+        self._redactor = redactor
+        self._public_url = public_url.rstrip("/") if public_url else None
+        self._secret = secret
+        self._on_drop = on_drop
+        self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(queue_size)
+        self._attempts = max(1, attempts)
+        self._backoff_initial = backoff_initial
+        self._backoff_max = backoff_max
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session: aiohttp.ClientSession | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.delivered_total = 0
+
+    async def start(self) -> None:
+        self._session = aiohttp.ClientSession(timeout=self._timeout)
+        self._task = asyncio.create_task(self._run(), name="loopwatch-webhooks")
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """Deliver what is queued within `timeout`, then stop; the rest counts as dropped."""
+        if self._task is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._queue.join(), timeout)
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        while not self._queue.empty():
+            self._queue.get_nowait()
+            self._on_drop("failed")
+        if self._session is not None:
+            await self._session.close()
+
+    def step_finished(self, step: StepRecord, overhead_seconds: float) -> None:
+        for violation in step.violations:
+            self._enqueue(self._event(violation, step.trace_id, step.id, step.started_at))
+
+    def request_refused(self, refusal: RefusalRecord) -> None:
+        for violation in refusal.violations:
+            self._enqueue(self._event(violation, refusal.trace_id, None, refusal.created_at))
+
+    def _event(
+        self, violation: Violation, trace_id: str, step_id: str | None, at: datetime
+    ) -> dict[str, Any]:
+        link = f"{self._public_url}/traces/{trace_id}" if self._public_url else None
+        call_id = violation.call_id
+        return {
+            "kind": violation.kind.value,
+            "trace_id": trace_id,
+            "step_id": step_id,
+            # Ids are the client's strings: a secret pasted into one is masked like any text.
+            "call_id": None if call_id is None else self._redactor.redact_text(call_id),
+            "detail": self._redactor.redact_text(violation.detail),
+            "enforced": violation.enforced,
+            "created_at": at.isoformat(),
+            "trace_url": link,
+        }
+
+    def _enqueue(self, event: dict[str, Any]) -> None:
+        try:
+            self._queue.put_nowait(event)
+        except asyncio.QueueFull:
+            self._on_drop("queue_full")
+
+    async def _run(self) -> None:
+        while True:
+            event = await self._queue.get()
+            try:
+                await asyncio.gather(*(self._deliver(url, event) for url in self._urls))
+            except Exception:  # a bug here must not stop later deliveries
+                log.exception("webhook delivery crashed")
+            finally:
+                self._queue.task_done()
+
+    async def _deliver(self, url: str, event: dict[str, Any]) -> None:
+        delay = self._backoff_initial
+        for attempt in range(1, self._attempts + 1):
+            outcome = await self._post(url, event)
+            if outcome == "ok":
+                self.delivered_total += 1
+                return
+            if outcome == "give_up" or attempt == self._attempts:
+                break
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self._backoff_max)
+        log.warning("webhook %s: event %s not delivered", _origin(url), event["kind"])
+        self._on_drop("failed")
+
+    def _request(self, event: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
+        body = json.dumps(event).encode()
+        headers = {"Content-Type": "application/json"}
+        if self._secret is not None:
+            headers[SIGNATURE_HEADER] = signature(self._secret, body)
+        return body, headers
+
+    async def _post(self, url: str, event: dict[str, Any]) -> str:
+        assert self._session is not None, "start() first"
+        body, headers = self._request(event)
+        try:
+            async with self._session.post(url, data=body, headers=headers) as response:
+                if response.status < 300:
+                    return "ok"
+                retry = response.status >= 500 or response.status in RETRY_STATUSES
+                return "retry" if retry else "give_up"
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            log.info("webhook %s unreachable: %r", _origin(url), exc)
+            return "retry"
+
+
+def _origin(url: str) -> str:
+    """What a log line may name: a webhook's path or query often is its secret (Slack)."""
+    try:
+        return str(URL(url).origin())
+    except ValueError:
+        return "(invalid URL)"

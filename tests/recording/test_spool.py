@@ -1,0 +1,117 @@
+"""The spool: whole lines in order across segments, torn lines skipped, private files."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gateway.errors import ConfigError
+from gateway.recording import codec as records
+from gateway.recording import ownership
+from gateway.recording.progress import Progress
+from gateway.recording.spool import (
+    Position,
+    SpoolReader,
+    SpoolWriter,
+    read_checkpoint,
+    segments,
+    write_checkpoint,
+)
+from tests.conftest import build_step
+
+
+def test_lines_come_back_in_order_across_segments(tmp_path: Path) -> None:
+    writer = SpoolWriter(tmp_path, "w0", segment_bytes=64)
+    lines = [f"record {i:04d} {'x' * 20}\n".encode() for i in range(40)]
+    for line in lines:
+        writer.append(line)
+    assert len(segments(tmp_path, "w0")) > 5
+    reader = SpoolReader(tmp_path, "w0", Position(1, 0))
+    got = [line for line, _ in reader.read(7)] + [line for line, _ in reader.read(1000)]
+    assert got == [line.rstrip(b"\n") for line in lines]
+    assert reader.read(10) == []  # nothing new yet: a later append is read later
+    writer.append(b"late\n")
+    assert [line for line, _ in reader.read(10)] == [b"late"]
+
+
+def test_a_line_torn_by_a_crash_is_skipped_and_the_next_run_goes_on(tmp_path: Path) -> None:
+    crashed = SpoolWriter(tmp_path, "w0")
+    crashed.append(b"whole\n")
+    os.write(crashed._fd, b"torn, no newl")  # the crash cut this write short
+    restarted = SpoolWriter(tmp_path, "w0")  # a new run never appends to an old segment
+    restarted.append(b"next run\n")
+    reader = SpoolReader(tmp_path, "w0", Position(1, 0))
+    assert [line for line, _ in reader.read(10)] == [b"whole", b"next run"]
+
+
+def test_files_are_private_and_hold_no_key(tmp_path: Path) -> None:
+    os.umask(0o022)
+    writer = SpoolWriter(tmp_path / "spool", "w0")
+    writer.append(records.encode(build_step()))
+    (path,) = (tmp_path / "spool").glob("*.spool")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "spool").stat().st_mode) == 0o700
+
+
+def test_checkpoint_resumes_and_releases_stored_segments(tmp_path: Path) -> None:
+    writer = SpoolWriter(tmp_path, "w0", segment_bytes=10)
+    for i in range(5):
+        writer.append(f"line {i}\n".encode())
+    reader = SpoolReader(tmp_path, "w0", Position(1, 0))
+    (*_, (_, third)) = reader.read(3)
+    write_checkpoint(tmp_path, "w0", third)
+    reader.release_before(third)
+    assert segments(tmp_path, "w0")[0] == third.seq
+    resumed = SpoolReader(tmp_path, "w0", read_checkpoint(tmp_path, "w0") or Position(1, 0))
+    assert [line for line, _ in resumed.read(10)] == [b"line 3", b"line 4"]
+
+
+def test_records_round_trip() -> None:
+    step = build_step(error={"message": "m", "type": None, "code": None})
+    assert records.decode(records.encode(step)) == step
+
+
+def test_two_gateways_on_one_spool_root_each_own_a_directory(tmp_path: Path) -> None:
+    with ownership.own(tmp_path) as first, ownership.own(tmp_path) as second:
+        assert first != second and first.parent == second.parent == tmp_path
+
+
+def test_an_unwritable_spool_is_a_config_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(ConfigError, match="spool_dir"), ownership.own(blocker / "spool"):
+        pass
+
+
+_PUBLISHER = """
+import sys, time
+from pathlib import Path
+from gateway.recording.progress import Progress
+progress = Progress(Path(sys.argv[1]), create=False)
+value, deadline = 0, time.monotonic() + 1.0
+while time.monotonic() < deadline:
+    value += 255  # a carry across a byte boundary almost every time
+    progress.publish({"committed": value, "batches": value})
+"""
+
+
+def test_progress_is_read_whole_while_another_process_writes_it(tmp_path: Path) -> None:
+    progress = Progress(tmp_path / "w0.progress", create=True)
+    publisher = subprocess.Popen([sys.executable, "-c", _PUBLISHER, str(tmp_path / "w0.progress")])
+    last, reads = 0, 0
+    try:
+        while publisher.poll() is None:
+            committed = progress.get("committed")
+            published = progress.snapshot()
+            assert published["committed"] == published["batches"]  # from one publication
+            assert last <= committed <= published["committed"]  # never torn, never back
+            last = published["committed"]
+            reads += 1
+    finally:
+        publisher.wait(10)
+    assert publisher.returncode == 0 and reads > 100 and last > 0

@@ -1,0 +1,160 @@
+"""Retention: old traces go with every row that belongs to them, in bounded passes, on SQLite
+and PostgreSQL; recent traces and their rows stay, and no orphan row is left behind."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from gateway.items import Violation, ViolationKind
+from gateway.step import RefusalRecord
+from gateway.store.migrate import METADATA
+from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
+from gateway.store.retention import LEDGER, Retention, purge_batch
+from gateway.store.writer import StoreWriter
+from tests import harness
+from tests.conftest import build_step
+from tests.fakes.chat import completion
+from tests.harness import GatewayFactory
+from tests.traffic import HELLO, post
+
+provider, make_gateway = harness.provider, harness.make_gateway
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
+OLD = NOW - timedelta(days=40)
+RECENT = NOW - timedelta(days=2)
+# Every table and how its rows belong to a trace; a new table must be placed here (and
+# purged by retention.purge_batch), or this fails.
+OWNED = {"traces": "id", "steps": "trace_id", "violations": "trace_id", "budget_ledger": "trace_id"}
+BY_STEP = {"items": "step_id"}
+SHARED = {"tool_sets"}  # by content: kept while any step refers to one
+UNOWNED = {"meta"}
+TOOLS_OLD = [{"type": "function", "function": {"name": "only_old_runs_had_this"}}]
+TOOLS_BOTH = [{"type": "function", "function": {"name": "every_run_has_this"}}]
+
+
+def _trace(writer: StoreWriter, engine: Engine, trace_id: str, at: datetime) -> None:
+    """Two steps with items and tools, a step violation, a refusal and a budget ledger row."""
+    tools = TOOLS_OLD if at < NOW - timedelta(days=30) else TOOLS_BOTH
+    violation = Violation(ViolationKind.MISSING_TOOL_RESULT, "never answered", call_id="c1")
+    writer.write_batch(
+        [
+            build_step(trace_id, at=at, declared_tools=tools),
+            build_step(
+                trace_id,
+                at=at + timedelta(seconds=5),
+                violations=[violation],
+                declared_tools=TOOLS_BOTH,
+            ),
+            RefusalRecord(trace_id, at + timedelta(seconds=9), [violation]),
+        ]
+    )
+    with engine.begin() as conn:
+        conn.execute(
+            LEDGER.insert().values(
+                trace_id=trace_id, steps=2, tokens_spent=30, tokens_in_flight=0, last_reserved=0
+            )
+        )
+
+
+def _rows(engine: Engine) -> dict[str, list[dict[str, Any]]]:
+    with engine.connect() as conn:
+        return {
+            name: [dict(row._mapping) for row in conn.execute(sa.select(table))]
+            for name, table in METADATA.tables.items()
+        }
+
+
+def _trace_ids(rows: dict[str, list[dict[str, Any]]]) -> dict[str, set[str]]:
+    step_trace = {row["id"]: row["trace_id"] for row in rows["steps"]}
+    owned = {name: {row[column] for row in rows[name]} for name, column in OWNED.items()}
+    owned["items"] = {step_trace.get(row["step_id"], "(orphan)") for row in rows["items"]}
+    return owned
+
+
+def assert_no_orphans(engine: Engine) -> None:
+    rows = _rows(engine)
+    traces = {row["id"] for row in rows["traces"]}
+    steps = {row["id"] for row in rows["steps"]}
+    assert {row["trace_id"] for row in rows["steps"]} <= traces
+    assert {row["trace_id"] for row in rows["violations"]} <= traces
+    assert {row["step_id"] for row in rows["violations"]} - {None} <= steps
+    assert {row["trace_id"] for row in rows["budget_ledger"]} <= traces
+    assert {row["step_id"] for row in rows["items"]} <= steps
+    assert {row["hash"] for row in rows["tool_sets"]} <= {row["tool_set"] for row in rows["steps"]}
+
+
+def test_every_table_is_known_to_retention() -> None:
+    tables = {*OWNED, *BY_STEP, *SHARED, *UNOWNED}
+    assert set(METADATA.tables) == tables, "teach retention the new table"
+
+
+def test_purge_deletes_old_traces_with_all_their_rows(engine: Engine) -> None:
+    writer = StoreWriter(engine)
+    for n in range(3):
+        _trace(writer, engine, f"old-{n}", OLD + timedelta(minutes=n))
+    for n in range(2):
+        _trace(writer, engine, f"recent-{n}", RECENT)
+    before = _rows(engine)
+    assert all(_trace_ids(before)[name] >= {"old-0", "recent-0"} for name in (*OWNED, *BY_STEP))
+    cutoff = NOW - timedelta(days=30)
+
+    assert [purge_batch(engine, cutoff, 2) for _ in range(3)] == [2, 1, 0]
+
+    after = _rows(engine)
+    for name, ids in _trace_ids(after).items():
+        assert ids == {"recent-0", "recent-1"}, name
+    kept_steps = {row["id"] for row in before["steps"] if row["trace_id"].startswith("recent")}
+    kept_items = [row for row in before["items"] if row["step_id"] in kept_steps]
+    by_id = sorted(after["items"], key=lambda row: row["id"])
+    assert len(kept_items) == 16 and by_id == sorted(kept_items, key=lambda row: row["id"])
+    assert after["meta"] == before["meta"]
+    names = [row["tools"][0]["function"]["name"] for row in after["tool_sets"]]
+    assert len(before["tool_sets"]) == 2 and names == ["every_run_has_this"]
+    assert_no_orphans(engine)
+
+
+async def test_background_purge_runs_bounded_passes_until_done(engine: Engine) -> None:
+    writer = StoreWriter(engine)
+    for n in range(5):
+        _trace(writer, engine, f"old-{n}", OLD)
+    _trace(writer, engine, "recent", RECENT)
+    purged: list[int] = []
+    retention = Retention(
+        engine, 30, clock=lambda: NOW, batch_size=2, pause=0.01, on_purged=purged.append
+    )
+    retention.start()
+    for _ in range(500):
+        if retention.purged_total == 5:
+            break
+        await asyncio.sleep(0.01)
+    await retention.close()  # does not wait out the hour until the next sweep
+    assert purged == [2, 2, 1] and retention.passes == 3
+    with engine.connect() as conn:
+        assert list(conn.execute(sa.select(TRACES.c.id)).scalars()) == ["recent"]
+        for table in (STEPS, ITEMS, VIOLATIONS, LEDGER):
+            assert conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one() > 0
+    assert_no_orphans(engine)
+
+
+async def test_gateway_purges_what_is_older_than_retention_days(
+    make_gateway: GatewayFactory, database_url: str
+) -> None:
+    first = await make_gateway(database_url=database_url)  # makes the schema
+    engine = first.deps.engine
+    writer = StoreWriter(engine)
+    old = datetime.now(UTC) - timedelta(days=8)
+    for n in range(3):
+        _trace(writer, engine, f"old-{n}", old)
+    gw = await make_gateway(database_url=database_url, retention_days=7)
+    gw.provider.queue(completion("fresh"))
+    assert await post(gw, HELLO, **{"X-Loopwatch-Trace-Id": "fresh"}) == 200
+    for _ in range(500):
+        if [t["id"] for t in await gw.traces()] == ["fresh"]:
+            break
+        await asyncio.sleep(0.02)
+    assert [t["id"] for t in await gw.traces()] == ["fresh"]
+    assert_no_orphans(engine)
