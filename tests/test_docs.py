@@ -1,7 +1,8 @@
-"""README documents every setting, its environment twin, and the test command CI runs."""
+"""README documents every setting, its environment twin, the test command CI runs, the layout."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -25,3 +26,23 @@ def test_every_environment_variable_is_documented(setting: str) -> None:
 def test_readme_test_command_is_what_ci_runs() -> None:
     assert "bash .ci/run" in README
     assert "python -m pytest" in (ROOT / ".ci" / "run").read_text()
+
+
+def _layout_names() -> set[str]:
+    """The names in README's layout under gateway/: `stream/` a package, `config` a module."""
+    block = README.split("## Layout\n", 1)[1].split("```", 2)[1]
+    names: set[str] = set()
+    for line in block.splitlines():
+        if line.startswith("  ") and not line.startswith("   "):
+            first_column = re.split(r"\s{2,}", line.strip())[0]
+            names |= set(re.findall(r"[\w]+/?", first_column))
+    return names
+
+
+def test_readme_layout_names_every_package_and_module() -> None:
+    gateway = ROOT / "gateway"
+    tree = {f"{p.name}/" for p in gateway.iterdir() if (p / "__init__.py").exists()}
+    tree |= {p.stem for p in gateway.glob("*.py") if p.stem != "__init__"}
+    named = _layout_names()
+    assert sorted(tree - named) == [], "in gateway/, missing from README's layout"
+    assert sorted(named - tree) == [], "in README's layout, missing from gateway/"
