@@ -36,8 +36,9 @@ from gateway.sinks.webhooks import WebhookSink
 from gateway.store import queries
 from gateway.store.engine import create_schema, install_secret, make_engine
 from gateway.store.holder import holding
-from gateway.store.ledger import Ledger, ThreadLedger, separate_sqlite_ledger
+from gateway.store.ledger import Ledger, ThreadLedger
 from gateway.store.ledger_fallback import FallbackLedger
+from gateway.store.ledger_file import separate_sqlite_ledger
 from gateway.store.ledger_memory import MemoryLedger
 from gateway.store.ledger_pg import PostgresLedger
 from gateway.store.retention import Retention

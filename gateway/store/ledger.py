@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from decimal import Decimal
-from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import sqlalchemy as sa
@@ -24,7 +23,6 @@ from sqlmodel import Field, SQLModel
 
 from gateway.checks import budgets
 from gateway.checks.budgets import Limits, Reservation, Settlement, Spent
-from gateway.store.engine import make_engine
 
 log = logging.getLogger(__name__)
 
@@ -367,25 +365,3 @@ def pyformat(sql: str) -> str:
 
 
 _NAMED = re.compile(r":(\w+)")
-
-
-def separate_sqlite_ledger(database_url: str, engine: Engine) -> Engine | None:
-    """For a SQLite file, the ledger's own database file beside it (`<file>-ledger`), so a
-    reservation never waits behind the recorder's write transactions on the store. Rows a
-    ledger kept in the store (an earlier version) are carried over when the file is new."""
-    match = re.match(r"^sqlite(\+\w+)?:///(?P<file>.+)$", database_url)
-    if engine.dialect.name != "sqlite" or not match or match["file"] == ":memory:":
-        return None
-    path = match["file"] + "-ledger"
-    new = not Path(path).exists()
-    ledger = make_engine(f"sqlite:///{path}")
-    table: sa.Table = BudgetLedgerRow.__table__  # type: ignore[attr-defined]
-    with ledger.begin() as conn:
-        table.create(conn, checkfirst=True)
-    if new:
-        with engine.connect() as source:
-            rows = [dict(row._mapping) for row in source.execute(table.select())]
-        if rows:
-            with ledger.begin() as conn:
-                conn.execute(table.insert(), rows)
-    return ledger

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from gateway.checks.budgets import Limits, Reservation, Settlement, Spent
 from gateway.store.engine import create_schema, make_engine
-from gateway.store.ledger import ThreadLedger, separate_sqlite_ledger
+from gateway.store.ledger import ThreadLedger
+from gateway.store.ledger_file import separate_sqlite_ledger
 from gateway.store.ledger_memory import MemoryLedger
 
 
