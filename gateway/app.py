@@ -21,6 +21,9 @@ from gateway.errors import GatewayError, NotFound, Unauthorized
 from gateway.keycache import CachedContinuationKeys
 from gateway.keyfilter import KeyFilter
 from gateway.loops import TraceCounters
+from gateway.mcp import ingest as mcp_ingest
+from gateway.mcp import proxy as mcp_proxy
+from gateway.mcp.runtime import McpRuntime, McpSink
 from gateway.metrics import MetricsSink, metrics_response
 from gateway.otlp.sink import OtlpSink
 from gateway.pricing import Pricer
@@ -43,7 +46,7 @@ from gateway.store.ledger import Ledger, ThreadLedger
 from gateway.store.ledger_fallback import FallbackLedger
 from gateway.store.ledger_pg import PostgresLedger
 from gateway.threading import RecentSteps, call_filter_key
-from gateway.ui import api, auth, views
+from gateway.ui import api, auth, mcp_api, views
 from gateway.upstream import Upstream
 from gateway.webhooks import WebhookSink
 
@@ -51,6 +54,7 @@ log = logging.getLogger(__name__)
 
 DEPS = web.AppKey("deps", Deps)
 READINESS = web.AppKey("readiness", Readiness)
+MCP = web.AppKey("mcp", McpRuntime)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -75,6 +79,11 @@ def create_app(
     for path, protocol in PATHS.items():
         app.router.add_post(path, _bind(proxy.handle_model, ADAPTERS[protocol]))
     app.router.add_route("*", "/v1/{tail:.*}", _bind(proxy.handle_passthrough, ADAPTERS["chat"]))
+    for method in ("POST", "GET", "DELETE"):
+        app.router.add_route(method, "/mcp/{name}", _mcp)
+    app.router.add_post("/mcp/{name}/stdio", _mcp_stdio)
+    app.router.add_get("/api/mcp/servers", _with_mcp(mcp_api.list_servers))
+    app.router.add_get("/api/mcp/executions", _with_mcp(mcp_api.list_executions))
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
     app.router.add_get("/metrics", _metrics)
@@ -118,6 +127,9 @@ async def _lifecycle(
     metrics.watch_recorder(recording)
     webhooks = await _start_webhooks(settings, redactor, metrics)
     otlp = _start_otlp(settings, redactor, metrics)
+    mcp = McpRuntime(settings, engine, redactor, metrics=metrics, clock=clock)
+    await mcp.start()
+    app[MCP] = mcp
     app[DEPS] = Deps(
         settings=settings,
         upstream=upstream,
@@ -128,7 +140,7 @@ async def _lifecycle(
         secret=secret,
         recent=RecentSteps(),
         clock=clock or (lambda: datetime.now(UTC)),
-        sinks=tuple(sink for sink in (metrics, webhooks, otlp) if sink is not None),
+        sinks=tuple(s for s in (metrics, webhooks, otlp, McpSink(mcp)) if s is not None),
         known_keys=known_keys,
         pricer=Pricer(settings.prices),
         loops=TraceCounters(settings.loop_threshold),
@@ -139,6 +151,7 @@ async def _lifecycle(
     finally:
         loading.cancel()
         await upstream.close()
+        await mcp.close()
         if webhooks is not None:
             await webhooks.close()
         if otlp is not None:
@@ -275,6 +288,21 @@ def _with_deps(handler) -> Handler:  # type: ignore[no-untyped-def]
     return bound
 
 
+async def _mcp(request: web.Request) -> web.StreamResponse:
+    return await mcp_proxy.handle(request, request.app[DEPS].upstream, request.app[MCP])
+
+
+async def _mcp_stdio(request: web.Request) -> web.StreamResponse:
+    return await mcp_ingest.handle(request, request.app[MCP])
+
+
+def _with_mcp(handler) -> Handler:  # type: ignore[no-untyped-def]
+    async def bound(request: web.Request) -> web.StreamResponse:
+        return await handler(request, request.app[DEPS], request.app[MCP])  # type: ignore[no-any-return]
+
+    return bound
+
+
 async def _healthz(request: web.Request) -> web.Response:
     deps = request.app[DEPS]
     return web.json_response({"status": "ok", "recorder_queue_depth": deps.recorder.queue_depth})
@@ -305,7 +333,7 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 
 def _needs_admin(path: str) -> bool:
-    public = path.startswith(("/v1/", "/static/")) or path == auth.LOGIN_PATH
+    public = path.startswith(("/v1/", "/mcp/", "/static/")) or path == auth.LOGIN_PATH
     return not (public or path in ("/metrics", "/healthz", "/readyz"))
 
 

@@ -68,6 +68,14 @@ LAYERS: dict[str, int] = {
     "gateway.serving": 5,
     "gateway.workers": 5,
     "gateway.demo": 5,
+    "gateway.mcp": 1,
+    "gateway.mcp.tables": 2,
+    "gateway.mcp.reads": 2,
+    "gateway.mcp.writer": 3,
+    "gateway.mcp.proxy": 4,
+    "gateway.mcp.runtime": 4,
+    "gateway.mcp.ingest": 4,
+    "gateway.mcp.stdio": 5,
 }
 IO_LIBRARIES = ("aiohttp", "sqlalchemy", "sqlmodel", "prometheus_client", "psycopg")
 

@@ -22,6 +22,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlmodel import SQLModel
 
 from gateway.errors import StartupError
+from gateway.mcp import tables as _mcp_tables  # noqa: F401  (registers the MCP tables)
 from gateway.store import ledger as _ledger  # noqa: F401  (registers budget_ledger)
 from gateway.store import models as _models  # noqa: F401  (registers the trace tables)
 from gateway.store.models import UTCDateTime

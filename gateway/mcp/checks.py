@@ -1,0 +1,84 @@
+"""The rules of an MCP tool call: declared by the server, arguments against `inputSchema`,
+`structuredContent` against `outputSchema`, and what changed between two `tools/list`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway import jsoncodec
+from gateway.mcp.texts import canonical_value
+from gateway.tool_checks import ToolChecker
+
+UNREQUESTED = "unrequested_tool_execution"
+INVALID_ARGUMENTS = "invalid_tool_arguments"
+INVALID_OUTPUT = "invalid_tool_output"
+UNDECLARED = "undeclared_tool"
+LIST_CHANGED = "tool_list_changed"
+KINDS = (UNREQUESTED, INVALID_ARGUMENTS, INVALID_OUTPUT, UNDECLARED, LIST_CHANGED)
+
+
+def tools_by_name(tools: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {t["name"]: t for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str)}
+
+
+def call_problems(
+    checker: ToolChecker, tools: dict[str, dict[str, Any]] | None, tool: str, arguments: Any
+) -> list[tuple[str, str]]:
+    """(kind, detail) of a call before it runs; `tools` None: the server's list is unknown."""
+    if tools is None:
+        return []
+    declared = tools.get(tool)
+    if declared is None:
+        names = ", ".join(sorted(tools)[:20]) or "none"
+        return [(UNDECLARED, f"Tool {tool!r} is not in the server's tools/list ({names}).")]
+    schema = declared.get("inputSchema")
+    if not isinstance(schema, dict | bool):
+        return []
+    problem = checker.arguments_error(schema, jsoncodec.dumps_text(arguments or {}))
+    if problem is None:
+        return []
+    return [(INVALID_ARGUMENTS, f"The arguments of MCP tool {tool!r} {problem}.")]
+
+
+def output_problem(
+    checker: ToolChecker, tools: dict[str, dict[str, Any]] | None, tool: str, result: Any
+) -> tuple[str, str] | None:
+    """`structuredContent` against the tool's `outputSchema`, when both are there."""
+    if tools is None or tool not in tools or not isinstance(result, dict):
+        return None
+    schema = tools[tool].get("outputSchema")
+    if not isinstance(schema, dict) or result.get("isError"):
+        return None
+    if "structuredContent" not in result:
+        detail = f"MCP tool {tool!r} declares an outputSchema but returned no structuredContent."
+        return (INVALID_OUTPUT, detail)
+    problem = checker.arguments_error(schema, jsoncodec.dumps_text(result["structuredContent"]))
+    if problem is None:
+        return None
+    return (INVALID_OUTPUT, f"The structuredContent of MCP tool {tool!r} {problem}.")
+
+
+def list_changes(
+    before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]
+) -> list[tuple[str, str]]:
+    """(tool, what changed) between two lists of one server, in name order."""
+    changes = []
+    for name in sorted(before.keys() | after.keys()):
+        if name not in before:
+            changes.append((name, "added"))
+        elif name not in after:
+            changes.append((name, "removed"))
+        else:
+            changed = [
+                label
+                for key, label in (
+                    ("description", "description"),
+                    ("inputSchema", "inputSchema"),
+                    ("outputSchema", "outputSchema"),
+                    ("annotations", "annotations"),
+                )
+                if canonical_value(before[name].get(key)) != canonical_value(after[name].get(key))
+            ]
+            if changed:
+                changes.append((name, " and ".join(changed) + " changed"))
+    return changes

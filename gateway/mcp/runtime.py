@@ -1,0 +1,156 @@
+"""The MCP side as the app holds it: configured servers, the observer, the writer, and where
+each observed event's records go (store, metrics, spans). Runs on the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from gateway.config import Settings
+from gateway.mcp import reads
+from gateway.mcp.messages import id_key, is_response, read_requests
+from gateway.mcp.observer import Context, McpObserver, Refusal, Tracked
+from gateway.mcp.records import Execution, Outbox
+from gateway.mcp.writer import McpWriter
+from gateway.metrics import MetricsSink
+from gateway.otlp.ids import trace_id_of
+from gateway.redaction import Redactor
+from gateway.step import RefusalRecord, StepRecord
+from gateway.tool_checks import ToolChecker
+
+log = logging.getLogger(__name__)
+
+ExecutionHook = Callable[[Execution], None]
+
+
+class McpRuntime:
+    def __init__(
+        self,
+        settings: Settings,
+        engine: Engine,
+        redactor: Redactor,
+        *,
+        metrics: MetricsSink | None = None,
+        clock: Callable[[], datetime] | None = None,
+        checker: ToolChecker | None = None,
+    ) -> None:
+        self.servers = {server.name: server for server in settings.mcp_servers}
+        self.observer = McpObserver(
+            checker=checker,
+            window=settings.mcp_match_window_s,
+            enforce=settings.mcp_enforce,
+            clock=clock,
+            otel_id=trace_id_of,
+        )
+        self.writer = McpWriter(engine, redactor)
+        self._engine = engine
+        self._metrics = metrics
+        # Requests reported by stdio bridges, waiting for their answers, by bridge.
+        self.stdio: OrderedDict[str, dict[str, Tracked]] = OrderedDict()
+        self.on_finished: list[ExecutionHook] = []  # e.g. the span exporter
+
+    async def start(self) -> None:
+        self.writer.start()
+        try:
+            known = await asyncio.to_thread(reads.tool_lists, self._engine)
+        except Exception:
+            log.exception("loading the MCP servers' tool lists failed")
+            return
+        for server, tools in known.items():
+            self.observer.tools.setdefault(server, tools)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.writer.close)
+
+    async def flush(self, timeout: float = 10.0) -> bool:
+        return await asyncio.to_thread(self.writer.flush, timeout)
+
+    # -- events ----------------------------------------------------------------------------
+
+    def begin(
+        self, context: Context, body: bytes | None, *, can_refuse: bool = True
+    ) -> tuple[dict[str, Tracked], list[Refusal]]:
+        """The requests of a POST (or a stdio line), by id; refusals when the gateway answers
+        in the server's stead."""
+        tracked: dict[str, Tracked] = {}
+        refusals: list[Refusal] = []
+        if not body:
+            return tracked, refusals
+        out = Outbox()
+        for request in read_requests(body):
+            if not request.expects_answer:
+                continue
+            seen = self.observer.request(context, request, out, can_refuse=can_refuse)
+            if isinstance(seen, Refusal):
+                refusals.append(seen)
+            else:
+                tracked[id_key(request.rpc_id)] = seen
+        self._emit(out)
+        return tracked, refusals
+
+    def messages(
+        self, tracked: dict[str, Tracked], messages: list[dict[str, Any]], session: str | None
+    ) -> None:
+        out = Outbox()
+        for message in messages:
+            if not is_response(message):
+                continue
+            waiting = tracked.pop(id_key(message.get("id")), None)
+            if waiting is None:
+                continue
+            if waiting.request.method == "initialize" and session:
+                waiting.context = replace(waiting.context, session_id=session)
+            self.observer.answered(waiting, message, out)
+        self._emit(out)
+
+    def unanswered(self, tracked: dict[str, Tracked], reason: str) -> None:
+        out = Outbox()
+        for waiting in tracked.values():
+            self.observer.failed(waiting, reason, out)
+        tracked.clear()
+        self._emit(out)
+
+    def step(self, step: StepRecord) -> None:
+        out = Outbox()
+        self.observer.step(step, out)
+        self._emit(out)
+
+    def _emit(self, out: Outbox) -> None:
+        if out.records:
+            self.writer.submit(out.records)
+        for execution in out.finished:
+            self._count(execution)
+            for hook in self.on_finished:
+                try:
+                    hook(execution)
+                except Exception:
+                    log.exception("an MCP execution hook failed")
+
+    def _count(self, execution: Execution) -> None:
+        if self._metrics is None:
+            return
+        declared = self.observer.tools.get(execution.server) or {}
+        tool = execution.tool if execution.tool in declared else "other"
+        seconds = None if execution.duration_ms is None else execution.duration_ms / 1000
+        self._metrics.mcp_call(execution.server, tool, execution.outcome or "rpc_error", seconds)
+
+
+class McpSink:
+    """Feeds finished model steps to the MCP observer (joins and deliveries)."""
+
+    def __init__(self, runtime: McpRuntime) -> None:
+        self._runtime = runtime
+
+    def step_finished(self, step: StepRecord, overhead_seconds: float) -> None:
+        """Fires once per step, as every sink's does; quick (in-memory matching only)."""
+        self._runtime.step(step)
+
+    def request_refused(self, refusal: RefusalRecord) -> None:
+        """Refused requests carry no tool calls to run."""
