@@ -17,8 +17,12 @@ class Weather(BaseModel):
     celsius: float
 
 
+CALLS: list[str] = []  # the tools this process ran, in order
+
+
 @server.tool(description="Read a text file and return its contents.")
 def read_text_file(path: str) -> str:
+    CALLS.append("read_text_file")
     return f"contents of {path}: line one\nline two\napi_key=sk-live-abcdef0123456789abcdef"
 
 
@@ -38,6 +42,11 @@ async def slow_count(n: int, ctx: Context) -> str:
 @server.tool(description="Fail on purpose.")
 def broken(reason: str) -> str:
     raise ValueError(f"broken: {reason}")
+
+
+@server.tool(description="The tools this server ran so far, in order.")
+def calls_made() -> list[str]:
+    return list(CALLS)
 
 
 @server.tool(description="Change this server's tool list (a test of tool_list_changed).")

@@ -122,7 +122,7 @@ def test_content_join_by_suffix_and_canonical_arguments() -> None:
     seen.step(
         step("tr-1", calls=(("call_1", "fs__read_text_file", '{ "path" : "/a" }'),)), Outbox()
     )
-    tracked, out = call(seen, "read_text_file", {"path": "/a"})
+    tracked, _ = call(seen, "read_text_file", {"path": "/a"})
     execution = latest(answer(seen, tracked, OK))
     assert (execution.trace_id, execution.call_id, execution.join) == ("tr-1", "call_1", "content")
     assert execution.outcome == "ok"
