@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +23,8 @@ log = logging.getLogger(__name__)
 
 QUEUE_SIZE = 10_000
 BATCH = 200
+# A batch waits this long for company: one transaction per burst, not per record.
+GATHER_SECONDS = 0.05
 _STOP = object()
 
 
@@ -69,6 +72,8 @@ class McpWriter:
     def _run(self) -> None:
         while True:
             batch = [self._queue.get()]
+            if batch[0] is not _STOP:
+                time.sleep(GATHER_SECONDS)
             while len(batch) < BATCH:
                 try:
                     batch.append(self._queue.get_nowait())
