@@ -128,6 +128,8 @@ async def _lifecycle(
     webhooks = await _start_webhooks(settings, redactor, metrics)
     otlp = _start_otlp(settings, redactor, metrics)
     mcp = McpRuntime(settings, engine, redactor, metrics=metrics, clock=clock)
+    if otlp is not None:
+        mcp.on_finished.append(otlp.mcp_execution)
     await mcp.start()
     app[MCP] = mcp
     app[DEPS] = Deps(
