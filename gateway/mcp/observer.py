@@ -76,6 +76,7 @@ class McpObserver:
         self._by_call: OrderedDict[str, Execution] = OrderedDict()  # waiting for delivery
         self._server_traces: dict[str, dict[str, float]] = {}
         self._versions: dict[str, str] = {}
+        self._over_budget: OrderedDict[str, str] = OrderedDict()  # trace -> violation kind
 
     # -- a request -------------------------------------------------------------------------
 
@@ -102,14 +103,7 @@ class McpObserver:
         )
         tracked.execution = execution
         self._join(execution, context, request.meta)
-        problems = checks.call_problems(
-            self._checker, self.tools.get(context.server), execution.tool, execution.arguments
-        )
-        if execution.call_id is None and (execution.explicit or enforce):
-            detail = (
-                f"No model tool call asked for MCP tool {execution.tool!r} with these arguments."
-            )
-            problems.insert(0, (checks.UNREQUESTED, detail))
+        problems = self._problems(execution, enforce)
         if enforce and problems:
             return self._refuse(execution, problems, out)
         for kind, detail in problems:
@@ -118,6 +112,22 @@ class McpObserver:
         if execution.trace_id is None or execution.call_id is None:
             self._remember(self._waiting, execution.id, execution)
         return tracked
+
+    def _problems(self, execution: Execution, enforce: bool) -> list[tuple[str, str]]:
+        """(kind, detail) of what this call breaks, the rule to name first."""
+        problems = checks.call_problems(
+            self._checker, self.tools.get(execution.server), execution.tool, execution.arguments
+        )
+        if execution.call_id is None and (execution.explicit or enforce):
+            detail = (
+                f"No model tool call asked for MCP tool {execution.tool!r} with these arguments."
+            )
+            problems.insert(0, (checks.UNREQUESTED, detail))
+        spent = self._over_budget.get(execution.trace_id or "")
+        if enforce and spent is not None:
+            detail = f"Its run is over its budget ({spent}): its tool calls are refused too."
+            problems.insert(0, (spent, detail))
+        return problems
 
     def _explicit_trace(self, context: Context, meta: dict[str, Any]) -> str | None:
         if context.trace_header:
@@ -294,6 +304,13 @@ class McpObserver:
             execution.trace_id, call.matched = call.trace_id, True
             return True
         return self._match_content(execution)
+
+    def budget_refused(self, trace_id: str, kind: str) -> None:
+        """A model request of this run was refused by a budget: with enforcement, so are
+        its MCP tool calls from now on."""
+        self._over_budget[trace_id] = kind
+        while len(self._over_budget) > MAX_WAITING:
+            self._over_budget.popitem(last=False)
 
     # -- helpers ---------------------------------------------------------------------------
 

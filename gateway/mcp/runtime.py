@@ -153,4 +153,8 @@ class McpSink:
         self._runtime.step(step)
 
     def request_refused(self, refusal: RefusalRecord) -> None:
-        """Refused requests carry no tool calls to run."""
+        """A budget refusal of a run: with `mcp_enforce` its tool calls are refused too."""
+        if refusal.budget_exceeded and refusal.violations:
+            self._runtime.observer.budget_refused(
+                refusal.trace_id, refusal.violations[0].kind.value
+            )

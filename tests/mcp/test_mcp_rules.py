@@ -111,3 +111,24 @@ async def test_arguments_and_results_are_redacted_in_the_database(
     assert "contents of /srv/notes.txt" in stored
     assert "sk-live-abcdef0123456789abcdef" not in stored
     assert "hunter2-very-secret" not in stored
+
+
+async def test_with_enforcement_a_run_over_budget_gets_no_more_tool_calls(
+    make_gateway: GatewayFactory, mcp_url: str
+) -> None:
+    gateway = await mcp_gateway(make_gateway, mcp_url, mcp_enforce=True, max_steps=1)
+    trace_id = await agent_loop_refused(gateway)
+    async with mcp_client(gateway, {"X-Loopwatch-Trace-Id": trace_id}) as client:
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("read_text_file", {"path": "/srv/notes.txt"})
+    assert "step_budget_exceeded" in str(refused.value)
+
+
+async def agent_loop_refused(gateway: Gateway) -> str:
+    """The agent loop of test_mcp_agent, whose second model request the budget refuses."""
+    import openai
+
+    with pytest.raises(openai.RateLimitError):
+        await agent_loop(gateway)
+    [trace] = await gateway.traces()
+    return str(trace["id"])
