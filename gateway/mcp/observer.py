@@ -214,7 +214,8 @@ class McpObserver:
         execution.duration_ms = round(seconds * 1000, 3)
         if message is None or error is not None:
             execution.outcome = "rpc_error"
-            execution.error = error if isinstance(error, dict) else {"message": "no answer"}
+            if isinstance(error, dict) or execution.error is None:
+                execution.error = error if isinstance(error, dict) else {"message": "no answer"}
         else:
             execution.result = result
             execution.is_error = bool(isinstance(result, dict) and result.get("isError"))
