@@ -15,6 +15,7 @@ from aiohttp import web
 
 from gateway.deps import Deps
 from gateway.store import queries
+from gateway.ui import mcp_api
 from gateway.ui.list_pages import idle_seconds
 from gateway.ui.present import TraceView, trace_view
 from gateway.ui.rendering import TEMPLATES, error_page, html_response, read, render, render_text
@@ -72,6 +73,7 @@ async def _view(request: web.Request, deps: Deps, *, cached: bool) -> TraceView 
     trace = await read(queries.get_trace, deps, trace_id)
     if trace is None:
         return None
+    trace = await asyncio.to_thread(mcp_api.add_executions, deps.engine, trace)
     view = await asyncio.to_thread(
         trace_view, trace, now=deps.clock(), idle_seconds=idle_seconds(deps)
     )
