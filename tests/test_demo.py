@@ -169,7 +169,7 @@ def _calls(step: dict[str, Any]) -> list[dict[str, Any]]:
 def test_demo_shows_loop_and_undeclared_tool(demo: dict[str, Any]) -> None:
     kinds = set().union(*(_violations(t) for t in demo["traces"]))
     assert {"repeated_tool_call", "undeclared_tool"} <= kinds
-    assert demo["runs"][0].title.startswith("clean") and len(demo["runs"]) == 9
+    assert demo["runs"][0].title.startswith("clean") and len(demo["runs"]) == 10
 
 
 def test_looping_run_is_flagged_and_finishes(demo: dict[str, Any]) -> None:
@@ -246,3 +246,21 @@ def test_demo_idle_window_yields_to_an_explicit_setting() -> None:
 
     assert _idle_seconds(Settings()) == DEMO_IDLE_SECONDS
     assert _idle_seconds(Settings(trace_idle_seconds=60)) == 60
+
+
+def test_mcp_run_executes_its_tool_on_the_built_in_server(demo: dict[str, Any]) -> None:
+    from gateway.mcp import reads
+
+    [run] = [r for r in demo["runs"] if "MCP" in r.title]
+    assert run.outcome == "completed" and run.steps == 2
+    engine = make_engine(f"sqlite:///{demo['path']}")
+    try:
+        [execution] = reads.trace_executions(engine, str(run.trace_id))
+    finally:
+        engine.dispose()
+    assert (execution["server"], execution["tool"], execution["join"]) == (
+        "docs",
+        "read_text_file",
+        "content",
+    )
+    assert execution["outcome"] == "ok" and execution["delivery"] == "delivered"
