@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from gateway.items import Item, ItemKind
-from gateway.mcp.texts import canonical, names_match
+from gateway.mcp.texts import canonical, mcp_names
 
 MAX_CALLS = 50_000  # model calls remembered at most, oldest forgotten first
 
@@ -31,6 +31,8 @@ class ModelCalls:
         self._window = window
         self._otel_id = otel_id
         self._calls: OrderedDict[str, ModelCall] = OrderedDict()
+        # MCP tool name -> ids of the calls it may execute, oldest first (a set in order).
+        self._by_name: dict[str, dict[str, None]] = {}
         self._otel: OrderedDict[int, str] = OrderedDict()
 
     def add(self, trace_id: str, items: Iterable[Item], now: float) -> list[ModelCall]:
@@ -40,12 +42,24 @@ class ModelCalls:
             if item.kind is not ItemKind.TOOL_CALL or not item.call_id or not item.tool_name:
                 continue
             call = ModelCall(trace_id, item.call_id, item.tool_name, canonical(item.arguments), now)
+            self._forget(self._calls.pop(item.call_id, None))
             self._calls[item.call_id] = call
-            self._calls.move_to_end(item.call_id)
+            for name in mcp_names(call.tool_name):
+                self._by_name.setdefault(name, {})[call.call_id] = None
             added.append(call)
         while len(self._calls) > MAX_CALLS:
-            self._calls.popitem(last=False)
+            self._forget(self._calls.popitem(last=False)[1])
         return added
+
+    def _forget(self, call: ModelCall | None) -> None:
+        if call is None:
+            return
+        for name in mcp_names(call.tool_name):
+            ids = self._by_name.get(name)
+            if ids is not None:
+                ids.pop(call.call_id, None)
+                if not ids:
+                    del self._by_name[name]
 
     def note_trace(self, trace_id: str) -> None:
         if self._otel_id is None:
@@ -67,15 +81,17 @@ class ModelCalls:
     ) -> list[ModelCall]:
         """Unmatched calls of the window with this tool and these arguments, oldest first."""
         wanted = canonical(arguments)
-        return [
-            call
-            for call in self._calls.values()
-            if not call.matched
-            and now - call.seen <= self._window
-            and (trace_id is None or call.trace_id == trace_id)
-            and names_match(call.tool_name, tool)
-            and call.arguments == wanted
-        ]
+        found = []
+        for call_id in self._by_name.get(tool, ()):
+            call = self._calls[call_id]
+            if (
+                not call.matched
+                and now - call.seen <= self._window
+                and (trace_id is None or call.trace_id == trace_id)
+                and call.arguments == wanted
+            ):
+                found.append(call)
+        return found
 
 
 def otel_trace_id(traceparent: object) -> int | None:

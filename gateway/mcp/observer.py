@@ -16,7 +16,7 @@ from gateway.mcp import checks
 from gateway.mcp.joining import ModelCalls, otel_trace_id
 from gateway.mcp.messages import McpRequest
 from gateway.mcp.records import Execution, McpViolation, MethodCall, Outbox, ToolList
-from gateway.mcp.texts import delivery, result_text
+from gateway.mcp.texts import delivery, mcp_names, result_text
 from gateway.step import StepRecord
 from gateway.tool_checks import ToolChecker
 
@@ -275,11 +275,18 @@ class McpObserver:
         """A finished model step: its tool calls may be what waiting executions run, and its
         tool results may deliver executed ones to the model."""
         now = self._now()
-        self.calls.add(step.trace_id, step.output_items, now)
-        for key, execution in list(self._waiting.items()):
-            if now - execution.started > self._window:
-                del self._waiting[key]
-            elif self._join_late(execution):
+        added = self.calls.add(step.trace_id, step.output_items, now)
+        while self._waiting:  # the oldest first: those past the window join nothing now
+            oldest = next(iter(self._waiting.values()))
+            if now - oldest.started <= self._window:
+                break
+            del self._waiting[oldest.id]
+        names = {name for call in added for name in mcp_names(call.tool_name)}
+        call_ids = {call.call_id for call in added}
+        for key, execution in list(self._waiting.items() if added else ()):
+            if execution.tool not in names and execution.call_id not in call_ids:
+                continue
+            if self._join_late(execution):
                 del self._waiting[key]
                 self._note_server_trace(execution)
                 if execution.outcome is not None:

@@ -50,6 +50,19 @@ def names_match(model_tool: str, mcp_tool: str) -> bool:
     return any(model_tool.endswith(sep + mcp_tool) for sep in NAME_SEPARATORS)
 
 
+def mcp_names(model_tool: str) -> set[str]:
+    """Every MCP tool name `names_match` pairs with this model tool name."""
+    names = {model_tool}
+    for sep in NAME_SEPARATORS:
+        start = model_tool.find(sep)
+        while start != -1:
+            suffix = model_tool[start + len(sep) :]
+            if suffix:
+                names.add(suffix)
+            start = model_tool.find(sep, start + 1)
+    return names
+
+
 def delivery(tool_result: str, mcp_text: str) -> str:
     """How the model got the result: `delivered` (all of the MCP text is in it),
     `truncated` (a shortened part of it) or `transformed`."""

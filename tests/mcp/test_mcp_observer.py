@@ -13,7 +13,7 @@ from gateway.mcp import checks
 from gateway.mcp.messages import McpRequest, ResponseReader, read_requests
 from gateway.mcp.observer import Context, McpObserver, Refusal, Tracked
 from gateway.mcp.records import Execution, McpViolation, Outbox
-from gateway.mcp.texts import delivery, names_match
+from gateway.mcp.texts import delivery, mcp_names, names_match
 from gateway.step import StepRecord
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -265,6 +265,7 @@ def test_delivery_classes(given: str, expected: str) -> None:
 )
 def test_tool_names_match_after_a_server_prefix(model: str, mcp: str, match: bool) -> None:
     assert names_match(model, mcp) is match
+    assert (mcp in mcp_names(model)) is match  # the index the observer looks calls up by
 
 
 def test_requests_of_a_batch_and_garbage() -> None:
