@@ -52,6 +52,7 @@ class Tracked:
     started: float
     trace_id: str | None = None
     execution: Execution | None = None
+    judged: bool = False  # its call's rules were checked (before it went to the server)
 
 
 class McpObserver:
@@ -103,11 +104,11 @@ class McpObserver:
         )
         tracked.execution = execution
         self._join(execution, context, request.meta)
-        problems = self._problems(execution, enforce)
-        if enforce and problems:
-            return self._refuse(execution, problems, out)
-        for kind, detail in problems:
-            out.add(self._violation(execution, kind, detail))
+        if enforce:  # judged before the server is called; else once it answered
+            problems = self._problems(execution, enforce)
+            if problems:
+                return self._refuse(execution, problems, out)
+            tracked.judged = True
         self._note_server_trace(execution)
         if execution.trace_id is None or execution.call_id is None:
             self._remember(self._waiting, execution.id, execution)
@@ -186,9 +187,21 @@ class McpObserver:
 
     # -- its answer ------------------------------------------------------------------------
 
-    def answered(self, tracked: Tracked, message: dict[str, Any] | None, out: Outbox) -> None:
-        """The request's JSON-RPC response, or None when none came (`failed` said why)."""
-        seconds = self._now() - tracked.started
+    def answered(
+        self,
+        tracked: Tracked,
+        message: dict[str, Any] | None,
+        out: Outbox,
+        at: float | None = None,
+    ) -> None:
+        """The request's JSON-RPC response (read at monotonic time `at`), or None when none
+        came (`failed` said why). Without enforcement a call's own rules are judged here,
+        after its answer went to the client."""
+        seconds = (self._now() if at is None else at) - tracked.started
+        if tracked.execution is not None and not tracked.judged:
+            tracked.judged = True
+            for kind, detail in self._problems(tracked.execution, False):
+                out.add(self._violation(tracked.execution, kind, detail))
         request = tracked.request
         error = message.get("error") if message is not None else None
         result = message.get("result") if message is not None else None
@@ -321,6 +334,9 @@ class McpObserver:
             self._over_budget.popitem(last=False)
 
     # -- helpers ---------------------------------------------------------------------------
+
+    def monotonic(self) -> float:
+        return self._now()
 
     def version_of(self, context: Context) -> str | None:
         if context.protocol_version:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -93,15 +94,19 @@ async def _relay(
     reader = ResponseReader(answer.content_type) if tracked and not encoded else None
     session = answer.headers.get("Mcp-Session-Id")
     ending = f"the server answered HTTP {answer.status} without a JSON-RPC response"
+    read: list[tuple[list[dict[str, Any]], float]] = []  # messages, when they came
     try:
         await response.prepare(request)
         async for chunk in answer.content.iter_any():
             await response.write(chunk)  # the client first; observing after
-            if reader is not None:
-                runtime.messages(tracked, reader.feed(chunk), session)
+            if reader is not None and (found := reader.feed(chunk)):
+                read.append((found, runtime.now()))
         await response.write_eof()
         if reader is not None:
-            runtime.messages(tracked, reader.end(), session)
+            read.append((reader.end(), runtime.now()))
+        # Judged and recorded once the client has the whole answer.
+        for found, at in read:
+            runtime.messages(tracked, found, session, at)
     except _CLIENT_GONE:
         answer.close()  # the client went away: so does the server's request
         runtime.unanswered(tracked, "the client went away")
@@ -111,6 +116,8 @@ async def _relay(
     except (aiohttp.ClientError, TimeoutError) as exc:
         log.info("MCP server connection broke mid-response: %r", exc)
         ending = "the server connection broke"
+        for found, at in read:  # answers that came before it broke still count
+            runtime.messages(tracked, found, session, at)
     finally:
         answer.release()
     runtime.unanswered(tracked, ending)

@@ -106,8 +106,9 @@ class Outbox:
     finished: list[Execution] = field(default_factory=list)  # answered or refused just now
 
     def finish(self, execution: Execution) -> None:
-        self.add(execution)
-        self.finished.append(execution.snapshot())
+        frozen = execution.snapshot()
+        self.records.append(frozen)
+        self.finished.append(frozen)
 
     def add(self, record: Record) -> None:
         self.records.append(record.snapshot() if isinstance(record, Execution) else record)

@@ -95,9 +95,18 @@ class McpRuntime:
         self._emit(out)
         return tracked, refusals
 
+    def now(self) -> float:
+        """The monotonic clock the observer times calls with."""
+        return self.observer.monotonic()
+
     def messages(
-        self, tracked: dict[str, Tracked], messages: list[dict[str, Any]], session: str | None
+        self,
+        tracked: dict[str, Tracked],
+        messages: list[dict[str, Any]],
+        session: str | None,
+        at: float | None = None,
     ) -> None:
+        """Messages of an answer, read at `at` (now when not given)."""
         out = Outbox()
         for message in messages:
             if not is_response(message):
@@ -107,7 +116,7 @@ class McpRuntime:
                 continue
             if waiting.request.method == "initialize" and session:
                 waiting.context = replace(waiting.context, session_id=session)
-            self.observer.answered(waiting, message, out)
+            self.observer.answered(waiting, message, out, at)
         self._emit(out)
 
     def unanswered(self, tracked: dict[str, Tracked], reason: str) -> None:

@@ -164,21 +164,23 @@ def test_outside_the_window_nothing_joins() -> None:
 def test_a_trace_named_by_header_without_a_matching_call_is_unrequested() -> None:
     seen, _ = observer()
     seen.step(step("tr-1", calls=(("call_1", "read_text_file", '{"path":"/other"}'),)), Outbox())
-    tracked, out = call(seen, "read_text_file", {"path": "/a"}, context=Context("fs", "tr-1"))
+    tracked, _ = call(seen, "read_text_file", {"path": "/a"}, context=Context("fs", "tr-1"))
+    out = answer(seen, tracked, OK)  # observed, not enforced: judged once answered
     assert kinds(out) == [checks.UNREQUESTED]
-    execution = latest(answer(seen, tracked, OK))
+    execution = latest(out)
     assert (execution.trace_id, execution.call_id, execution.join) == ("tr-1", None, "header")
 
 
 def test_schema_and_declaration_violations() -> None:
     seen, _ = observer()
     listed(seen, TOOLS)
-    _, out = call(seen, "read_text_file", {"path": 3})
+    tracked, _ = call(seen, "read_text_file", {"path": 3})
+    out = answer(seen, tracked, OK)
     assert kinds(out) == [checks.INVALID_ARGUMENTS]
     [violation] = [r for r in out.records if isinstance(r, McpViolation)]
     assert "path" in violation.detail
-    _, out = call(seen, "delete_everything", {})
-    assert kinds(out) == [checks.UNDECLARED]
+    tracked, _ = call(seen, "delete_everything", {})
+    assert kinds(answer(seen, tracked, OK)) == [checks.UNDECLARED]
     tracked, _ = call(seen, "weather", {})
     out = answer(seen, tracked, {"content": [], "structuredContent": {"celsius": "warm"}})
     assert kinds(out) == [checks.INVALID_OUTPUT]
