@@ -9,8 +9,8 @@ from aiohttp import web
 
 from gateway import jsoncodec
 from gateway.mcp.messages import BRIDGE_HEADER
-from gateway.mcp.observer import Context
 from gateway.mcp.proxy import METHOD_NOT_FOUND, context_of, rpc_error
+from gateway.mcp.requests import Context
 from gateway.mcp.runtime import McpRuntime
 
 NAME = re.compile(r"^[a-z0-9_-]{1,64}$")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,43 +15,13 @@ from gateway.mcp import checks
 from gateway.mcp.joining import ModelCalls, otel_trace_id
 from gateway.mcp.messages import McpRequest
 from gateway.mcp.records import Execution, McpViolation, MethodCall, Outbox, ToolList
+from gateway.mcp.requests import Context, Refusal, Tracked
 from gateway.mcp.texts import delivery, mcp_names, result_text
 from gateway.step import StepRecord
 from gateway.tool_checks import ToolChecker
 
 PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
 MAX_WAITING = 10_000  # executions waiting for a join or a delivery, oldest forgotten first
-
-
-@dataclass(frozen=True, slots=True)
-class Context:
-    """What the HTTP request (or stdio bridge) says besides the message."""
-
-    server: str
-    trace_header: str | None = None
-    traceparent: str | None = None
-    protocol_version: str | None = None
-    session_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    rpc_id: Any
-    rule: str
-    message: str
-
-
-@dataclass(slots=True)
-class Tracked:
-    """A request waiting for its answer."""
-
-    request: McpRequest
-    context: Context
-    started_at: datetime
-    started: float
-    trace_id: str | None = None
-    execution: Execution | None = None
-    judged: bool = False  # its call's rules were checked (before it went to the server)
 
 
 class McpObserver:
@@ -197,11 +166,7 @@ class McpObserver:
         """The request's JSON-RPC response (read at monotonic time `at`), or None when none
         came (`failed` said why). Without enforcement a call's own rules are judged here,
         after its answer went to the client."""
-        seconds = (self._now() if at is None else at) - tracked.started
-        if tracked.execution is not None and not tracked.judged:
-            tracked.judged = True
-            for kind, detail in self._problems(tracked.execution, False):
-                out.add(self._violation(tracked.execution, kind, detail))
+        milliseconds = round(((self._now() if at is None else at) - tracked.started) * 1000, 3)
         request = tracked.request
         error = message.get("error") if message is not None else None
         result = message.get("result") if message is not None else None
@@ -209,27 +174,40 @@ class McpObserver:
             self._note_version(tracked.context, result)
         if request.method == "tools/list" and isinstance(result, dict):
             self._tool_list(tracked, request, result, out)
-        execution = tracked.execution
-        if execution is None:
-            outcome = "ok" if message is not None and error is None else "rpc_error"
-            out.add(
-                MethodCall(
-                    tracked.context.server,
-                    request.method,
-                    tracked.started_at,
-                    round(seconds * 1000, 3),
-                    outcome,
-                    tracked.trace_id,
-                    self.version_of(tracked.context),
-                )
-            )
+        if tracked.execution is not None:
+            self._executed(tracked, milliseconds, message, out)
             return
-        execution.duration_ms = round(seconds * 1000, 3)
+        outcome = "ok" if message is not None and error is None else "rpc_error"
+        version = self.version_of(tracked.context)
+        out.add(
+            MethodCall(
+                tracked.context.server,
+                request.method,
+                tracked.started_at,
+                milliseconds,
+                outcome,
+                tracked.trace_id,
+                version,
+            )
+        )
+
+    def _executed(
+        self, tracked: Tracked, milliseconds: float, message: dict[str, Any] | None, out: Outbox
+    ) -> None:
+        execution = tracked.execution
+        assert execution is not None
+        if not tracked.judged:
+            tracked.judged = True
+            for kind, detail in self._problems(execution, False):
+                out.add(self._violation(execution, kind, detail))
+        execution.duration_ms = milliseconds
+        error = message.get("error") if message is not None else None
         if message is None or error is not None:
             execution.outcome = "rpc_error"
             if isinstance(error, dict) or execution.error is None:
                 execution.error = error if isinstance(error, dict) else {"message": "no answer"}
         else:
+            result = message.get("result")
             execution.result = result
             execution.is_error = bool(isinstance(result, dict) and result.get("isError"))
             execution.outcome = "tool_error" if execution.is_error else "ok"

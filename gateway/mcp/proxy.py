@@ -13,7 +13,7 @@ from aiohttp import web
 from gateway import ids, jsoncodec
 from gateway.errors import GatewayError
 from gateway.mcp.messages import ResponseReader
-from gateway.mcp.observer import Context, Refusal, Tracked
+from gateway.mcp.requests import Context, Refusal, Tracked
 from gateway.mcp.runtime import McpRuntime
 from gateway.relay import handler_cancelled
 from gateway.upstream import Upstream, forward_headers, response_headers

@@ -16,8 +16,9 @@ from sqlalchemy.engine import Engine
 from gateway.config import Settings
 from gateway.mcp import reads
 from gateway.mcp.messages import id_key, is_response, read_requests
-from gateway.mcp.observer import Context, McpObserver, Refusal, Tracked
+from gateway.mcp.observer import McpObserver
 from gateway.mcp.records import Execution, Outbox
+from gateway.mcp.requests import Context, Refusal, Tracked
 from gateway.mcp.writer import McpWriter
 from gateway.metrics import MetricsSink
 from gateway.otlp.ids import trace_id_of

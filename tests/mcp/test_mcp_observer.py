@@ -11,8 +11,9 @@ import pytest
 from gateway.items import Item, ItemKind
 from gateway.mcp import checks
 from gateway.mcp.messages import McpRequest, ResponseReader, read_requests
-from gateway.mcp.observer import Context, McpObserver, Refusal, Tracked
+from gateway.mcp.observer import McpObserver
 from gateway.mcp.records import Execution, McpViolation, Outbox
+from gateway.mcp.requests import Context, Refusal, Tracked
 from gateway.mcp.texts import delivery, mcp_names, names_match
 from gateway.step import StepRecord
 
