@@ -61,9 +61,7 @@ async def handle(
         return _refused(refusals)
     headers = forward_headers(request.headers, api_key=None, protocol="mcp")
     headers.update(server.headers)
-    url = server.url + (
-        f"?{request.rel_url.raw_query_string}" if request.rel_url.raw_query_string else ""
-    )
+    url = _target(server.url, request.rel_url.raw_query_string)
     try:
         answer = await upstream.send(request.method, url, headers, payload)
     except GatewayError as exc:
@@ -73,6 +71,13 @@ async def handle(
         )
         return web.json_response(body, status=502)
     return await _relay(request, answer, runtime, tracked)
+
+
+def _target(url: str, query: str) -> str:
+    """The server's URL plus the client's query, as the client encoded it."""
+    if not query:
+        return url
+    return f"{url}{'&' if '?' in url else '?'}{query}"
 
 
 def _refused(refusals: list[Refusal]) -> web.Response:

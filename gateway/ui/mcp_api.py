@@ -8,6 +8,7 @@ from typing import Any
 
 from aiohttp import web
 from sqlalchemy.engine import Engine
+from yarl import URL
 
 from gateway.deps import Deps
 from gateway.errors import BadRequest
@@ -18,7 +19,7 @@ MAX_LIMIT = 200
 
 
 async def list_servers(request: web.Request, deps: Deps, runtime: McpRuntime) -> web.Response:
-    configured = {name: server.url for name, server in runtime.servers.items()}
+    configured = {name: _shown(server.url) for name, server in runtime.servers.items()}
     found = await asyncio.to_thread(reads.servers, deps.engine, configured)
     return web.json_response({"servers": found})
 
@@ -32,6 +33,11 @@ async def list_executions(request: web.Request, deps: Deps, runtime: McpRuntime)
         raise BadRequest(f"limit must be a whole number from 1 to {MAX_LIMIT}", param="limit")
     found = await asyncio.to_thread(reads.unjoined, deps.engine, join, int(raw))
     return web.json_response({"executions": found})
+
+
+def _shown(url: str) -> str:
+    """A server's URL without what may be a credential (user info, query)."""
+    return str(URL(url).with_user(None).with_query(None))
 
 
 def add_executions(engine: Engine, trace: dict[str, Any]) -> dict[str, Any]:

@@ -4,6 +4,7 @@ pass, progress streams through as it comes, errors and headers pass unchanged.""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import aiohttp
 import pytest
@@ -11,6 +12,7 @@ from mcp import Client
 
 from tests.harness import Gateway, GatewayFactory, database_url, make_gateway, provider  # noqa: F401
 from tests.mcp.mcp_harness import flush, mcp_gateway, mcp_url  # noqa: F401
+from tests.processes import serving
 
 LEGACY = "legacy"
 MODERN = "2026-07-28"
@@ -103,3 +105,16 @@ async def test_error_bodies_and_headers_pass_unchanged(
     assert direct[0] >= 400 and proxied[0] == direct[0]
     assert proxied[2] == direct[2]
     assert proxied[1].get("Content-Type") == direct[1].get("Content-Type")
+
+
+async def test_serve_with_the_mcp_flag_proxies_the_server(mcp_url: str, tmp_path: Any) -> None:
+    database = f"sqlite:///{tmp_path}/served.db"
+    async with serving(
+        "--mcp", f"tools={mcp_url}?key=hidden-123", LOOPWATCH_DATABASE_URL=database
+    ) as served:
+        async with Client(f"{served.url}/mcp/tools", mode=LEGACY, cache=None) as client:
+            result = await client.call_tool("read_text_file", {"path": "/served"})
+        async with aiohttp.ClientSession() as http, http.get(f"{served.url}/api/mcp/servers") as r:
+            servers = (await r.json())["servers"]
+    assert result.content[0].text.startswith("contents of /served")  # type: ignore[union-attr]
+    assert [(s["name"], s["url"]) for s in servers] == [("tools", mcp_url)]
