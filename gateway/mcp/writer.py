@@ -81,17 +81,27 @@ class McpWriter:
                     break
             stop = _STOP in batch
             records = [r for r in batch if r is not _STOP]
-            try:
-                with write_connection(self._engine) as conn, conn.begin():
-                    for record in records:
-                        self._write(conn, record)
-            except Exception:
-                log.exception("storing %d MCP records failed", len(records))
+            self._store(records)
             with self._done:
                 self._written += len(records)
                 self._done.notify_all()
             if stop:
                 return
+
+    def _store(self, records: list[object]) -> None:
+        """One transaction; when it fails, each record on its own, so one bad record does
+        not take the others with it."""
+        try:
+            with write_connection(self._engine) as conn, conn.begin():
+                for record in records:
+                    self._write(conn, record)
+            return
+        except Exception:
+            if len(records) == 1:
+                log.exception("storing an MCP record failed; it is dropped")
+                return
+        for record in records:
+            self._store([record])
 
     def _write(self, conn: Connection, record: Any) -> None:
         if isinstance(record, Execution):
