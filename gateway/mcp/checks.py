@@ -34,7 +34,7 @@ def call_problems(
     schema = declared.get("inputSchema")
     if not isinstance(schema, dict | bool):
         return []
-    problem = checker.arguments_error(schema, jsoncodec.dumps_text(arguments or {}))
+    problem = _breaks(checker, schema, arguments or {})
     if problem is None:
         return []
     return [(INVALID_ARGUMENTS, f"The arguments of MCP tool {tool!r} {problem}.")]
@@ -52,10 +52,22 @@ def output_problem(
     if "structuredContent" not in result:
         detail = f"MCP tool {tool!r} declares an outputSchema but returned no structuredContent."
         return (INVALID_OUTPUT, detail)
-    problem = checker.arguments_error(schema, jsoncodec.dumps_text(result["structuredContent"]))
+    problem = _breaks(checker, schema, result["structuredContent"])
     if problem is None:
         return None
     return (INVALID_OUTPUT, f"The structuredContent of MCP tool {tool!r} {problem}.")
+
+
+def _breaks(checker: ToolChecker, schema: dict[str, Any] | bool, instance: Any) -> str | None:
+    """How `instance` breaks `schema`, or None; the common case (valid) asks the compiled
+    validator directly, without serializing the instance for the detailed report."""
+    is_valid = getattr(checker.compiled(schema), "is_valid", None)
+    try:
+        if is_valid is not None and is_valid(instance):
+            return None
+    except Exception:  # a schema the validator cannot apply: the report below says so
+        pass
+    return checker.arguments_error(schema, jsoncodec.dumps_text(instance))
 
 
 def list_changes(
