@@ -1,5 +1,5 @@
 """Retention: a background purge of traces idle longer than `retention_days`, with every row
-that belongs to them (steps, items, violations, budget ledger).
+that belongs to them (steps, items, violations, budget ledger, MCP executions).
 
 Bounded: a pass deletes at most `batch_size` traces in one short transaction in a worker
 thread, passes are separated by a pause, and once nothing is left the next sweep waits.
@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from gateway.mcp import purge as mcp_purge
 from gateway.store.engine import write_connection
 from gateway.store.ledger import BudgetLedgerRow
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
@@ -42,6 +43,7 @@ def purge_batch(engine: Engine, cutoff: datetime, limit: int) -> int:
             oldest = oldest.with_for_update(skip_locked=True)
         ids = list(conn.execute(oldest).scalars())
         if not ids:
+            mcp_purge.purge_traceless(conn, cutoff)
             return 0
         steps = sa.select(STEPS.c.id).where(STEPS.c.trace_id.in_(ids))
         # Children first: correct without relying on ON DELETE CASCADE being enforced.
@@ -49,6 +51,7 @@ def purge_batch(engine: Engine, cutoff: datetime, limit: int) -> int:
         conn.execute(VIOLATIONS.delete().where(VIOLATIONS.c.trace_id.in_(ids)))
         conn.execute(STEPS.delete().where(STEPS.c.trace_id.in_(ids)))
         conn.execute(LEDGER.delete().where(LEDGER.c.trace_id.in_(ids)))
+        mcp_purge.purge_traces(conn, ids)
         conn.execute(TRACES.delete().where(TRACES.c.id.in_(ids)))
     return len(ids)
 

@@ -71,6 +71,7 @@ LAYERS: dict[str, int] = {
     "gateway.mcp": 1,
     "gateway.mcp.tables": 2,
     "gateway.mcp.reads": 2,
+    "gateway.mcp.purge": 2,
     "gateway.mcp.writer": 3,
     "gateway.mcp.proxy": 4,
     "gateway.mcp.runtime": 4,
