@@ -45,7 +45,7 @@ class McpObserver:
         self._waiting: OrderedDict[str, Execution] = OrderedDict()  # joining later
         self._by_call: OrderedDict[str, Execution] = OrderedDict()  # waiting for delivery
         self._server_traces: dict[str, dict[str, float]] = {}
-        self._versions: dict[str, str] = {}
+        self._versions: OrderedDict[str, str] = OrderedDict()  # by session, newest last
         self._over_budget: OrderedDict[str, str] = OrderedDict()  # trace -> violation kind
 
     # -- a request -------------------------------------------------------------------------
@@ -325,6 +325,8 @@ class McpObserver:
         version = result.get("protocolVersion")
         if isinstance(version, str) and context.session_id:
             self._versions[context.session_id] = version
+            while len(self._versions) > MAX_WAITING:
+                self._versions.popitem(last=False)
 
     def _note_server_trace(self, execution: Execution) -> None:
         if execution.trace_id is not None:
