@@ -49,6 +49,15 @@ def context_of(request: web.Request, server: str) -> Context:
 async def handle(
     request: web.Request, upstream: Upstream, runtime: McpRuntime
 ) -> web.StreamResponse:
+    if request.method != "POST":  # a GET stream may last for hours: nothing waits on it
+        return await _proxy(request, upstream, runtime)
+    with runtime.observing():
+        return await _proxy(request, upstream, runtime)
+
+
+async def _proxy(
+    request: web.Request, upstream: Upstream, runtime: McpRuntime
+) -> web.StreamResponse:
     name = request.match_info["name"]
     server = runtime.servers.get(name)
     if server is None:
@@ -100,6 +109,7 @@ async def _relay(
     session = answer.headers.get("Mcp-Session-Id")
     ending = f"the server answered HTTP {answer.status} without a JSON-RPC response"
     read: list[tuple[list[dict[str, Any]], float]] = []  # messages, when they came
+    gone = False
     try:
         await response.prepare(request)
         async for chunk in answer.content.iter_any():
@@ -109,21 +119,19 @@ async def _relay(
         await response.write_eof()
         if reader is not None:
             read.append((reader.end(), runtime.now()))
-        # Judged and recorded once the client has the whole answer.
-        for found, at in read:
-            runtime.messages(tracked, found, session, at)
     except _CLIENT_GONE:
         answer.close()  # the client went away: so does the server's request
-        runtime.unanswered(tracked, "the client went away")
-        if handler_cancelled():
-            raise
-        return response
+        gone, ending = True, "the client went away"
     except (aiohttp.ClientError, TimeoutError) as exc:
         log.info("MCP server connection broke mid-response: %r", exc)
         ending = "the server connection broke"
-        for found, at in read:  # answers that came before it broke still count
-            runtime.messages(tracked, found, session, at)
     finally:
         answer.release()
+    # Judged and recorded once the client has the whole answer (or left: a client may
+    # leave as soon as it has its answer, and answers that came before a break count).
+    for found, at in read:
+        runtime.messages(tracked, found, session, at)
     runtime.unanswered(tracked, ending)
+    if gone and handler_cancelled():
+        raise asyncio.CancelledError
     return response

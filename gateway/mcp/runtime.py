@@ -4,9 +4,10 @@ each observed event's records go (store, metrics, spans). Runs on the event loop
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -55,6 +56,9 @@ class McpRuntime:
         self._metrics = metrics
         # Requests reported by stdio bridges, waiting for their answers, by bridge.
         self.stdio: OrderedDict[str, dict[str, Tracked]] = OrderedDict()
+        self._observing = 0  # POSTs being proxied
+        self._settled = asyncio.Event()
+        self._settled.set()
         self.on_finished: list[ExecutionHook] = []  # e.g. the span exporter
 
     async def start(self) -> None:
@@ -70,7 +74,25 @@ class McpRuntime:
     async def close(self) -> None:
         await asyncio.to_thread(self.writer.close)
 
+    @contextlib.contextmanager
+    def observing(self) -> Iterator[None]:
+        """Around a POST being proxied: `flush` waits for it to be recorded."""
+        self._observing += 1
+        self._settled.clear()
+        try:
+            yield
+        finally:
+            self._observing -= 1
+            if self._observing == 0:
+                self._settled.set()
+
     async def flush(self, timeout: float = 10.0) -> bool:
+        """Everything observed so far is stored: the POSTs being proxied are finished and
+        their records written."""
+        try:
+            await asyncio.wait_for(self._settled.wait(), timeout)
+        except TimeoutError:
+            return False
         return await asyncio.to_thread(self.writer.flush, timeout)
 
     # -- events ----------------------------------------------------------------------------
@@ -88,7 +110,11 @@ class McpRuntime:
         for request in read_requests(body):
             if not request.expects_answer:
                 continue
-            seen = self.observer.request(context, request, out, can_refuse=can_refuse)
+            try:
+                seen = self.observer.request(context, request, out, can_refuse=can_refuse)
+            except Exception:  # observing never breaks forwarding: the request goes on
+                log.exception("observing an MCP request failed")
+                continue
             if isinstance(seen, Refusal):
                 refusals.append(seen)
             else:
@@ -117,20 +143,28 @@ class McpRuntime:
                 continue
             if waiting.request.method == "initialize" and session:
                 waiting.context = replace(waiting.context, session_id=session)
-            self.observer.answered(waiting, message, out, at)
+            self._safely(self.observer.answered, waiting, message, out, at)
         self._emit(out)
 
     def unanswered(self, tracked: dict[str, Tracked], reason: str) -> None:
         out = Outbox()
         for waiting in tracked.values():
-            self.observer.failed(waiting, reason, out)
+            self._safely(self.observer.failed, waiting, reason, out)
         tracked.clear()
         self._emit(out)
 
     def step(self, step: StepRecord) -> None:
         out = Outbox()
-        self.observer.step(step, out)
+        self._safely(self.observer.step, step, out)
         self._emit(out)
+
+    @staticmethod
+    def _safely(event: Callable[..., None], *args: Any) -> None:
+        """Observing never breaks forwarding: a failure is logged, the bytes still flow."""
+        try:
+            event(*args)
+        except Exception:
+            log.exception("observing an MCP message failed")
 
     def _emit(self, out: Outbox) -> None:
         if out.records:
