@@ -23,7 +23,10 @@ from gateway.continuation.recent_steps import RecentSteps
 from gateway.errors import GatewayError, NotFound, Unauthorized
 from gateway.protocols.registry import ADAPTERS, PATHS
 from gateway.proxy import handler as proxy
+from gateway.proxy import mcp_ingest
+from gateway.proxy import mcp_relay as mcp_proxy
 from gateway.proxy.deps import Deps
+from gateway.proxy.mcp_runtime import McpRuntime, McpSink
 from gateway.proxy.upstream import Upstream
 from gateway.recording.setup import recording as recording_for
 from gateway.recording.spooler import spooled_keys
@@ -42,13 +45,14 @@ from gateway.store.ledger_file import separate_sqlite_ledger
 from gateway.store.ledger_memory import MemoryLedger
 from gateway.store.ledger_pg import PostgresLedger
 from gateway.store.retention import Retention
-from gateway.ui import api, auth, views
+from gateway.ui import api, auth, mcp_api, views
 from gateway.ui.health import Readiness
 
 log = logging.getLogger(__name__)
 
 DEPS = web.AppKey("deps", Deps)
 READINESS = web.AppKey("readiness", Readiness)
+MCP = web.AppKey("mcp", McpRuntime)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -76,6 +80,11 @@ def create_app(
     for path, protocol in PATHS.items():
         app.router.add_post(path, _bind(proxy.handle_model, ADAPTERS[protocol]))
     app.router.add_route("*", "/v1/{tail:.*}", _bind(proxy.handle_passthrough, ADAPTERS["chat"]))
+    for method in ("POST", "GET", "DELETE"):
+        app.router.add_route(method, "/mcp/{name}", _mcp)
+    app.router.add_post("/mcp/{name}/stdio", _mcp_stdio)
+    app.router.add_get("/api/mcp/servers", _with_deps(mcp_api.list_servers))
+    app.router.add_get("/api/mcp/executions", _with_deps(mcp_api.list_executions))
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
     app.router.add_get("/metrics", _metrics)
@@ -121,6 +130,11 @@ async def _lifecycle(
     metrics.watch_recorder(recording)
     webhooks = await _start_webhooks(settings, redactor, metrics)
     otlp = _start_otlp(settings, redactor, metrics)
+    mcp = McpRuntime(settings, engine, redactor, metrics=metrics, clock=clock)
+    if otlp is not None:
+        mcp.on_finished.append(otlp.mcp_execution)
+    await mcp.start()
+    app[MCP] = mcp
     app[DEPS] = Deps(
         settings=settings,
         upstream=upstream,
@@ -131,7 +145,7 @@ async def _lifecycle(
         secret=secret,
         recent=RecentSteps(),
         clock=clock or (lambda: datetime.now(UTC)),
-        sinks=tuple(sink for sink in (metrics, webhooks, otlp) if sink is not None),
+        sinks=tuple(s for s in (metrics, webhooks, otlp, McpSink(mcp)) if s is not None),
         known_keys=known_keys,
         pricer=Pricer(settings.prices),
         loops=TraceCounters(settings.loop_threshold),
@@ -142,6 +156,7 @@ async def _lifecycle(
     finally:
         loading.cancel()
         await upstream.close()
+        await mcp.close()
         if webhooks is not None:
             await webhooks.close()
         if otlp is not None:
@@ -241,6 +256,14 @@ def _with_deps(handler) -> Handler:  # type: ignore[no-untyped-def]
     return bound
 
 
+async def _mcp(request: web.Request) -> web.StreamResponse:
+    return await mcp_proxy.handle(request, request.app[DEPS].upstream, request.app[MCP])
+
+
+async def _mcp_stdio(request: web.Request) -> web.StreamResponse:
+    return await mcp_ingest.handle(request, request.app[MCP])
+
+
 async def _healthz(request: web.Request) -> web.Response:
     deps = request.app[DEPS]
     return web.json_response({"status": "ok", "recorder_queue_depth": deps.recorder.queue_depth})
@@ -271,7 +294,7 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 
 def _needs_admin(path: str) -> bool:
-    public = path.startswith(("/v1/", "/static/")) or path == auth.LOGIN_PATH
+    public = path.startswith(("/v1/", "/mcp/", "/static/")) or path == auth.LOGIN_PATH
     return not (public or path in ("/metrics", "/healthz", "/readyz"))
 
 

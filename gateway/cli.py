@@ -35,6 +35,17 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--workers", type=int, help="processes sharing the port (LOOPWATCH_WORKERS, default 1)"
     )
+    serve.add_argument(
+        "--mcp",
+        dest="mcp_servers",
+        action="append",
+        metavar="NAME=URL",
+        help="an MCP server proxied at /mcp/NAME (repeatable; LOOPWATCH_MCP_SERVERS)",
+    )
+    stdio = commands.add_parser("mcp-stdio", help="run a stdio MCP server, reporting to a gateway")
+    stdio.add_argument("--gateway", required=True, help="the gateway's base URL")
+    stdio.add_argument("--name", required=True, help="the server's name in Loopwatch")
+    stdio.add_argument("server", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     demo = commands.add_parser("demo", help="the gateway with a scripted provider and sample runs")
     demo.add_argument("--host", default="127.0.0.1")
     demo.add_argument("--port", type=int, default=8787)
@@ -69,7 +80,13 @@ def check_exposure(settings: Settings) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "mcp-stdio":
+        from gateway.ops import mcp_stdio as stdio
+
+        return stdio.main(args.gateway, args.name, args.server)
     flags = {k: v for k, v in vars(args).items() if k not in ("command", "once")}
+    if flags.get("mcp_servers"):
+        flags["mcp_servers"] = ",".join(flags["mcp_servers"])
     try:
         settings = load_settings(flags)
         check_exposure(settings)

@@ -103,6 +103,19 @@ class KeyBudget(_Frozen):
     pairing: Literal["enforce", "observe"] | None = None
 
 
+class McpServer(_Frozen):
+    """`[[mcp_servers]]`: an MCP server proxied at `/mcp/{name}`."""
+
+    name: str = Field(pattern=r"^[a-z0-9_-]{1,64}$")
+    url: str  # the server's Streamable HTTP endpoint
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)  # added upstream
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        return _check_url(value)
+
+
 class Settings(_Frozen):
     host: str = "127.0.0.1"
     port: int = Field(default=8787, ge=0, le=65535)
@@ -161,6 +174,26 @@ class Settings(_Frozen):
     otlp_service_name: str = Field(default="loopwatch", min_length=1)
     otlp_timeout: float = Field(default=10.0, gt=0)
     otlp_queue_size: int = Field(default=2048, ge=1)
+    # MCP servers proxied at /mcp/{name}, and how their tool calls are judged and joined.
+    mcp_servers: tuple[McpServer, ...] = ()
+    mcp_enforce: bool = False
+    mcp_match_window_s: float = Field(default=300.0, gt=0, allow_inf_nan=False)
+
+    @field_validator("mcp_servers", mode="before")
+    @classmethod
+    def _mcp_servers(cls, value: Any) -> Any:
+        if isinstance(value, str):  # LOOPWATCH_MCP_SERVERS / --mcp: `name=url,name2=url2`
+            value = parse_mcp_servers(value)
+        if isinstance(value, list | tuple):
+            names = [
+                s.get("name") if isinstance(s, dict) else getattr(s, "name", None) for s in value
+            ]
+            repeated = sorted({n for n in names if n is not None and names.count(n) > 1})
+            if repeated:
+                raise ValueError(
+                    f"MCP server names must be unique: {', '.join(map(str, repeated))}"
+                )
+        return value
 
     @field_validator("webhook_urls", mode="before")
     @classmethod
@@ -249,6 +282,19 @@ def parse_otlp_headers(text: str) -> tuple[tuple[str, str], ...]:
     return tuple(headers.items())
 
 
+def parse_mcp_servers(text: str) -> list[dict[str, str]]:
+    """`name=url,name2=url2` as LOOPWATCH_MCP_SERVERS and `serve --mcp` give them."""
+    servers = []
+    for pair in text.split(","):
+        if not pair.strip():
+            continue
+        name, sep, url = pair.partition("=")
+        if not sep:
+            raise ValueError(f"{pair.strip()!r} is not name=url")
+        servers.append({"name": name.strip(), "url": url.strip()})
+    return servers
+
+
 def _check_url(value: str) -> str:
     if not re.match(r"^https?://[^/\s]+", value):
         raise ValueError("must be an http:// or https:// URL")
@@ -298,6 +344,9 @@ ENV_SETTINGS = (
     "otlp_service_name",
     "otlp_timeout",
     "otlp_queue_size",
+    "mcp_servers",
+    "mcp_enforce",
+    "mcp_match_window_s",
 )
 
 # The standard OpenTelemetry variables, below LOOPWATCH_* in precedence; the first one set

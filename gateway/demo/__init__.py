@@ -25,8 +25,9 @@ from aiohttp import web
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 
-from gateway.app import DEPS, create_app
-from gateway.config import Settings
+from gateway.app import DEPS, MCP, create_app
+from gateway.config import McpServer, Settings
+from gateway.demo import mcp_tools
 from gateway.demo.agents import RunSummary, run_all
 from gateway.demo.provider import ScriptedProvider
 from gateway.errors import StartupError
@@ -121,8 +122,12 @@ async def serve_demo(
             sock.close()
         raise
     provider = ScriptedProvider()
-    async with _serving(provider.app, "127.0.0.1", 0) as provider_port:
+    async with (
+        _serving(provider.app, "127.0.0.1", 0) as provider_port,
+        _serving(mcp_tools.make_app(), "127.0.0.1", 0) as docs_port,
+    ):
         provider_url = f"http://127.0.0.1:{provider_port}"
+        docs = McpServer(name="docs", url=f"http://127.0.0.1:{docs_port}/mcp")
         gateway_settings = settings.model_copy(
             update={
                 "upstream_url": f"{provider_url}/v1",
@@ -134,6 +139,7 @@ async def serve_demo(
                 "loops": "observe",
                 "loop_threshold": 3,
                 "trace_idle_seconds": _idle_seconds(settings),
+                "mcp_servers": (*settings.mcp_servers, docs),
             }
         )
         app = create_app(gateway_settings)
@@ -143,6 +149,7 @@ async def serve_demo(
             base = f"http://{host}:{port}" if ":" not in host else f"http://[{host}]:{port}"
             runs = await run_all(base)
             await app[DEPS].recorder.flush(timeout=10)
+            await app[MCP].flush()
             _print_summary(out, f"{base}/", runs)
             if not once:
                 print("Serving until Ctrl-C.", file=out, flush=True)

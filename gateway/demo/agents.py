@@ -322,6 +322,28 @@ async def abandoned_run(gw: Gateway) -> RunSummary:
     return summary
 
 
+async def mcp_run(gw: Gateway) -> RunSummary:
+    """The tool runs on an MCP server through the gateway: the execution joins the call."""
+    summary = RunSummary("tool executed over MCP, joined")
+    agent = ChatAgent(
+        gw,
+        summary,
+        "Summarize the release notes of this week's release.",
+        ["docs__read_text_file"],
+        "gpt-4o-mini",
+    )
+    first = await agent.step(stream=False)
+    agent.messages.append({k: v for k, v in first.message.items() if v is not None})
+    mcp = f"{gw.base}/mcp/docs"
+    session = await client.mcp_session(gw.http, mcp)
+    for call_id, name, args in first.tool_calls():
+        tool = name.removeprefix("docs__")
+        text = await client.mcp_call(gw.http, mcp, session, tool, args)
+        agent.messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
+        summary.log.append(f"`{tool}` ran on the MCP server `docs` through /mcp/docs")
+    return await _chat_loop(agent, summary, 2)
+
+
 RUNS = (
     clean_run,
     pairing_run,
@@ -332,6 +354,7 @@ RUNS = (
     looping_run,
     undeclared_run,
     abandoned_run,
+    mcp_run,
 )
 
 

@@ -143,3 +143,50 @@ def _messages_event(event: dict[str, Any], blocks: dict[int, dict[str, Any]]) ->
         stop = (event.get("delta") or {}).get("stop_reason")
         return stop if isinstance(stop, str) else None
     return None
+
+
+_MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
+
+
+async def mcp_session(http: aiohttp.ClientSession, url: str) -> dict[str, str]:
+    """Initialize an MCP session over Streamable HTTP; the headers its later requests carry."""
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "loopwatch-demo", "version": "1"},
+        },
+    }
+    async with http.post(url, json=hello, headers=_MCP_HEADERS) as response:
+        result = (await response.json())["result"]
+        headers = {
+            **_MCP_HEADERS,
+            "Mcp-Session-Id": response.headers.get("Mcp-Session-Id", ""),
+            "MCP-Protocol-Version": result["protocolVersion"],
+        }
+    done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    async with http.post(url, json=done, headers=headers) as response:
+        await response.read()
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    async with http.post(url, json=listing, headers=headers) as response:
+        await response.read()
+    return headers
+
+
+async def mcp_call(
+    http: aiohttp.ClientSession, url: str, headers: dict[str, str], tool: str, args: Any
+) -> str:
+    """A `tools/call`; its text content, as an agent hands it to the model."""
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": args},
+    }
+    async with http.post(url, json=call, headers=headers) as response:
+        answer = await response.json()
+    blocks = (answer.get("result") or {}).get("content") or []
+    return "\n".join(b.get("text", "") for b in blocks if isinstance(b, dict))

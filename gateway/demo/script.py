@@ -178,6 +178,17 @@ def _refund(c: Conversation) -> Answer:
     )
 
 
+def _release(c: Conversation) -> Answer:
+    """Its tool runs on the demo's MCP server, through the gateway's /mcp/docs."""
+    if not c.results:
+        read = ("docs__read_text_file", {"path": "/srv/docs/RELEASE.md"})
+        return Answer("I'll read the release notes.", _calls(c, "release", read))
+    return Answer(
+        "Release 2.4: checkout retries payment timeouts once, refunds over 500 EUR need a "
+        "second approver, and the mobile app drops Android 9."
+    )
+
+
 SCENARIOS = {
     "hiking": _hiking,
     "dinner": _dinner,
@@ -188,6 +199,7 @@ SCENARIOS = {
     "deploy": _deploy,
     "yen": _currency,
     "refund": _refund,
+    "release": _release,
 }
 
 

@@ -179,6 +179,7 @@ class MetricsSink:
         self._declare_streams_and_background()
         self._declare_genai()
         self._declare_run()
+        self._declare_mcp()
         self._preinitialize()
 
     def _declare_loopwatch(self) -> None:
@@ -303,6 +304,26 @@ class MetricsSink:
             buckets=TOOL_SECONDS,
             registry=r,
         )
+
+    def _declare_mcp(self) -> None:
+        self.mcp_calls = Counter(
+            "loopwatch_mcp_calls",
+            "MCP tools/call requests by server, tool and outcome (ok, tool_error, rpc_error, "
+            "refused); a tool the server never listed counts as `other`.",
+            ["server", "tool", "outcome"],
+            registry=self.registry,
+        )
+        self.mcp_call_duration = Histogram(
+            "loopwatch_mcp_call_duration_seconds",
+            "Time from an MCP tools/call request to its final response, by server.",
+            ["server"],
+            registry=self.registry,
+        )
+
+    def mcp_call(self, server: str, tool: str, outcome: str, seconds: float | None) -> None:
+        self._child(self.mcp_calls, server, tool, outcome).inc()
+        if seconds is not None:
+            self._child(self.mcp_call_duration, server).observe(seconds)
 
     def _declare_genai(self) -> None:
         r = self.registry

@@ -23,6 +23,7 @@ from sqlmodel import SQLModel
 
 from gateway.errors import StartupError
 from gateway.store import ledger as _ledger  # noqa: F401  (registers budget_ledger)
+from gateway.store import mcp_tables as _mcp_tables  # noqa: F401  (registers the MCP tables)
 from gateway.store import models as _models  # noqa: F401  (registers the trace tables)
 from gateway.store.models import UTCDateTime
 

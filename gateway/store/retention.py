@@ -1,6 +1,6 @@
 """Retention: a background purge of traces idle longer than `retention_days`, with every row
-that belongs to them (steps, items, violations, budget ledger) and the tool sets no step
-left refers to.
+that belongs to them (steps, items, violations, budget ledger, MCP executions) and the tool
+sets no step left refers to.
 
 Bounded: a pass deletes at most `batch_size` traces in one short transaction in a worker
 thread, passes are separated by a pause, and once nothing is left the next sweep waits.
@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from gateway.store import mcp_purge
 from gateway.store.engine import write_connection
 from gateway.store.ledger import BudgetLedgerRow
 from gateway.store.models import ITEMS, STEPS, TOOL_SETS, TRACES, VIOLATIONS
@@ -43,6 +44,7 @@ def purge_batch(engine: Engine, cutoff: datetime, limit: int) -> int:
             oldest = oldest.with_for_update(skip_locked=True)
         ids = list(conn.execute(oldest).scalars())
         if not ids:
+            mcp_purge.purge_traceless(conn, cutoff)
             return 0
         steps = sa.select(STEPS.c.id).where(STEPS.c.trace_id.in_(ids))
         tool_sets = _tool_sets_of(conn, ids)
@@ -52,6 +54,7 @@ def purge_batch(engine: Engine, cutoff: datetime, limit: int) -> int:
         conn.execute(STEPS.delete().where(STEPS.c.trace_id.in_(ids)))
         _drop_unused_tool_sets(conn, tool_sets)
         conn.execute(LEDGER.delete().where(LEDGER.c.trace_id.in_(ids)))
+        mcp_purge.purge_traces(conn, ids)
         conn.execute(TRACES.delete().where(TRACES.c.id.in_(ids)))
     return len(ids)
 

@@ -14,6 +14,7 @@ from gateway.items import ViolationKind
 from gateway.runs.status import TraceStatus
 from gateway.store import queries, session_list
 from gateway.store.filters import TraceFilters
+from gateway.ui import mcp_api
 from gateway.ui.deps import ReadDeps
 
 MAX_LIMIT = 200
@@ -111,6 +112,7 @@ async def get_trace(request: web.Request, deps: ReadDeps) -> web.Response:
     )
     if trace is None:
         raise NotFound(f"no trace {request.match_info['trace_id']}")
+    trace = await asyncio.to_thread(mcp_api.add_executions, deps.engine, trace)
     return await _json(trace)
 
 

@@ -47,6 +47,7 @@ class ItemView:
     link_step: str | None = None  # the partner's step id, for the script to load it
     retry_note: str | None = None
     wait_ms: float | None = None  # a call's tool time: its step's end to its answer
+    executions: list[dict[str, Any]] = field(default_factory=list)  # MCP runs of a call
 
     # Built when a page shows the item: a long trace's page shows none of them.
     @cached_property
@@ -76,6 +77,7 @@ def item_view(
     view = ItemView(anchor, kind, KIND_LABELS.get(kind, kind), step_id)
     view.role, view.call_id = item.get("role"), item.get("call_id")
     view.tool_name = item.get("tool_name")
+    view.executions = list(item.get("executions") or [])
     view.is_error = bool(item.get("is_error"))
     view.incomplete = bool(attrs.get("incomplete"))
     text, arguments = item.get("text"), item.get("arguments")

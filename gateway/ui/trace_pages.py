@@ -16,6 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from gateway.store import queries
+from gateway.ui import mcp_api
 from gateway.ui.deps import ReadDeps
 from gateway.ui.list_pages import idle_seconds
 from gateway.ui.present import TraceView, trace_view
@@ -75,6 +76,7 @@ async def _view(request: web.Request, deps: ReadDeps, *, cached: bool) -> TraceV
     trace = await read(queries.get_trace, deps, trace_id, **at)
     if trace is None:
         return None
+    trace = await asyncio.to_thread(mcp_api.add_executions, deps.engine, trace)
     view = await asyncio.to_thread(
         trace_view, trace, now=at["now"], idle_seconds=at["idle_seconds"]
     )

@@ -169,7 +169,7 @@ def _calls(step: dict[str, Any]) -> list[dict[str, Any]]:
 def test_demo_shows_loop_and_undeclared_tool(demo: dict[str, Any]) -> None:
     kinds = set().union(*(_violations(t) for t in demo["traces"]))
     assert {"repeated_tool_call", "undeclared_tool"} <= kinds
-    assert demo["runs"][0].title.startswith("clean") and len(demo["runs"]) == 9
+    assert demo["runs"][0].title.startswith("clean") and len(demo["runs"]) == 10
 
 
 def test_looping_run_is_flagged_and_finishes(demo: dict[str, Any]) -> None:
@@ -339,3 +339,21 @@ def test_a_demo_on_a_taken_port_deletes_nothing(tmp_path: Path) -> None:
         f"loopwatch: cannot listen on 127.0.0.1:{port}: address already in use"
     ]
     assert database.read_bytes() == b"kept"
+
+
+def test_mcp_run_executes_its_tool_on_the_built_in_server(demo: dict[str, Any]) -> None:
+    from gateway.store import mcp_reads as reads
+
+    [run] = [r for r in demo["runs"] if "MCP" in r.title]
+    assert run.outcome == "completed" and run.steps == 2
+    engine = make_engine(f"sqlite:///{demo['path']}")
+    try:
+        [execution] = reads.trace_executions(engine, str(run.trace_id))
+    finally:
+        engine.dispose()
+    assert (execution["server"], execution["tool"], execution["join"]) == (
+        "docs",
+        "read_text_file",
+        "content",
+    )
+    assert execution["outcome"] == "ok" and execution["delivery"] == "delivered"

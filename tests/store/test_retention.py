@@ -31,7 +31,9 @@ RECENT = NOW - timedelta(days=2)
 OWNED = {"traces": "id", "steps": "trace_id", "violations": "trace_id", "budget_ledger": "trace_id"}
 BY_STEP = {"items": "step_id"}
 SHARED = {"tool_sets"}  # by content: kept while any step refers to one
-UNOWNED = {"meta"}
+UNOWNED = {"meta", "mcp_tools"}
+# Purged with their trace, or by age when they belong to none (tests/mcp/test_mcp_retention.py).
+MCP_OWNED = {"mcp_executions", "mcp_methods", "mcp_violations"}
 TOOLS_OLD = [{"type": "function", "function": {"name": "only_old_runs_had_this"}}]
 TOOLS_BOTH = [{"type": "function", "function": {"name": "every_run_has_this"}}]
 
@@ -88,7 +90,7 @@ def assert_no_orphans(engine: Engine) -> None:
 
 
 def test_every_table_is_known_to_retention() -> None:
-    tables = {*OWNED, *BY_STEP, *SHARED, *UNOWNED}
+    tables = {*OWNED, *BY_STEP, *SHARED, *UNOWNED, *MCP_OWNED}
     assert set(METADATA.tables) == tables, "teach retention the new table"
 
 

@@ -26,6 +26,8 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from gateway import __version__
 from gateway.config import Settings
 from gateway.items import ItemKind
+from gateway.mcp import otel as mcp_otel
+from gateway.mcp.records import Execution
 from gateway.redaction.redactor import Redactor, without_reasoning_summaries
 from gateway.routing import ANTHROPIC_PATHS, Provider, provider_of
 from gateway.sinks.otlp import spans
@@ -40,7 +42,8 @@ OPEN_TRACES = 10_000  # traces whose last step end and open tool calls are remem
 OPEN_CALLS = 256  # unanswered tool calls remembered per trace
 DROP_LOG_SECONDS = 60.0
 _PROPAGATOR = TraceContextTextMapPropagator()
-_Job = StepRecord | RefusalRecord | threading.Event | None
+_Job = StepRecord | RefusalRecord | Execution | threading.Event | None
+MCP_CALLS = 10_000  # MCP executions remembered until the step carrying their result
 
 
 def _ignore(reason: str, count: int) -> None:
@@ -173,6 +176,8 @@ class OtlpSink:
         )
         self._tracer: Tracer = self._provider.get_tracer("loopwatch", __version__)
         self._worker = threading.Thread(target=self._run, name="loopwatch-otlp", daemon=True)
+        # MCP attributes of executed model calls, by call id, for their `execute_tool` span.
+        self._mcp: OrderedDict[str, spans.Attributes] = OrderedDict()
 
     @property
     def dropped_total(self) -> int:
@@ -190,7 +195,17 @@ class OtlpSink:
     def request_refused(self, refusal: RefusalRecord) -> None:
         self._enqueue(refusal)
 
-    def _enqueue(self, job: StepRecord | RefusalRecord) -> None:
+    def mcp_execution(self, execution: Execution) -> None:
+        """Fires when an MCP tool call is answered (or refused): a joined one adds its
+        attributes to its call's `execute_tool` span, another gets a span of its own."""
+        if execution.call_id is None:
+            self._enqueue(execution)
+            return
+        self._mcp[execution.call_id] = dict(mcp_otel.attributes(execution))
+        while len(self._mcp) > MCP_CALLS:
+            self._mcp.popitem(last=False)
+
+    def _enqueue(self, job: StepRecord | RefusalRecord | Execution) -> None:
         try:
             self._jobs.put_nowait(job)
         except queue.Full:
@@ -237,6 +252,8 @@ class OtlpSink:
                     job.set()
                 elif isinstance(job, StepRecord):
                     self._export_step(job)
+                elif isinstance(job, Execution):
+                    self._export_execution(job)
                 else:
                     self._export_refusal(job)
             except Exception:  # a bug here must not stop later exports
@@ -275,8 +292,27 @@ class OtlpSink:
             if emitted_at is None or emitted_at > start_ns:
                 continue  # its call was seen by another replica, or never
             redact = self._redactor.redact_text
-            plans.append(spans.tool_span(item.call_id, name, emitted_at, start_ns, redact))
+            plan = spans.tool_span(item.call_id, name, emitted_at, start_ns, redact)
+            plan.attributes.update(self._redacted(self._mcp.pop(item.call_id, {})))
+            plans.append(plan)
         return plans
+
+    def _redacted(self, attributes: spans.Attributes) -> spans.Attributes:
+        return {
+            k: self._redactor.redact_text(v) if isinstance(v, str) else v
+            for k, v in attributes.items()
+        }
+
+    def _export_execution(self, execution: Execution) -> None:
+        """`tools/call {name}`: an MCP execution joined to no model call."""
+        start = spans.nanoseconds(execution.started_at)
+        end = start + int((execution.duration_ms or 0.0) * 1_000_000)
+        attributes = self._redacted(dict(mcp_otel.own_span_attributes(execution)))
+        name = self._redactor.redact_text(execution.tool)
+        error = "tool_error" if execution.is_error else None
+        plan = spans.SpanPlan(f"tools/call {name}", True, start, end, attributes, error=error)
+        trace = execution.trace_id or f"mcp-{execution.id}"
+        self._emit([plan], self._traces.get(trace).parent, trace)
 
     def _content(self, step: StepRecord) -> spans.Attributes:
         """Messages exactly as the recorder stores them: redacted, cut, no reasoning text."""

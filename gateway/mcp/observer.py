@@ -1,0 +1,371 @@
+"""The MCP observer: events in (a request, its answer, a model step), records out. It joins
+each `tools/call` to its run and model call, judges it, and marks its delivery. Sans-IO."""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from gateway import ids
+from gateway.checks.tools import ToolChecker
+from gateway.items import ItemKind
+from gateway.mcp import checks
+from gateway.mcp.joining import ModelCalls, otel_trace_id
+from gateway.mcp.messages import McpRequest
+from gateway.mcp.records import Execution, McpViolation, MethodCall, Outbox, ToolList
+from gateway.mcp.requests import Context, Refusal, Tracked
+from gateway.mcp.texts import delivery, mcp_names, result_text
+from gateway.step import StepRecord
+
+PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
+MAX_WAITING = 10_000  # executions waiting for a join or a delivery, oldest forgotten first
+
+
+class McpObserver:
+    def __init__(
+        self,
+        *,
+        checker: ToolChecker | None = None,
+        window: float = 300.0,
+        enforce: bool = False,
+        clock: Callable[[], datetime] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        otel_id: Callable[[str], int] | None = None,
+    ) -> None:
+        self.calls = ModelCalls(window, otel_id)
+        self.tools: dict[str, dict[str, dict[str, Any]]] = {}
+        self._checker = checker or ToolChecker()
+        self._window = window
+        self._enforce = enforce
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._now = monotonic
+        self._waiting: OrderedDict[str, Execution] = OrderedDict()  # joining later
+        self._by_call: OrderedDict[str, Execution] = OrderedDict()  # waiting for delivery
+        self._server_traces: dict[str, dict[str, float]] = {}
+        self._versions: OrderedDict[str, str] = OrderedDict()  # by session, newest last
+        self._over_budget: OrderedDict[str, str] = OrderedDict()  # trace -> violation kind
+
+    # -- a request -------------------------------------------------------------------------
+
+    def request(
+        self, context: Context, request: McpRequest, out: Outbox, *, can_refuse: bool = True
+    ) -> Tracked | Refusal:
+        """A request seen on its way to the server; a Refusal when the gateway answers it
+        (`can_refuse` False: the message is only reported, as over stdio)."""
+        enforce = self._enforce and can_refuse
+        tracked = Tracked(request, context, self._clock(), self._now())
+        tracked.trace_id = self._explicit_trace(context, request.meta)
+        if request.method != "tools/call" or request.tool is None:
+            return tracked
+        execution = Execution(
+            id="ex-" + ids.new_step_id()[3:],
+            server=context.server,
+            tool=request.tool,
+            arguments=request.arguments,
+            started_at=tracked.started_at,
+            rpc_id=request.rpc_id,
+            protocol_version=self.version_of(context) or _meta_version(request.meta),
+            session_id=context.session_id,
+            started=tracked.started,
+        )
+        tracked.execution = execution
+        self._join(execution, context, request.meta)
+        if enforce:  # judged before the server is called; else once it answered
+            problems = self._problems(execution, enforce)
+            if problems:
+                return self._refuse(execution, problems, out)
+            tracked.judged = True
+        self._note_server_trace(execution)
+        if execution.trace_id is None or execution.call_id is None:
+            self._remember(self._waiting, execution.id, execution)
+        return tracked
+
+    def _problems(self, execution: Execution, enforce: bool) -> list[tuple[str, str]]:
+        """(kind, detail) of what this call breaks, the rule to name first."""
+        problems = checks.call_problems(
+            self._checker, self.tools.get(execution.server), execution.tool, execution.arguments
+        )
+        if execution.call_id is None and (execution.explicit or enforce):
+            detail = (
+                f"No model tool call asked for MCP tool {execution.tool!r} with these arguments."
+            )
+            problems.insert(0, (checks.UNREQUESTED, detail))
+        spent = self._over_budget.get(execution.trace_id or "")
+        if enforce and spent is not None:
+            detail = f"Its run is over its budget ({spent}): its tool calls are refused too."
+            problems.insert(0, (spent, detail))
+        return problems
+
+    def _explicit_trace(self, context: Context, meta: dict[str, Any]) -> str | None:
+        if context.trace_header:
+            return context.trace_header
+        if isinstance(meta.get("loopwatch/trace_id"), str):
+            return str(meta["loopwatch/trace_id"])
+        otel = otel_trace_id(context.traceparent or meta.get("traceparent"))
+        return None if otel is None else self.calls.trace_of_otel(otel)
+
+    def _join(self, execution: Execution, context: Context, meta: dict[str, Any]) -> None:
+        call_id = meta.get("loopwatch/tool_call_id")
+        if context.trace_header:
+            execution.trace_id, execution.join = context.trace_header, "header"
+        elif isinstance(meta.get("loopwatch/trace_id"), str):
+            execution.trace_id, execution.join = meta["loopwatch/trace_id"], "meta"
+        elif isinstance(call_id, str):
+            execution.call_id, execution.join, execution.explicit = call_id, "meta", True
+            call = self.calls.by_call_id(call_id)
+            if call is not None:
+                execution.trace_id, call.matched = call.trace_id, True
+            return
+        else:
+            found = self._explicit_trace(context, meta)
+            if found is not None:
+                execution.trace_id, execution.join = found, "traceparent"
+        execution.explicit = execution.trace_id is not None
+        self._match_content(execution)
+
+    def _match_content(self, execution: Execution) -> bool:
+        """Name the model call this execution runs; True when it was newly joined."""
+        within = execution.trace_id if execution.explicit else None
+        found = self.calls.candidates(execution.tool, execution.arguments, self._now(), within)
+        if execution.explicit or len(found) == 1:
+            if not found:
+                return False
+            call = found[0]
+            call.matched = True
+            execution.call_id, execution.trace_id = call.call_id, call.trace_id
+            if not execution.explicit:
+                execution.join = "content"
+            return True
+        execution.join = "ambiguous" if found else "none"
+        return False
+
+    def _refuse(
+        self, execution: Execution, problems: list[tuple[str, str]], out: Outbox
+    ) -> Refusal:
+        execution.outcome, execution.duration_ms = "refused", 0.0
+        for kind, detail in problems:
+            out.add(self._violation(execution, kind, detail, enforced=True))
+        out.finish(execution)
+        rule, detail = problems[0]
+        return Refusal(
+            execution.rpc_id, rule, f"Loopwatch refused this tool call ({rule}): {detail}"
+        )
+
+    # -- its answer ------------------------------------------------------------------------
+
+    def answered(
+        self,
+        tracked: Tracked,
+        message: dict[str, Any] | None,
+        out: Outbox,
+        at: float | None = None,
+    ) -> None:
+        """The request's JSON-RPC response (read at monotonic time `at`), or None when none
+        came (`failed` said why). Without enforcement a call's own rules are judged here,
+        after its answer went to the client."""
+        milliseconds = round(((self._now() if at is None else at) - tracked.started) * 1000, 3)
+        request = tracked.request
+        error = message.get("error") if message is not None else None
+        result = message.get("result") if message is not None else None
+        if request.method == "initialize" and isinstance(result, dict):
+            self._note_version(tracked.context, result)
+        if request.method == "tools/list" and isinstance(result, dict):
+            self._tool_list(tracked, request, result, out)
+        if tracked.execution is not None:
+            self._executed(tracked, milliseconds, message, out)
+            return
+        outcome = "ok" if message is not None and error is None else "rpc_error"
+        version = self.version_of(tracked.context)
+        out.add(
+            MethodCall(
+                tracked.context.server,
+                request.method,
+                tracked.started_at,
+                milliseconds,
+                outcome,
+                tracked.trace_id,
+                version,
+            )
+        )
+
+    def _executed(
+        self, tracked: Tracked, milliseconds: float, message: dict[str, Any] | None, out: Outbox
+    ) -> None:
+        execution = tracked.execution
+        assert execution is not None
+        if not tracked.judged:
+            tracked.judged = True
+            for kind, detail in self._problems(execution, False):
+                out.add(self._violation(execution, kind, detail))
+        execution.duration_ms = milliseconds
+        error = message.get("error") if message is not None else None
+        if message is None or error is not None:
+            execution.outcome = "rpc_error"
+            if isinstance(error, dict) or execution.error is None:
+                execution.error = error if isinstance(error, dict) else {"message": "no answer"}
+        else:
+            result = message.get("result")
+            execution.result = result
+            execution.is_error = bool(isinstance(result, dict) and result.get("isError"))
+            execution.outcome = "tool_error" if execution.is_error else "ok"
+            tools = self.tools.get(execution.server)
+            problem = checks.output_problem(self._checker, tools, execution.tool, result)
+            if problem is not None:
+                out.add(self._violation(execution, *problem))
+        out.finish(execution)
+        if execution.call_id is not None:
+            self._remember(self._by_call, execution.call_id, execution)
+
+    def failed(self, tracked: Tracked, reason: str, out: Outbox) -> None:
+        """No JSON-RPC answer: an HTTP error status, or the exchange broke."""
+        if tracked.execution is not None:
+            tracked.execution.error = {"message": reason}
+        self.answered(tracked, None, out)
+
+    def _tool_list(
+        self, tracked: Tracked, request: McpRequest, result: dict[str, Any], out: Outbox
+    ) -> None:
+        listed = result.get("tools")
+        if not isinstance(listed, list):
+            return
+        server = tracked.context.server
+        page = checks.tools_by_name(listed)
+        before = self.tools.get(server)
+        if "cursor" in request.params and before is not None:
+            after = {**before, **page}  # a later page adds to the list
+        else:
+            after = page
+            for tool, change in checks.list_changes(before, after) if before is not None else []:
+                self._list_changed(server, tracked.trace_id, tool, change, out)
+        self.tools[server] = after
+        out.add(ToolList(server, list(after.values()), self._clock()))
+
+    def _list_changed(
+        self, server: str, trace_id: str | None, tool: str, change: str, out: Outbox
+    ) -> None:
+        now = self._now()
+        running = {
+            t
+            for t, seen in self._server_traces.get(server, {}).items()
+            if now - seen <= self._window
+        }
+        detail = f"MCP server {server!r} changed its tool list: tool {tool!r} {change}."
+        for trace in sorted(running | ({trace_id} if trace_id else set())):
+            out.add(
+                self._new_violation(server, checks.LIST_CHANGED, detail, trace_id=trace, tool=tool)
+            )
+        if not running and trace_id is None:
+            out.add(self._new_violation(server, checks.LIST_CHANGED, detail, tool=tool))
+
+    # -- a model step ----------------------------------------------------------------------
+
+    def step(self, step: StepRecord, out: Outbox) -> None:
+        """A finished model step: its tool calls may be what waiting executions run, and its
+        tool results may deliver executed ones to the model."""
+        now = self._now()
+        added = self.calls.add(step.trace_id, step.output_items, now)
+        while self._waiting:  # the oldest first: those past the window join nothing now
+            oldest = next(iter(self._waiting.values()))
+            if now - oldest.started <= self._window:
+                break
+            del self._waiting[oldest.id]
+        names = {name for call in added for name in mcp_names(call.tool_name)}
+        call_ids = {call.call_id for call in added}
+        for key, execution in list(self._waiting.items() if added else ()):
+            if execution.tool not in names and execution.call_id not in call_ids:
+                continue
+            if self._join_late(execution):
+                del self._waiting[key]
+                self._note_server_trace(execution)
+                if execution.outcome is not None:
+                    out.add(execution)
+                    self._remember(self._by_call, execution.call_id or "", execution)
+        for item in step.input_items:
+            if item.kind is ItemKind.TOOL_RESULT and item.call_id is not None:
+                self._delivered(item.call_id, item.text or "", out)
+
+    def _delivered(self, call_id: str, given: str, out: Outbox) -> None:
+        execution = self._by_call.get(call_id)
+        if execution is None or execution.outcome not in ("ok", "tool_error"):
+            return
+        del self._by_call[call_id]
+        execution.delivery = delivery(given, result_text(execution.result))
+        out.add(execution)
+
+    def _join_late(self, execution: Execution) -> bool:
+        if execution.call_id is not None and execution.trace_id is None:
+            call = self.calls.by_call_id(execution.call_id)
+            if call is None:
+                return False
+            execution.trace_id, call.matched = call.trace_id, True
+            return True
+        return self._match_content(execution)
+
+    def budget_refused(self, trace_id: str, kind: str) -> None:
+        """A model request of this run was refused by a budget: with enforcement, so are
+        its MCP tool calls from now on."""
+        self._over_budget[trace_id] = kind
+        while len(self._over_budget) > MAX_WAITING:
+            self._over_budget.popitem(last=False)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def monotonic(self) -> float:
+        return self._now()
+
+    def version_of(self, context: Context) -> str | None:
+        if context.protocol_version:
+            return context.protocol_version
+        return self._versions.get(context.session_id or "")
+
+    def _note_version(self, context: Context, result: dict[str, Any]) -> None:
+        version = result.get("protocolVersion")
+        if isinstance(version, str) and context.session_id:
+            self._versions[context.session_id] = version
+            while len(self._versions) > MAX_WAITING:
+                self._versions.popitem(last=False)
+
+    def _note_server_trace(self, execution: Execution) -> None:
+        if execution.trace_id is not None:
+            traces = self._server_traces.setdefault(execution.server, {})
+            traces[execution.trace_id] = self._now()
+            if len(traces) > MAX_WAITING:
+                traces.pop(next(iter(traces)))
+
+    def _remember(self, table: OrderedDict[str, Execution], key: str, execution: Execution) -> None:
+        table[key] = execution
+        while len(table) > MAX_WAITING:
+            table.popitem(last=False)
+
+    def _violation(
+        self, execution: Execution, kind: str, detail: str, *, enforced: bool = False
+    ) -> McpViolation:
+        return self._new_violation(
+            execution.server,
+            kind,
+            detail,
+            trace_id=execution.trace_id,
+            execution_id=execution.id,
+            call_id=execution.call_id,
+            tool=execution.tool,
+            enforced=enforced,
+        )
+
+    def _new_violation(self, server: str, kind: str, detail: str, **fields: Any) -> McpViolation:
+        return McpViolation(
+            id="mv-" + ids.new_step_id()[3:],
+            kind=kind,
+            detail=detail,
+            created_at=self._clock(),
+            server=server,
+            **fields,
+        )
+
+
+def _meta_version(meta: dict[str, Any]) -> str | None:
+    """The 2026-07-28 protocol names its version in each request's `_meta`."""
+    version = meta.get(PROTOCOL_VERSION_META)
+    return version if isinstance(version, str) else None

@@ -1,0 +1,204 @@
+"""The MCP side as the app holds it: configured servers, the observer, the writer, and where
+each observed event's records go (store, metrics, spans). Runs on the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from gateway.checks.tools import ToolChecker
+from gateway.config import Settings
+from gateway.mcp.messages import id_key, is_response, read_requests
+from gateway.mcp.observer import McpObserver
+from gateway.mcp.records import Execution, Outbox
+from gateway.mcp.requests import Context, Refusal, Tracked
+from gateway.redaction.redactor import Redactor
+from gateway.sinks.metrics import MetricsSink
+from gateway.sinks.otlp.ids import trace_id_of
+from gateway.step import RefusalRecord, StepRecord
+from gateway.store import mcp_reads as reads
+from gateway.store.mcp_writer import McpWriter
+
+log = logging.getLogger(__name__)
+
+ExecutionHook = Callable[[Execution], None]
+
+
+class McpRuntime:
+    def __init__(
+        self,
+        settings: Settings,
+        engine: Engine,
+        redactor: Redactor,
+        *,
+        metrics: MetricsSink | None = None,
+        clock: Callable[[], datetime] | None = None,
+        checker: ToolChecker | None = None,
+    ) -> None:
+        self.servers = {server.name: server for server in settings.mcp_servers}
+        self.observer = McpObserver(
+            checker=checker,
+            window=settings.mcp_match_window_s,
+            enforce=settings.mcp_enforce,
+            clock=clock,
+            otel_id=trace_id_of,
+        )
+        self.writer = McpWriter(engine, redactor)
+        self._engine = engine
+        self._metrics = metrics
+        # Requests reported by stdio bridges, waiting for their answers, by bridge.
+        self.stdio: OrderedDict[str, dict[str, Tracked]] = OrderedDict()
+        self._observing = 0  # POSTs being proxied
+        self._settled = asyncio.Event()
+        self._settled.set()
+        self.on_finished: list[ExecutionHook] = []  # e.g. the span exporter
+
+    async def start(self) -> None:
+        self.writer.start()
+        try:
+            known = await asyncio.to_thread(reads.tool_lists, self._engine)
+        except Exception:
+            log.exception("loading the MCP servers' tool lists failed")
+            return
+        for server, tools in known.items():
+            self.observer.tools.setdefault(server, tools)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.writer.close)
+
+    @contextlib.contextmanager
+    def observing(self) -> Iterator[None]:
+        """Around a POST being proxied: `flush` waits for it to be recorded."""
+        self._observing += 1
+        self._settled.clear()
+        try:
+            yield
+        finally:
+            self._observing -= 1
+            if self._observing == 0:
+                self._settled.set()
+
+    async def flush(self, timeout: float = 10.0) -> bool:
+        """Everything observed so far is stored: the POSTs being proxied are finished and
+        their records written."""
+        try:
+            await asyncio.wait_for(self._settled.wait(), timeout)
+        except TimeoutError:
+            return False
+        return await asyncio.to_thread(self.writer.flush, timeout)
+
+    # -- events ----------------------------------------------------------------------------
+
+    def begin(
+        self, context: Context, body: bytes | None, *, can_refuse: bool = True
+    ) -> tuple[dict[str, Tracked], list[Refusal]]:
+        """The requests of a POST (or a stdio line), by id; refusals when the gateway answers
+        in the server's stead."""
+        tracked: dict[str, Tracked] = {}
+        refusals: list[Refusal] = []
+        if not body:
+            return tracked, refusals
+        out = Outbox()
+        for request in read_requests(body):
+            if not request.expects_answer:
+                continue
+            try:
+                seen = self.observer.request(context, request, out, can_refuse=can_refuse)
+            except Exception:  # observing never breaks forwarding: the request goes on
+                log.exception("observing an MCP request failed")
+                continue
+            if isinstance(seen, Refusal):
+                refusals.append(seen)
+            else:
+                tracked[id_key(request.rpc_id)] = seen
+        self._emit(out)
+        return tracked, refusals
+
+    def now(self) -> float:
+        """The monotonic clock the observer times calls with."""
+        return self.observer.monotonic()
+
+    def messages(
+        self,
+        tracked: dict[str, Tracked],
+        messages: list[dict[str, Any]],
+        session: str | None,
+        at: float | None = None,
+    ) -> None:
+        """Messages of an answer, read at `at` (now when not given)."""
+        out = Outbox()
+        for message in messages:
+            if not is_response(message):
+                continue
+            waiting = tracked.pop(id_key(message.get("id")), None)
+            if waiting is None:
+                continue
+            if waiting.request.method == "initialize" and session:
+                waiting.context = replace(waiting.context, session_id=session)
+            self._safely(self.observer.answered, waiting, message, out, at)
+        self._emit(out)
+
+    def unanswered(self, tracked: dict[str, Tracked], reason: str) -> None:
+        out = Outbox()
+        for waiting in tracked.values():
+            self._safely(self.observer.failed, waiting, reason, out)
+        tracked.clear()
+        self._emit(out)
+
+    def step(self, step: StepRecord) -> None:
+        out = Outbox()
+        self._safely(self.observer.step, step, out)
+        self._emit(out)
+
+    @staticmethod
+    def _safely(event: Callable[..., None], *args: Any) -> None:
+        """Observing never breaks forwarding: a failure is logged, the bytes still flow."""
+        try:
+            event(*args)
+        except Exception:
+            log.exception("observing an MCP message failed")
+
+    def _emit(self, out: Outbox) -> None:
+        if out.records:
+            self.writer.submit(out.records)
+        for execution in out.finished:
+            self._count(execution)
+            for hook in self.on_finished:
+                try:
+                    hook(execution)
+                except Exception:
+                    log.exception("an MCP execution hook failed")
+
+    def _count(self, execution: Execution) -> None:
+        if self._metrics is None:
+            return
+        declared = self.observer.tools.get(execution.server) or {}
+        tool = execution.tool if execution.tool in declared else "other"
+        seconds = None if execution.duration_ms is None else execution.duration_ms / 1000
+        self._metrics.mcp_call(execution.server, tool, execution.outcome or "rpc_error", seconds)
+
+
+class McpSink:
+    """Feeds finished model steps to the MCP observer (joins and deliveries)."""
+
+    def __init__(self, runtime: McpRuntime) -> None:
+        self._runtime = runtime
+
+    def step_finished(self, step: StepRecord, overhead_seconds: float) -> None:
+        """Fires once per step, as every sink's does; quick (in-memory matching only)."""
+        self._runtime.step(step)
+
+    def request_refused(self, refusal: RefusalRecord) -> None:
+        """A budget refusal of a run: with `mcp_enforce` its tool calls are refused too."""
+        if refusal.budget_exceeded and refusal.violations:
+            self._runtime.observer.budget_refused(
+                refusal.trace_id, refusal.violations[0].kind.value
+            )

@@ -1,0 +1,130 @@
+"""Queries of the MCP tables for the read API: executions, servers, tool lists, violations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine, RowMapping
+
+from gateway.store.mcp_tables import MCP_EXECUTIONS, MCP_METHODS, MCP_TOOLS, MCP_VIOLATIONS
+from gateway.store.queries import reading
+from gateway.store.shapes import iso
+
+MAX_EXECUTIONS = 1000  # of one trace, newest kept
+
+
+def execution_json(row: RowMapping) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "call_id": row["call_id"],
+        "trace_id": row["trace_id"],
+        "join": row["join"],
+        "server": row["server"],
+        "tool": row["tool"],
+        "arguments": row["arguments"],
+        "result": row["result"],
+        "is_error": row["is_error"],
+        "error": row["error"],
+        "outcome": row["outcome"],
+        "duration_ms": row["duration_ms"],
+        "protocol_version": row["protocol_version"],
+        "delivery": row["delivery"],
+        "started_at": iso(row["started_at"]),
+    }
+
+
+def violation_json(row: RowMapping) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "kind": row["kind"],
+        "trace_id": row["trace_id"],
+        "step_id": None,
+        "call_id": row["call_id"],
+        "detail": row["detail"],
+        "enforced": row["enforced"],
+        "created_at": iso(row["created_at"]),
+        "source": "mcp",
+        "server": row["server"],
+        "tool": row["tool"],
+        "execution_id": row["execution_id"],
+    }
+
+
+def trace_executions(engine: Engine, trace_id: str) -> list[dict[str, Any]]:
+    with reading(engine) as conn:
+        rows = conn.execute(
+            sa.select(MCP_EXECUTIONS)
+            .where(MCP_EXECUTIONS.c.trace_id == trace_id)
+            .order_by(MCP_EXECUTIONS.c.started_at, MCP_EXECUTIONS.c.id)
+            .limit(MAX_EXECUTIONS)
+        ).mappings()
+        return [execution_json(row) for row in rows]
+
+
+def trace_violations(engine: Engine, trace_id: str) -> list[dict[str, Any]]:
+    """MCP violations recorded on the trace, and those of its executions joined later."""
+    joined = sa.select(MCP_EXECUTIONS.c.id).where(MCP_EXECUTIONS.c.trace_id == trace_id)
+    with reading(engine) as conn:
+        rows = conn.execute(
+            sa.select(MCP_VIOLATIONS)
+            .where(
+                (MCP_VIOLATIONS.c.trace_id == trace_id) | MCP_VIOLATIONS.c.execution_id.in_(joined)
+            )
+            .order_by(MCP_VIOLATIONS.c.created_at, MCP_VIOLATIONS.c.id)
+        ).mappings()
+        return [{**violation_json(row), "trace_id": trace_id} for row in rows]
+
+
+def unjoined(engine: Engine, join: str | None, limit: int) -> list[dict[str, Any]]:
+    """Executions that joined no trace, newest first (`join`: none or ambiguous, or both)."""
+    wanted = (join,) if join else ("none", "ambiguous")
+    with reading(engine) as conn:
+        rows = conn.execute(
+            sa.select(MCP_EXECUTIONS)
+            .where(MCP_EXECUTIONS.c.join.in_(wanted), MCP_EXECUTIONS.c.trace_id.is_(None))
+            .order_by(MCP_EXECUTIONS.c.started_at.desc(), MCP_EXECUTIONS.c.id.desc())
+            .limit(limit)
+        ).mappings()
+        return [execution_json(row) for row in rows]
+
+
+def tool_lists(engine: Engine) -> dict[str, dict[str, dict[str, Any]]]:
+    with reading(engine) as conn:
+        rows = conn.execute(sa.select(MCP_TOOLS.c.server, MCP_TOOLS.c.tools)).all()
+    return {
+        server: {t["name"]: t for t in tools if isinstance(t, dict) and "name" in t}
+        for server, tools in rows
+        if isinstance(tools, list)
+    }
+
+
+def servers(engine: Engine, configured: dict[str, str]) -> list[dict[str, Any]]:
+    """Each configured (or once seen) server: its tools as last listed and its call counts."""
+    with reading(engine) as conn:
+        lists = {r.server: r for r in conn.execute(sa.select(MCP_TOOLS)).all()}
+        calls = conn.execute(
+            sa.select(MCP_EXECUTIONS.c.server, MCP_EXECUTIONS.c.outcome, sa.func.count()).group_by(
+                MCP_EXECUTIONS.c.server, MCP_EXECUTIONS.c.outcome
+            )
+        ).all()
+        methods = conn.execute(
+            sa.select(MCP_METHODS.c.server, sa.func.count()).group_by(MCP_METHODS.c.server)
+        ).all()
+    counts: dict[str, dict[str, int]] = {}
+    for server, outcome, count in calls:
+        counts.setdefault(server, {})[outcome or "pending"] = count
+    other: dict[str, int] = {server: count for server, count in methods}
+    names = sorted(set(configured) | set(lists) | set(counts))
+    return [
+        {
+            "name": name,
+            "url": configured.get(name),
+            "tools": lists[name].tools if name in lists else None,
+            "tools_seen_at": iso(lists[name].seen_at) if name in lists else None,
+            "calls": sum(counts.get(name, {}).values()),
+            "calls_by_outcome": counts.get(name, {}),
+            "other_requests": other.get(name, 0),
+        }
+        for name in names
+    ]
