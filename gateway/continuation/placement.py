@@ -1,13 +1,6 @@
 """Which trace a request joins, decided without I/O: from its history's keys, the recent
 steps in memory and what the store answered so far, `decide` returns the placement or the
 store lookup to make next (the proxy makes it and asks again).
-
-The rules, in order: the response a Responses request continues (`previous_response_id`);
-then the recorded step its history continues (the exact echo of a step, the tool call ids
-of its last call turn, else a step's whole input it begins with: a history re-rendered as
-text); the `X-Loopwatch-Trace-Id` header names the trace over both; the retry of a failed
-attempt stays in that attempt's trace; else a new trace. Identical runs in parallel share
-keys: `gateway.continuation.candidates` keeps them apart.
 """
 
 from __future__ import annotations
@@ -126,7 +119,14 @@ def decide(
     known: Known, recent: RecentSteps, may_hold: Callable[[str], bool], found: Found
 ) -> Placed | NeedsLookup:
     """The placement, or the store lookup to make first. `may_hold(key)`: the store may
-    hold this continuation key (others are never looked up)."""
+    hold this continuation key (others are never looked up).
+
+    The rules, in order: the response a Responses request continues (`previous_response_id`);
+    then the recorded step its history continues (see `_continued`); the
+    `X-Loopwatch-Trace-Id` header names the trace over both; the retry of a failed attempt
+    stays in that attempt's trace; else a new trace. Identical runs in parallel share keys:
+    `gateway.continuation.candidates` keeps them apart.
+    """
     header, failed = known.header, known.failed
     if known.previous_response_id:
         ref = _by_response(known.previous_response_id, recent, found)

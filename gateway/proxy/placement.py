@@ -1,9 +1,6 @@
 """Places a request in a trace: runs `gateway.continuation.placement.decide` and makes the
-store lookups it asks for, one at a time, until it decides.
-
-Recent steps are found in memory; other replicas' steps in the store, each lookup within a
-short timeout so a slow database never holds a request back (the request is then placed as
-if the store held nothing: most often it starts a new trace).
+store lookups it asks for, each within a short timeout, so a slow database never holds a
+request back (it is then placed as if the store held nothing).
 """
 
 from __future__ import annotations
