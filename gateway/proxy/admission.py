@@ -1,29 +1,27 @@
-"""Budget admission: reserve a step (and tokens) in the ledger before the provider is called.
+"""Budget admission: reserve a step (and tokens) in the ledger before the provider is called,
+as `gateway.checks.admission.decide` says; settle or give back what was reserved after.
 
 The ledger keeps enforcing from local counts while the store does not answer
 (store/ledger_fallback.py); only if the ledger itself fails is a request let through
-unbudgeted (logged). With no budget configured the ledger is never touched.
+unbudgeted (logged, counted). With no budget configured the ledger is never touched.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from gateway.checks import budgets
-from gateway.checks.budgets import Limits, Reservation, Settlement, Spent
+from gateway.checks.admission import Admit, Answer, Refuse, Reserve, Unavailable, decide
+from gateway.checks.budgets import Limits, Reservation, Settlement
 from gateway.config import KeyBudget
-from gateway.errors import BudgetExceeded
-from gateway.items import Usage, Violation
+from gateway.items import Usage
 from gateway.proxy.deps import Deps
 from gateway.runs.pricing import Cost
 from gateway.sinks.metrics import find_metrics
 
 log = logging.getLogger(__name__)
-
-LEDGER_SECONDS = 2.0
 
 
 @dataclass(slots=True)
@@ -39,13 +37,6 @@ class Admission:
         return None if self.reservation is None else self.reservation.clamp
 
 
-@dataclass(slots=True)
-class Refused:
-    error: BudgetExceeded
-    violation: Violation
-    limits: Limits
-
-
 async def admit(
     deps: Deps,
     headers: Mapping[str, str],
@@ -54,35 +45,35 @@ async def admit(
     wanted_tokens: int | None,
     model: str | None = None,
     upstream_url: str | None = None,
-) -> Admission | Refused:
+) -> Admission | Refuse:
+    """Decide, ask the ledger if the decision says so, decide from its answer."""
     limits = budgets.limits_for(deps.settings, key, headers)
-    if not limits.any:
-        return Admission(limits)
+    decision: Admit | Reserve | Refuse = decide(limits, trace_id, wanted_tokens)
+    if isinstance(decision, Reserve):
+        answer = await _reserve(deps, decision, model, upstream_url)
+        decision = decide(limits, trace_id, wanted_tokens, answer)
+    if isinstance(decision, Refuse):
+        return decision
+    if decision.unbudgeted:
+        _count_unbudgeted(deps)
+    return Admission(decision.limits, decision.reservation, dict(decision.headers))
+
+
+async def _reserve(
+    deps: Deps, reserve: Reserve, model: str | None, upstream_url: str | None
+) -> Answer:
+    """The ledger's answer. The ledger bounds its own wait on the store (and answers from
+    local counts past it); only a ledger that fails outright leaves the request unbudgeted."""
     price = None
-    if limits.max_cost_usd is not None:
+    if reserve.priced:
         price = deps.pricer.output_price(model, upstream_url=upstream_url)
     try:
-        granted = await asyncio.wait_for(
-            deps.ledger.reserve(trace_id, limits, wanted_tokens, price), LEDGER_SECONDS
+        return await deps.ledger.reserve(
+            reserve.trace_id, reserve.limits, reserve.wanted_tokens, price
         )
     except Exception as exc:
         log.warning("budget ledger unavailable, request forwarded unbudgeted: %r", exc)
-        _count_unbudgeted(deps)
-        return Admission(limits)
-    if isinstance(granted, Spent):
-        error, violation = budgets.refusal(granted, limits)
-        return Refused(error, violation, limits)
-    tokens_used = 0
-    if limits.max_tokens is not None and granted.tokens_left is not None:
-        tokens_used = limits.max_tokens - granted.tokens_left
-    admission = Admission(limits, granted)
-    cost_used = None
-    if limits.max_cost_nano is not None and granted.cost_left_nano is not None:
-        cost_used = limits.max_cost_nano - granted.cost_left_nano
-    admission.headers = budgets.remaining_headers(
-        limits, granted.steps_used, tokens_used, cost_used_nano=cost_used
-    )
-    return admission
+        return Unavailable()
 
 
 def settle(deps: Deps, admission: Admission, usage: Usage, cost: Cost | None = None) -> None:

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from gateway import ids, jsoncodec
 from gateway.checks import budgets, loops, pairing
+from gateway.checks.admission import Refuse
 from gateway.config import KeyBudget
 from gateway.continuation import sessions
 from gateway.errors import BadRequest, GatewayError, RequestTooLarge
@@ -25,7 +26,7 @@ from gateway.exchange.machine import Exchange
 from gateway.items import Violation, ViolationKind
 from gateway.protocols import request_facts
 from gateway.protocols.base import ParsedRequest, ProtocolAdapter, provider_request_id
-from gateway.proxy.admission import Admission, Refused, admit
+from gateway.proxy.admission import Admission, admit
 from gateway.proxy.deps import Deps
 from gateway.proxy.finisher import StepFinisher, Threading
 from gateway.proxy.placement import Placement, place
@@ -121,7 +122,7 @@ async def _check(
     except GatewayError as exc:  # a header of the gateway's own it cannot use
         refused([request_violation(exc)], "request")
         return error_response(adapter, exc, own)
-    if isinstance(admission, Refused):
+    if isinstance(admission, Refuse):
         refused([admission.violation], "budget", admission.limits)
         return error_response(adapter, admission.error, own)
     own.update(admission.headers)

@@ -1,9 +1,10 @@
 """Budgets that hold through a store outage: a local ledger beside the store's.
 
 While the store answers it is the source of truth, and each answer is remembered per trace.
-When it fails or is slow, this replica enforces every budget from the counts it last read
-plus what it admitted since, without waiting on the store again for `retry_seconds`; what it
-admitted meanwhile is added to the store's counts once the store answers again.
+When it fails or is slow (no answer within `store_seconds`, the reservation's one timeout),
+this replica enforces every budget from the counts it last read plus what it admitted since,
+without waiting on the store again for `retry_seconds`; what it admitted meanwhile is added
+to the store's counts once the store answers again.
 """
 
 from __future__ import annotations
@@ -46,6 +47,11 @@ def _succeeded(task: asyncio.Task[Any]) -> bool:
     return not task.cancelled() and task.exception() is None
 
 
+def _left(deadline: float) -> float:
+    """Seconds from now to `deadline` (loop time), never negative."""
+    return max(0.0, deadline - asyncio.get_running_loop().time())
+
+
 class FallbackLedger:
     """Wraps the store's ledger; same interface."""
 
@@ -82,11 +88,15 @@ class FallbackLedger:
     ) -> Reservation | Spent:
         if self._down_until is not None and (self._probing or self._clock() < self._down_until):
             return self._reserve_locally(trace_id, limits, wanted_tokens, output_price)
+        # The reservation's one timeout: the store's whole part (adding what was admitted
+        # locally, then reserving) within `store_seconds`, else the reservation is made locally.
+        deadline = asyncio.get_running_loop().time() + self._store_seconds
         try:
             if self._down_until is not None:
                 self._probing = True
-                await self._send_unsent()
-            granted = await self._reserve_in_store(trace_id, limits, wanted_tokens, output_price)
+                await self._send_unsent(deadline)
+            reserving = self._store.reserve(trace_id, limits, wanted_tokens, output_price)
+            granted = await self._reserve_in_store(trace_id, reserving, deadline)
         except Exception as exc:
             self._went_down(exc)
             return self._reserve_locally(trace_id, limits, wanted_tokens, output_price)
@@ -101,17 +111,15 @@ class FallbackLedger:
     async def _reserve_in_store(
         self,
         trace_id: str,
-        limits: Limits,
-        wanted_tokens: int | None,
-        output_price: Decimal | None,
+        reserving: Coroutine[Any, Any, Reservation | Spent],
+        deadline: float,
     ) -> Reservation | Spent:
-        """The store's reservation within `store_seconds`. One that takes longer is not
+        """The store's reservation by `deadline` (loop time). One that takes longer is not
         cancelled (a thread cannot be, and a sent statement may still commit): if the
         store makes it after all, the step (also counted locally) is taken back out."""
-        reserving = self._store.reserve(trace_id, limits, wanted_tokens, output_price)
         task = asyncio.ensure_future(reserving)
         try:
-            return await asyncio.wait_for(asyncio.shield(task), self._store_seconds)
+            return await asyncio.wait_for(asyncio.shield(task), _left(deadline))
         except TimeoutError:
             task.add_done_callback(partial(self._late_reservation, trace_id))
             raise
@@ -130,12 +138,16 @@ class FallbackLedger:
             self._unsent.setdefault(trace_id, _Count()).steps -= 1
             self._unsent_settlements.append(release)
 
-    async def _in_time(self, write: Coroutine[Any, Any, None], resend: Callable[[], None]) -> None:
-        """A store write within `store_seconds`, else raise. A write that failed is queued
-        again; one still under way is queued again only if it fails in the end."""
+    async def _in_time(
+        self, write: Coroutine[Any, Any, None], resend: Callable[[], None], deadline: float | None
+    ) -> None:
+        """A store write by `deadline` (loop time; None: within `store_seconds`), else raise.
+        A write that failed is queued again; one still under way is queued again only if it
+        fails in the end."""
         task = asyncio.ensure_future(write)
+        seconds = self._store_seconds if deadline is None else _left(deadline)
         try:
-            await asyncio.wait_for(asyncio.shield(task), self._store_seconds)
+            await asyncio.wait_for(asyncio.shield(task), seconds)
         except TimeoutError:
             task.add_done_callback(lambda done: None if _succeeded(done) else resend())
             raise
@@ -275,17 +287,18 @@ class FallbackLedger:
             self._known.move_to_end(trace_id)
         return count
 
-    async def _send_unsent(self) -> None:
-        """Add what was admitted locally to the store, before it decides again."""
+    async def _send_unsent(self, deadline: float | None = None) -> None:
+        """Add what was admitted locally to the store, before it decides again: all by
+        `deadline` (loop time), or each write within `store_seconds` (None)."""
         while self._unsent:
             trace_id, count = self._unsent.popitem()
             resend = partial(self._resend_add, trace_id, count)
             adding = self._store.add(trace_id, count.steps, count.tokens, count.cost_nano)
-            await self._in_time(adding, resend)
+            await self._in_time(adding, resend, deadline)
         while self._unsent_settlements:
             settlement = self._unsent_settlements.pop()
             resend = partial(self._resend_settlement, settlement)
-            await self._in_time(self._store.settle(settlement), resend)
+            await self._in_time(self._store.settle(settlement), resend, deadline)
 
     def _resend_add(self, trace_id: str, count: _Count) -> None:
         merged = self._unsent.setdefault(trace_id, _Count())
