@@ -11,15 +11,16 @@ from dataclasses import dataclass
 
 from gateway.checks.budgets import nano_usd
 from gateway.continuation.keys import StepRef, call_filter_key, real_call_id
-from gateway.exchange.machine import Outcome
+from gateway.exchange.machine import Anomaly, Outcome
 from gateway.exchange.stops import Ending
-from gateway.items import ItemKind, StopReason, Usage, Violation
+from gateway.items import ItemKind, StopReason, Usage
 from gateway.proxy.admission import Admission, give_back, settle
 from gateway.proxy.deps import Deps
 from gateway.proxy.relay import Timing
 from gateway.runs.pricing import Cost
 from gateway.runs.status import mark_terminal
 from gateway.sinks.base import notify_step
+from gateway.sinks.metrics import count_anomalies
 from gateway.step import StepRecord, StepStart
 
 # Ended without a proper answer: the same request again is a retry of this attempt.
@@ -79,17 +80,10 @@ class StepFinisher:
             self._deps.recorder.submit(record)
             overhead = self._sent_at - self._started + timing.observe_seconds
             notify_step(self._deps.sinks, record, overhead)
+            if outcome.anomalies:
+                self._note(outcome.anomalies)
         except Exception:  # recording must never break the request
             log.exception("finishing a step failed; the step is not recorded")
-
-    def _checks(self, outcome: Outcome) -> list[Violation]:
-        """What the step's tool calls break: undeclared tools, schemas, repeated calls."""
-        start, deps = self._start, self._deps
-        if start.protocol == "passthrough" or not outcome.output_items:
-            return []
-        truncated = outcome.stop_reason is StopReason.LENGTH
-        found = deps.tool_checker.check(start.tools, outcome.output_items, truncated=truncated)
-        return found + deps.loops.of(start.trace_id).observe(outcome.output_items)
 
     def _record(self, outcome: Outcome, timing: Timing) -> StepRecord:
         start, threading = self._start, self._threading
@@ -118,7 +112,7 @@ class StepFinisher:
             input_items=start.input_items,
             output_items=outputs,
             error=outcome.error,
-            violations=[*start.violations, *outcome.violations, *self._checks(outcome)],
+            violations=[*start.violations, *outcome.violations],
             continuation_key=key,
             budget_max_steps=start.budget_max_steps,
             budget_max_tokens=start.budget_max_tokens,
@@ -129,6 +123,18 @@ class StepFinisher:
             retry_of=None if threading is None else threading.retry_of,
             declared_tools=start.declared_tools,
             params=start.params,
+        )
+
+    def _note(self, anomalies: tuple[Anomaly, ...]) -> None:
+        """Counted by kind, logged once: the exchange noted and ignored them."""
+        count_anomalies(self._deps.sinks, [anomaly.kind.value for anomaly in anomalies])
+        start = self._start
+        details = "; ".join(f"{a.kind.value}: {a.detail}" for a in anomalies)
+        log.warning(
+            "step %s of trace %s: illegal transitions ignored: %s",
+            start.id,
+            start.trace_id,
+            details,
         )
 
     def _remember(self, record: StepRecord, outcome: Outcome) -> None:
