@@ -57,6 +57,11 @@ class Outcome:
         """A later request may continue this step (it produced an answer)."""
         return self.stop_reason not in (StopReason.ERROR, StopReason.CANCELLED)
 
+    @property
+    def no_answer(self) -> bool:
+        """The provider gave no answer at all: an error status, or it could not be reached."""
+        return self.ending is Ending.UNREACHABLE or (self.http_status or 0) >= 400
+
 
 @dataclass(frozen=True, slots=True)
 class Forward:

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from gateway.checks.budgets import nano_usd
 from gateway.continuation.keys import StepRef, call_filter_key, real_call_id
 from gateway.exchange.machine import Anomaly, Outcome
-from gateway.exchange.stops import Ending
 from gateway.items import ItemKind, StopReason, Usage
 from gateway.proxy.admission import Admission, give_back, settle
 from gateway.proxy.deps import Deps
@@ -34,11 +33,6 @@ class Threading:
     input_state: bytes  # the chain over the whole input
     attempt: str  # equal for the same request sent again
     retry_of: str | None = None  # the failed attempt this request repeats
-
-
-def no_answer(outcome: Outcome) -> bool:
-    """The provider gave no answer at all: an error status, or it could not be reached."""
-    return outcome.ending is Ending.UNREACHABLE or (outcome.http_status or 0) >= 400
 
 
 log = logging.getLogger(__name__)
@@ -73,7 +67,7 @@ class StepFinisher:
 
     def finished(self, outcome: Outcome, timing: Timing) -> None:
         try:
-            if self._admission is not None and no_answer(outcome):
+            if self._admission is not None and outcome.no_answer:
                 give_back(self._deps, self._admission)
             record = self._record(outcome, timing)
             self._remember(record, outcome)
@@ -141,12 +135,12 @@ class StepFinisher:
         threading, recent = self._threading, self._deps.recent
         if threading is None:
             return
-        if outcome.continuable and not no_answer(outcome):
+        if outcome.continuable and not outcome.no_answer:
             ref = StepRef(record.trace_id, record.id, tuple(record.output_items))
             input_key = threading.input_state.hex()
             recent.remember(record.continuation_key, record.response_id, ref, input_key)
         # After `remember`: a cut stream answered in part, and its retry is still expected.
-        if outcome.stop_reason in _FAILED_STOPS or no_answer(outcome):
+        if outcome.stop_reason in _FAILED_STOPS or outcome.no_answer:
             recent.failed(threading.attempt, StepRef(record.trace_id, record.id))
         known = self._deps.known_keys
         if record.continuation_key is not None:
