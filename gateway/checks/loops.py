@@ -153,3 +153,19 @@ class TraceCounters:
     def loop_of(self, trace_id: str) -> Loop | None:
         counter = self._by_trace.get(trace_id)
         return None if counter is None else counter.loop
+
+    def for_trace(self, trace_id: str) -> TraceLoops:
+        """The trace's counter as the exchange counts a step's calls with it."""
+        return TraceLoops(self, trace_id)
+
+
+@dataclass(frozen=True, slots=True)
+class TraceLoops:
+    """One trace's counter, looked up only when a step's calls are counted: a step without
+    tool calls leaves the recent traces as they were."""
+
+    counters: TraceCounters
+    trace_id: str
+
+    def observe(self, output_items: Iterable[Item]) -> list[Violation]:
+        return self.counters.of(self.trace_id).observe(output_items)

@@ -3,8 +3,9 @@
 The relay feeds it events (response head, chunk received, body ended, client gone, provider
 broke, timeout, provider unreachable) and executes the commands it returns, in order:
 forward bytes, settle usage, finished with an outcome, end or abort the client's response,
-close the upstream. Nothing polls it and it calls nobody back; stops are decided in
-`gateway.exchange.stops.RULES`.
+close the upstream. Nothing polls it and it calls nobody back. Its outcome holds every
+decision of the step: the stop and stream violations (`gateway.exchange.stops.RULES`), the
+output checks, the tool and loop checks (`gateway.exchange.calls`), and the anomalies noted.
 """
 
 from __future__ import annotations
@@ -13,10 +14,24 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from gateway.exchange.calls import CallRules
 from gateway.exchange.stops import Ending, Seen, decide, decided
 from gateway.exchange.tap import ResponseTap
 from gateway.items import Item, StopReason, Usage, Violation
 from gateway.protocols.base import ProtocolAdapter
+
+
+class AnomalyKind(Enum):
+    EVENT = "event"  # an I/O event the exchange's phase does not allow: the caller's bug
+    DELTA = "delta"  # a delta the assembler's state does not allow: an odd provider stream
+
+
+@dataclass(frozen=True, slots=True)
+class Anomaly:
+    """An illegal transition, noted and ignored (never raised)."""
+
+    kind: AnomalyKind
+    detail: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,11 +50,17 @@ class Outcome:
     error: dict[str, Any] | None = None
     violations: list[Violation] = field(default_factory=list)
     complete: bool = False  # the protocol's completion marker arrived
+    anomalies: tuple[Anomaly, ...] = ()  # noted until the outcome was decided
 
     @property
     def continuable(self) -> bool:
         """A later request may continue this step (it produced an answer)."""
         return self.stop_reason not in (StopReason.ERROR, StopReason.CANCELLED)
+
+    @property
+    def no_answer(self) -> bool:
+        """The provider gave no answer at all: an error status, or it could not be reached."""
+        return self.ending is Ending.UNREACHABLE or (self.http_status or 0) >= 400
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +137,9 @@ _ENDINGS = {
     Event.TIMEOUT: Ending.TIMEOUT,
 }
 # (phase, event) → next phase: the only code that changes the phase. A missing pair is an
-# illegal event, noted in `anomalies` and ignored. The end of a body of known length is seen
-# before the transport's end of body, which then arrives in DONE and changes nothing.
+# illegal event, noted in `anomalies` (and in the outcome, when that comes later) and
+# ignored. The end of a body of known length is seen before the transport's end of body,
+# which then arrives in DONE and changes nothing.
 TRANSITIONS: dict[tuple[Phase, Event], Phase] = {
     (Phase.WAITING, Event.HEAD): Phase.RECEIVING,
     (Phase.WAITING, Event.UNREACHABLE): Phase.DONE,
@@ -131,11 +153,19 @@ TRANSITIONS: dict[tuple[Phase, Event], Phase] = {
 
 
 class Exchange:
-    """One response. `adapter` None observes nothing (passthrough): bytes pass, one outcome."""
+    """One response. `adapter` None observes nothing (passthrough): bytes pass, one outcome.
+    `calls` judges the step's tool calls; None leaves them unjudged."""
 
-    def __init__(self, adapter: ProtocolAdapter | None, *, hide_usage_event: bool = False):
+    def __init__(
+        self,
+        adapter: ProtocolAdapter | None,
+        *,
+        hide_usage_event: bool = False,
+        calls: CallRules | None = None,
+    ):
         self._adapter = adapter
         self._hide = hide_usage_event
+        self._calls = calls
         self.phase = Phase.WAITING
         self.anomalies: list[str] = []
         self._tap: ResponseTap | None = None
@@ -240,7 +270,15 @@ class Exchange:
         """No response head: the provider could not be reached or did not answer in time."""
         if not self._go(Event.UNREACHABLE):
             return []
-        outcome = Outcome(Ending.UNREACHABLE, StopReason.ERROR, http_status=status, error=error)
+        decision = decide(Seen.NOTHING, Ending.UNREACHABLE, None, [])
+        outcome = Outcome(
+            Ending.UNREACHABLE,
+            decision.stop_reason,
+            http_status=status,
+            error=error,
+            violations=decision.violations,
+            anomalies=self._noted(),
+        )
         return [*self._settle(outcome.usage), Finished(outcome)]
 
     def _settle(self, usage: Usage) -> list[Command]:
@@ -260,26 +298,43 @@ class Exchange:
         tap, status = self._tap, self._status
         if tap is None:  # observed nothing by design
             decision = decide(Seen.BLIND, ending, None, [])
-            return Outcome(ending, decision.stop_reason, http_status=status)
+            return Outcome(ending, decision.stop_reason, status, anomalies=self._noted())
         seen = tap.seen()
         if seen is Seen.ERROR_STATUS:
             decision = decide(seen, ending, None, [])
-            usage = tap.usage
-            error = tap.error_fields()
             return Outcome(
-                ending, decision.stop_reason, status, usage=usage, error=error, complete=True
+                ending,
+                decision.stop_reason,
+                status,
+                usage=tap.usage,
+                error=tap.error_fields(),
+                complete=True,
+                anomalies=self._noted(tap),
             )
+        return self._assembled(tap, seen, ending)
+
+    def _assembled(self, tap: ResponseTap, seen: Seen, ending: Ending) -> Outcome:
         assembled = decided(tap.assembler, seen, ending)
+        violations = assembled.violations
+        if self._calls is not None:
+            violations += self._calls.judge(assembled.output_items, assembled.stop_reason)
         return Outcome(
             ending,
             assembled.stop_reason,
-            status,
+            self._status,
             raw_stop_reason=assembled.raw_stop_reason,
             output_items=assembled.output_items,
             usage=assembled.usage,
             response_id=assembled.response_id,
             model=assembled.model,
             error=assembled.error,
-            violations=assembled.violations,
+            violations=violations,
             complete=assembled.complete,
+            anomalies=self._noted(tap),
         )
+
+    def _noted(self, tap: ResponseTap | None = None) -> tuple[Anomaly, ...]:
+        """The exchange's anomalies so far, then its assembler's."""
+        events = [Anomaly(AnomalyKind.EVENT, detail) for detail in self.anomalies]
+        deltas = () if tap is None else tap.assembler.anomalies
+        return (*events, *(Anomaly(AnomalyKind.DELTA, detail) for detail in deltas))

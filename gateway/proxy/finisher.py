@@ -11,15 +11,15 @@ from dataclasses import dataclass
 
 from gateway.checks.budgets import nano_usd
 from gateway.continuation.keys import StepRef, call_filter_key, real_call_id
-from gateway.exchange.machine import Outcome
-from gateway.exchange.stops import Ending
-from gateway.items import ItemKind, StopReason, Usage, Violation
+from gateway.exchange.machine import Anomaly, Outcome
+from gateway.items import ItemKind, StopReason, Usage
 from gateway.proxy.admission import Admission, give_back, settle
 from gateway.proxy.deps import Deps
 from gateway.proxy.relay import Timing
 from gateway.runs.pricing import Cost
 from gateway.runs.status import mark_terminal
 from gateway.sinks.base import notify_step
+from gateway.sinks.metrics import count_anomalies
 from gateway.step import StepRecord, StepStart
 
 # Ended without a proper answer: the same request again is a retry of this attempt.
@@ -33,11 +33,6 @@ class Threading:
     input_state: bytes  # the chain over the whole input
     attempt: str  # equal for the same request sent again
     retry_of: str | None = None  # the failed attempt this request repeats
-
-
-def no_answer(outcome: Outcome) -> bool:
-    """The provider gave no answer at all: an error status, or it could not be reached."""
-    return outcome.ending is Ending.UNREACHABLE or (outcome.http_status or 0) >= 400
 
 
 log = logging.getLogger(__name__)
@@ -72,24 +67,17 @@ class StepFinisher:
 
     def finished(self, outcome: Outcome, timing: Timing) -> None:
         try:
-            if self._admission is not None and no_answer(outcome):
+            if self._admission is not None and outcome.no_answer:
                 give_back(self._deps, self._admission)
             record = self._record(outcome, timing)
             self._remember(record, outcome)
             self._deps.recorder.submit(record)
             overhead = self._sent_at - self._started + timing.observe_seconds
             notify_step(self._deps.sinks, record, overhead)
+            if outcome.anomalies:
+                self._note(outcome.anomalies)
         except Exception:  # recording must never break the request
             log.exception("finishing a step failed; the step is not recorded")
-
-    def _checks(self, outcome: Outcome) -> list[Violation]:
-        """What the step's tool calls break: undeclared tools, schemas, repeated calls."""
-        start, deps = self._start, self._deps
-        if start.protocol == "passthrough" or not outcome.output_items:
-            return []
-        truncated = outcome.stop_reason is StopReason.LENGTH
-        found = deps.tool_checker.check(start.tools, outcome.output_items, truncated=truncated)
-        return found + deps.loops.of(start.trace_id).observe(outcome.output_items)
 
     def _record(self, outcome: Outcome, timing: Timing) -> StepRecord:
         start, threading = self._start, self._threading
@@ -118,7 +106,7 @@ class StepFinisher:
             input_items=start.input_items,
             output_items=outputs,
             error=outcome.error,
-            violations=[*start.violations, *outcome.violations, *self._checks(outcome)],
+            violations=[*start.violations, *outcome.violations],
             continuation_key=key,
             budget_max_steps=start.budget_max_steps,
             budget_max_tokens=start.budget_max_tokens,
@@ -131,16 +119,28 @@ class StepFinisher:
             params=start.params,
         )
 
+    def _note(self, anomalies: tuple[Anomaly, ...]) -> None:
+        """Counted by kind, logged once: the exchange noted and ignored them."""
+        count_anomalies(self._deps.sinks, [anomaly.kind.value for anomaly in anomalies])
+        start = self._start
+        details = "; ".join(f"{a.kind.value}: {a.detail}" for a in anomalies)
+        log.warning(
+            "step %s of trace %s: illegal transitions ignored: %s",
+            start.id,
+            start.trace_id,
+            details,
+        )
+
     def _remember(self, record: StepRecord, outcome: Outcome) -> None:
         threading, recent = self._threading, self._deps.recent
         if threading is None:
             return
-        if outcome.continuable and not no_answer(outcome):
+        if outcome.continuable and not outcome.no_answer:
             ref = StepRef(record.trace_id, record.id, tuple(record.output_items))
             input_key = threading.input_state.hex()
             recent.remember(record.continuation_key, record.response_id, ref, input_key)
         # After `remember`: a cut stream answered in part, and its retry is still expected.
-        if outcome.stop_reason in _FAILED_STOPS or no_answer(outcome):
+        if outcome.stop_reason in _FAILED_STOPS or outcome.no_answer:
             recent.failed(threading.attempt, StepRef(record.trace_id, record.id))
         known = self._deps.known_keys
         if record.continuation_key is not None:

@@ -22,6 +22,7 @@ from gateway.checks.admission import Refuse
 from gateway.config import KeyBudget
 from gateway.continuation import sessions
 from gateway.errors import BadRequest, GatewayError, RequestTooLarge
+from gateway.exchange.calls import CallRules
 from gateway.exchange.machine import Exchange
 from gateway.items import Violation, ViolationKind
 from gateway.protocols import request_facts
@@ -153,7 +154,8 @@ async def _forward(
         # Events must be readable to hide one; a provider that compresses anyway gets its
         # bytes passed through unchanged, the usage event included (see `gateway.exchange.tap`).
         headers["Accept-Encoding"] = "identity"
-    exchange = Exchange(adapter, hide_usage_event=prepared.hide_usage_event)
+    calls = CallRules(start.tools, deps.tool_checker, deps.loops.for_trace(start.trace_id))
+    exchange = Exchange(adapter, hide_usage_event=prepared.hide_usage_event, calls=calls)
     placement = admitted.placement
     threading = Threading(placement.input_state, placement.attempt, placement.retry_of)
     finisher = StepFinisher(deps, start, started, admission, threading)

@@ -180,6 +180,7 @@ class MetricsSink:
         self._declare_genai()
         self._declare_run()
         self._declare_mcp()
+        self._declare_exchange()
         self._preinitialize()
 
     def _declare_loopwatch(self) -> None:
@@ -348,6 +349,17 @@ class MetricsSink:
             buckets=GENAI_SECONDS,
             registry=r,
         )
+
+    def _declare_exchange(self) -> None:
+        self.exchange_anomalies = Counter(
+            "loopwatch_exchange_anomalies",
+            "Illegal transitions the exchange noted and ignored, by kind: `event` (an I/O "
+            "event its phase does not allow), `delta` (a stream delta out of order).",
+            ["kind"],
+            registry=self.registry,
+        )
+        for kind in ("event", "delta"):  # the exchange's AnomalyKind (sinks never import it)
+            self.exchange_anomalies.labels(kind)
 
     def _preinitialize(self) -> None:
         """Series alerts and panels rely on exist at 0 before the first event."""
@@ -520,6 +532,14 @@ def relaying(sinks: Iterable[object], protocol: str) -> Iterator[None]:
     finally:
         if metrics is not None:
             metrics.stream_ended(protocol)
+
+
+def count_anomalies(sinks: Iterable[object], kinds: Iterable[str]) -> None:
+    """Counts the exchange's anomalies in `loopwatch_exchange_anomalies_total{kind}`."""
+    metrics = find_metrics(sinks)
+    if metrics is not None:
+        for kind in kinds:
+            metrics._child(metrics.exchange_anomalies, kind).inc()
 
 
 def metrics_response(sinks: Iterable[object]) -> web.Response:

@@ -121,7 +121,7 @@ class _Choice:
 
 
 class Assembler:
-    """Feed every delta of one response in order, then call `result()` once."""
+    """Feed every delta of one response in order; the exchange then reads `output()`."""
 
     def __init__(self) -> None:
         self.state = State.OPEN
@@ -220,6 +220,11 @@ class Assembler:
     def usage(self) -> Usage:
         """The usage reported so far, without assembling the output."""
         return self._usage
+
+    @property
+    def anomalies(self) -> tuple[str, ...]:
+        """The illegal deltas so far, dropped: for the exchange to count."""
+        return tuple(self._anomalies)
 
     @property
     def failed(self) -> bool:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from gateway.errors import BadRequest, BudgetExceeded
+from gateway.exchange import stops
 from gateway.items import ItemKind, StopReason, Usage
 from gateway.protocols.base import ProtocolAdapter
 from gateway.protocols.openai_chat import ADAPTER, OpenAIChatAdapter
@@ -372,7 +373,7 @@ def _assemble(deltas: list[Delta]) -> Any:
     assembler = Assembler()
     for delta in deltas:
         assembler.feed(delta)
-    return assembler.result()
+    return stops.result(assembler)
 
 
 CUSTOM_TOOLS: list[Any] = [

@@ -12,6 +12,7 @@ import pytest
 from gateway.checks.loops import CallCounter
 from gateway.checks.pairing import check_history
 from gateway.checks.tools import ToolChecker
+from gateway.exchange import stops
 from gateway.items import Item, ItemKind, StopReason, ViolationKind
 from gateway.protocols.openai_responses import ADAPTER
 from gateway.stream.assembler import Assembled, Assembler
@@ -35,7 +36,7 @@ def _assemble(deltas: list[Delta]) -> Assembled:
     assembler = Assembler()
     for delta in deltas:
         assembler.feed(delta)
-    return assembler.result()
+    return stops.result(assembler)
 
 
 def _fixture() -> dict[str, Any]:

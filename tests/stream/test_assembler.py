@@ -358,7 +358,7 @@ def test_a_free_form_call_keeps_its_text_and_its_facts() -> None:
     assembler.feed(ToolCallEnd(0))
     assembler.feed(FinishDelta(StopReason.TOOL_CALLS, "completed"))
     assembler.feed(EndDelta())
-    result = assembler.result()
+    result = stops.result(assembler)
     assert result.violations == []
     (call,) = result.output_items
     assert (call.arguments, call.attrs) == ("echo {not json", {"free_form": True})
@@ -372,4 +372,5 @@ def test_a_free_form_call_keeps_its_text_and_its_facts() -> None:
         EndDelta(),
     ):
         plain.feed(delta)
-    assert [v.kind for v in plain.result().violations] == [ViolationKind.INVALID_TOOL_ARGUMENTS]
+    flagged = stops.result(plain).violations
+    assert [v.kind for v in flagged] == [ViolationKind.INVALID_TOOL_ARGUMENTS]
