@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from gateway.checks.budgets import nano_usd
 from gateway.continuation.keys import StepRef, call_filter_key, real_call_id
@@ -20,7 +21,7 @@ from gateway.proxy.relay import Timing
 from gateway.runs.pricing import Cost
 from gateway.runs.status import mark_terminal
 from gateway.sinks.base import notify_step
-from gateway.step import StepRecord, StepStart
+from gateway.step import StepRecord, StepStart, response_end
 
 # Ended without a proper answer: the same request again is a retry of this attempt.
 _FAILED_STOPS = frozenset({StopReason.ERROR, StopReason.INTERRUPTED, StopReason.CANCELLED})
@@ -60,7 +61,11 @@ class StepFinisher:
         self._sent_at = time.perf_counter()  # when the gateway's own work before upstream ended
         self._admission = admission
         self._threading = threading
-        self.provider_request_id: str | None = None
+        self._provider_request_id: str | None = None
+
+    def upstream_answered(self, provider_request_id: str | None) -> None:
+        """The provider's response headers arrived; the record will carry its request id."""
+        self._provider_request_id = provider_request_id
 
     def settle(self, usage: Usage) -> None:
         if self._admission is not None:
@@ -92,6 +97,7 @@ class StepFinisher:
         return found + deps.loops.of(start.trace_id).observe(outcome.output_items)
 
     def _record(self, outcome: Outcome, timing: Timing) -> StepRecord:
+        """The step's record, every field given here, once."""
         start, threading = self._start, self._threading
         key = None
         if threading is not None and outcome.continuable:
@@ -111,14 +117,13 @@ class StepFinisher:
             stop_reason=outcome.stop_reason,
             raw_stop_reason=outcome.raw_stop_reason,
             usage=outcome.usage,
-            provider_request_id=self.provider_request_id,
+            provider_request_id=self._provider_request_id,
             response_id=outcome.response_id,
-            latency_ms=_ms(self._started, time.perf_counter()),
             ttft_ms=_ms(self._started, timing.first_chunk_at),
-            input_items=start.input_items,
-            output_items=outputs,
+            input_items=tuple(start.input_items),
+            output_items=tuple(outputs),
             error=outcome.error,
-            violations=[*start.violations, *outcome.violations, *self._checks(outcome)],
+            violations=(*start.violations, *outcome.violations, *self._checks(outcome)),
             continuation_key=key,
             budget_max_steps=start.budget_max_steps,
             budget_max_tokens=start.budget_max_tokens,
@@ -129,7 +134,18 @@ class StepFinisher:
             retry_of=None if threading is None else threading.retry_of,
             declared_tools=start.declared_tools,
             params=start.params,
+            **self._times(),
         )
+
+    def _times(self) -> dict[str, Any]:
+        """How long the step took, when its response ended, and the tool time before it."""
+        start = self._start
+        latency_ms = _ms(self._started, time.perf_counter())
+        ended_at = response_end(start.started_at, latency_ms)
+        tool_ms = None
+        if start.protocol != "passthrough":
+            tool_ms = self._deps.ends.tool_ms(start.trace_id, start.started_at, ended_at)
+        return {"latency_ms": latency_ms, "ended_at": ended_at, "tool_ms": tool_ms}
 
     def _remember(self, record: StepRecord, outcome: Outcome) -> None:
         threading, recent = self._threading, self._deps.recent

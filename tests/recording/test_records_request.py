@@ -19,8 +19,27 @@ def test_tools_and_parameters_round_trip_through_the_spool() -> None:
 def test_a_line_spooled_before_tools_were_recorded_still_reads() -> None:
     step = build_step(declared_tools=TOOLS, params={"temperature": 0.2})
     line = records.encode(step)
-    older = line[:1] + orjson.dumps(orjson.loads(line[1:])[:-2]) + b"\n"
+    # The line as a release before tools and parameters wrote it: through `retry_of`.
+    older = line[:1] + orjson.dumps(orjson.loads(line[1:])[:27]) + b"\n"
     decoded = records.decode(older)
     assert isinstance(decoded, type(step))
     assert decoded.declared_tools is None and decoded.params is None
     assert decoded.id == step.id and decoded.output_items == step.output_items
+
+
+def test_a_line_in_the_oldest_format_still_reads() -> None:
+    step = build_step(retry_of="step-0", tool_ms=250.0)
+    line = records.encode(step)
+    # A release before retries were recorded ended a step's line with its session id.
+    oldest = line[:1] + orjson.dumps(orjson.loads(line[1:])[:26]) + b"\n"
+    decoded = records.decode(oldest)
+    assert isinstance(decoded, type(step))
+    assert (decoded.retry_of, decoded.tool_ms, decoded.declared_tools) == (None, None, None)
+    assert decoded.usage == step.usage and decoded.ended_at == step.ended_at
+
+
+def test_a_line_from_a_newer_release_reads_what_this_one_knows() -> None:
+    step = build_step(tool_ms=250.0)
+    line = records.encode(step)
+    newer = line[:1] + orjson.dumps([*orjson.loads(line[1:]), "a later field"]) + b"\n"
+    assert records.decode(newer) == step
