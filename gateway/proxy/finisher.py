@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from gateway.checks.budgets import nano_usd
@@ -22,6 +22,15 @@ from gateway.runs.pricing import Cost
 from gateway.runs.status import mark_terminal
 from gateway.sinks.base import notify_step
 from gateway.step import StepRecord, StepStart, response_end
+
+# What a step's record takes as its request's start had it (the id, the path, the budget,
+# the declared tools, ...): a field both declare needs no line here.
+_CARRIED = tuple(
+    sorted(
+        {f.name for f in fields(StepStart)}
+        & {f.name for f in fields(StepRecord)} - {"model", "violations"}
+    )
+)
 
 # Ended without a proper answer: the same request again is a retry of this attempt.
 _FAILED_STOPS = frozenset({StopReason.ERROR, StopReason.INTERRUPTED, StopReason.CANCELLED})
@@ -105,14 +114,8 @@ class StepFinisher:
         outputs = mark_terminal(outcome.output_items, self._deps.settings.terminal_tools)
         cost = self._cost(outcome.usage, outcome.model) if start.protocol != "passthrough" else None
         return StepRecord(
-            id=start.id,
-            trace_id=start.trace_id,
-            protocol=start.protocol,
-            method=start.method,
-            path=start.path,
-            started_at=start.started_at,
+            **{name: getattr(start, name) for name in _CARRIED},
             model=outcome.model or start.model,
-            stream=start.stream,
             http_status=outcome.http_status,
             stop_reason=outcome.stop_reason,
             raw_stop_reason=outcome.raw_stop_reason,
@@ -120,20 +123,13 @@ class StepFinisher:
             provider_request_id=self._provider_request_id,
             response_id=outcome.response_id,
             ttft_ms=_ms(self._started, timing.first_chunk_at),
-            input_items=tuple(start.input_items),
             output_items=tuple(outputs),
             error=outcome.error,
             violations=(*start.violations, *outcome.violations, *self._checks(outcome)),
             continuation_key=key,
-            budget_max_steps=start.budget_max_steps,
-            budget_max_tokens=start.budget_max_tokens,
-            traceparent=start.traceparent,
-            session_id=start.session_id,
             cost_nano=None if cost is None or cost.usd is None else nano_usd(cost.usd),
             cost_source=None if cost is None else cost.source.value,
             retry_of=None if threading is None else threading.retry_of,
-            declared_tools=start.declared_tools,
-            params=start.params,
             **self._times(),
         )
 
