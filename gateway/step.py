@@ -219,3 +219,16 @@ STEP_FIELDS: tuple[Persisted, ...] = (
 )
 # Never spooled: the caller's trace context only goes to export; `ended_at` is derived.
 NOT_SPOOLED = frozenset({"traceparent", "ended_at"})
+
+# A refusal's line: every field, in this order (stored as violation rows, not columns).
+REFUSAL_FIELDS: tuple[Persisted, ...] = (
+    Persisted("trace_id"),
+    Persisted("created_at", from_json=datetime.fromisoformat),
+    Persisted("violations", _rows(violation_row), _rows(violation_of), redact="violations"),
+    Persisted("budget_exceeded"),
+    Persisted("budget_max_steps"),
+    Persisted("budget_max_tokens"),
+    Persisted("kind"),
+    Persisted("items", _rows(item_row), _rows(item_of), redact="items"),
+    Persisted("session_id", redact="text"),
+)

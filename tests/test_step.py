@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from gateway.items import Item, ItemKind, Usage
-from gateway.step import NOT_SPOOLED, STEP_FIELDS, StepRecord
+from gateway.step import NOT_SPOOLED, REFUSAL_FIELDS, STEP_FIELDS, RefusalRecord, StepRecord
 from tests.conftest import build_step
 
 
@@ -17,6 +17,8 @@ def test_every_field_of_a_step_is_declared_once() -> None:
     assert len(declared) == len(set(declared))
     assert set(declared) | NOT_SPOOLED == {f.name for f in dataclasses.fields(StepRecord)}
     assert not set(declared) & NOT_SPOOLED
+    refusal = [f.name for f in REFUSAL_FIELDS]
+    assert refusal == [f.name for f in dataclasses.fields(RefusalRecord)]
 
 
 def test_a_record_cannot_be_changed_after_it_is_built() -> None:

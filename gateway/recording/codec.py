@@ -1,26 +1,17 @@
 """Step and refusal records as one line of JSON each, and back: the spool's format.
 
-A step is a JSON array of its fields in `gateway.step.STEP_FIELDS` order (compact, and one
-orjson call); decoding rebuilds the same frozen records, so a replayed record is stored
-like a live one.
+A record is a JSON array of its fields in the order `gateway.step` declares them (compact,
+and one orjson call); decoding rebuilds the same frozen records, so a replayed record is
+stored like a live one.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import orjson
 
-from gateway.step import (
-    STEP_FIELDS,
-    RefusalRecord,
-    StepRecord,
-    item_of,
-    item_row,
-    violation_of,
-    violation_row,
-)
+from gateway.step import REFUSAL_FIELDS, STEP_FIELDS, Persisted, RefusalRecord, StepRecord
 
 Record = StepRecord | RefusalRecord
 _STEP, _REFUSAL = b"S", b"R"
@@ -31,21 +22,11 @@ _OLDEST = 1 + next(i for i, f in enumerate(STEP_FIELDS) if f.name == "session_id
 
 def encode(record: Record) -> bytes:
     """One line: a type tag, the record, a newline (orjson never writes a raw newline)."""
-    if isinstance(record, StepRecord):
-        row = [f.to_json(getattr(record, f.name)) for f in STEP_FIELDS]
-        return _STEP + orjson.dumps(row) + b"\n"
-    refusal = (
-        record.trace_id,
-        record.created_at,
-        [violation_row(v) for v in record.violations],
-        record.budget_exceeded,
-        record.budget_max_steps,
-        record.budget_max_tokens,
-        record.kind,
-        [item_row(i) for i in record.items],
-        record.session_id,
+    tag, table = (
+        (_STEP, STEP_FIELDS) if isinstance(record, StepRecord) else (_REFUSAL, REFUSAL_FIELDS)
     )
-    return _REFUSAL + orjson.dumps(refusal) + b"\n"
+    row = [f.to_json(getattr(record, f.name)) for f in table]
+    return tag + orjson.dumps(row) + b"\n"
 
 
 def decode(line: bytes) -> Record:
@@ -53,20 +34,9 @@ def decode(line: bytes) -> Record:
     tag, row = line[:1], orjson.loads(line[1:])
     try:
         if tag == _STEP:
-            return _step(row)
+            return StepRecord(**_values(row, STEP_FIELDS, _OLDEST))
         if tag == _REFUSAL:
-            trace_id, created, violations, exceeded, steps, tokens, kind, items, session = row
-            return RefusalRecord(
-                trace_id,
-                datetime.fromisoformat(created),
-                tuple(violation_of(v) for v in violations),
-                exceeded,
-                steps,
-                tokens,
-                kind,
-                tuple(item_of(i) for i in items),
-                session,
-            )
+            return RefusalRecord(**_values(row, REFUSAL_FIELDS, len(REFUSAL_FIELDS)))
     except (TypeError, ValueError, KeyError) as exc:
         raise ValueError(f"spooled record is malformed: {exc!r}") from exc
     raise ValueError("spooled record has an unknown tag")
@@ -80,12 +50,13 @@ def continuation_key(line: bytes) -> str | None:
     return key if isinstance(key, str) else None
 
 
-def _step(row: list[Any]) -> StepRecord:
-    """A step of a line; fields added after the line was spooled are None (the release
-    that wrote it had none), fields after the last one known here are ignored."""
-    if not isinstance(row, list) or len(row) < _OLDEST:
-        raise ValueError("a spooled step is shorter than its oldest format")
-    values: dict[str, Any] = {}
-    for f, value in zip(STEP_FIELDS, row, strict=False):
-        values[f.name] = None if value is None else f.from_json(value)
-    return StepRecord(**values)
+def _values(row: list[Any], table: tuple[Persisted, ...], oldest: int) -> dict[str, Any]:
+    """A record's fields of a line; fields added after the line was spooled take their
+    defaults (the release that wrote it had none), fields after the last one known here are
+    ignored (a newer release wrote it)."""
+    if not isinstance(row, list) or len(row) < oldest:
+        raise ValueError("a spooled record is shorter than its oldest format")
+    return {
+        f.name: None if value is None else f.from_json(value)
+        for f, value in zip(table, row, strict=False)
+    }

@@ -10,18 +10,20 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from gateway import jsoncodec
 from gateway.config import RedactionSettings
 from gateway.items import Item, ItemKind, Violation
 from gateway.redaction.rules import BUILTIN_RULES, TRIGGER, TextRule, marker
 from gateway.redaction.truncate import cut_middle, precut
-from gateway.step import STEP_FIELDS, RefusalRecord, StepRecord
+from gateway.step import REFUSAL_FIELDS, STEP_FIELDS, Persisted, RefusalRecord, StepRecord
 
 # Pre-cutting a huge text before redaction keeps a 1 MB tool result from holding the GIL
 # for long; cutting at a line break is safe because no built-in rule spans lines.
 _PRECUT_FACTOR = 4
+
+_R = TypeVar("_R", StepRecord, RefusalRecord)
 
 
 # A "key": value pair in JSON text that does not parse (a tool call cut off mid-stream);
@@ -196,8 +198,14 @@ class Redactor:
         return self.redact_value(value) if self.enabled else value
 
     def redact_step(self, step: StepRecord) -> StepRecord:
-        """A redacted copy of the step, each field as `STEP_FIELDS` says; the original is
-        left as the hot path built it."""
+        """A redacted copy of the step; the original is left as the hot path built it."""
+        return self._redacted(step, STEP_FIELDS)
+
+    def redact_refusal(self, refusal: RefusalRecord) -> RefusalRecord:
+        return self._redacted(refusal, REFUSAL_FIELDS)
+
+    def _redacted(self, record: _R, table: tuple[Persisted, ...]) -> _R:
+        """A copy of the record with each field redacted as its declaration says."""
         how: dict[str, Callable[[Any], Any]] = {
             "text": self.redact_text,
             "items": self.redact_items,
@@ -205,19 +213,11 @@ class Redactor:
             "json": self._json,
         }
         changes = {}
-        for f in STEP_FIELDS:
-            value = getattr(step, f.name)
+        for f in table:
+            value = getattr(record, f.name)
             if f.redact is not None and value is not None:
                 changes[f.name] = how[f.redact](value)
-        return replace(step, **changes)
-
-    def redact_refusal(self, refusal: RefusalRecord) -> RefusalRecord:
-        return replace(
-            refusal,
-            violations=self.redact_violations(refusal.violations),
-            items=self.redact_items(refusal.items),
-            session_id=self._optional(refusal.session_id),
-        )
+        return replace(record, **changes)
 
 
 def _summary_dropped(item: Item) -> Item:

@@ -3,9 +3,13 @@ recorded still reads, with neither."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import orjson
 
+from gateway.items import Item, ItemKind, Violation, ViolationKind
 from gateway.recording import codec as records
+from gateway.step import RefusalRecord
 from tests.conftest import build_step
 
 TOOLS = [{"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}]
@@ -43,3 +47,17 @@ def test_a_line_from_a_newer_release_reads_what_this_one_knows() -> None:
     line = records.encode(step)
     newer = line[:1] + orjson.dumps([*orjson.loads(line[1:]), "a later field"]) + b"\n"
     assert records.decode(newer) == step
+
+
+def test_a_refusal_round_trips_through_the_spool() -> None:
+    refused = Violation(ViolationKind.MISSING_TOOL_RESULT, "no result", "call_1", enforced=True)
+    refusal = RefusalRecord(
+        "trace-r",
+        datetime(2025, 1, 1, 12, tzinfo=UTC),
+        [refused],
+        budget_max_steps=5,
+        items=[Item(ItemKind.USER, role="user", text="go on", attrs={"i": 0})],
+        session_id="s-1",
+    )
+    decoded = records.decode(records.encode(refusal))
+    assert decoded == refusal and isinstance(decoded.violations, tuple)
