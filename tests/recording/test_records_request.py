@@ -1,5 +1,5 @@
-"""A spooled step keeps its declared tools and parameters; a line spooled before they were
-recorded still reads, with neither."""
+"""A spooled record keeps what it was built with (a step's declared tools and parameters, a
+refusal's items); a line spooled by an older or newer release still reads."""
 
 from __future__ import annotations
 
