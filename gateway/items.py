@@ -60,8 +60,10 @@ class Item:
         }
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Usage:
+    """Token counts as the provider reported them; None: not reported."""
+
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     total_tokens: int | None = None
@@ -69,12 +71,11 @@ class Usage:
     reasoning_tokens: int | None = None
     cache_creation_tokens: int | None = None
 
-    def merge(self, other: Usage) -> None:
-        """Take every field `other` knows; later reports win (streams repeat usage)."""
-        for name in self.__slots__:
-            value = getattr(other, name)
-            if value is not None:
-                setattr(self, name, value)
+    def merged(self, other: Usage) -> Usage:
+        """Every field `other` knows over this one's; later reports win (streams repeat
+        usage)."""
+        known = {name: getattr(other, name) for name in self.__slots__}
+        return replace(self, **{name: value for name, value in known.items() if value is not None})
 
     def total(self) -> int:
         if self.total_tokens is not None:

@@ -1,15 +1,20 @@
 """Step: the record of one model request, built once when its exchange finishes and frozen.
 
 No module changes a record after the proxy built it (redaction makes a redacted copy).
+`STEP_FIELDS` declares, once, how each field is spooled, stored and redacted.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
 
-from gateway.items import Item, StopReason, Usage, Violation
+from gateway.items import Item, ItemKind, StopReason, Usage, Violation, ViolationKind
+
+# `ended_at` not given: derived from `started_at` and `latency_ms` when the record is built.
+_DERIVED = datetime.min.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,10 +35,10 @@ class StepRecord:
     response_id: str | None = None
     latency_ms: float | None = None
     ttft_ms: float | None = None
-    input_items: list[Item] = field(default_factory=list)  # only those new in this trace
-    output_items: list[Item] = field(default_factory=list)
+    input_items: tuple[Item, ...] = ()  # only those new in this trace
+    output_items: tuple[Item, ...] = ()
     error: dict[str, Any] | None = None
-    violations: list[Violation] = field(default_factory=list)
+    violations: tuple[Violation, ...] = ()
     # HMAC over the full input plus output: the key a later request's history continues.
     continuation_key: str | None = None
     budget_max_steps: int | None = None
@@ -49,6 +54,28 @@ class StepRecord:
     # request_facts); redacted with the rest before storage.
     declared_tools: list[Any] | None = None
     params: dict[str, Any] | None = None
+    # When the response ended (started_at + latency_ms): what orders traces newest first.
+    ended_at: datetime = _DERIVED
+    # Tool time before this request as this process saw it: from the end of the trace's
+    # previous model response here (None: its first here, or not a model protocol). The
+    # store derives its own, exact across replicas, from what it holds.
+    tool_ms: float | None = None
+
+    def __post_init__(self) -> None:
+        # Liberal in what it takes: any iterable of items or violations is kept as a tuple.
+        for name in ("input_items", "output_items", "violations"):
+            value = getattr(self, name)
+            if not isinstance(value, tuple):
+                object.__setattr__(self, name, tuple(value))
+        if self.ended_at is _DERIVED:
+            object.__setattr__(self, "ended_at", response_end(self.started_at, self.latency_ms))
+
+
+def response_end(started_at: datetime, latency_ms: float | None) -> datetime:
+    """When a response that took `latency_ms` ended (its start when unknown)."""
+    if latency_ms is None:
+        return started_at
+    return started_at + timedelta(milliseconds=latency_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,15 +86,21 @@ class RefusalRecord:
 
     trace_id: str
     created_at: datetime
-    violations: list[Violation]
+    violations: tuple[Violation, ...]
     budget_exceeded: bool = False
     budget_max_steps: int | None = None
     budget_max_tokens: int | None = None
     # gateway.runs.status.RefusalKind: pairing | budget | loop; "request" (a body or header
     # the gateway cannot use) counts as a pairing refusal there: the trace is `refused`.
     kind: str = "pairing"
-    items: list[Item] = field(default_factory=list)
+    items: tuple[Item, ...] = ()
     session_id: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("violations", "items"):
+            value = getattr(self, name)
+            if not isinstance(value, tuple):
+                object.__setattr__(self, name, tuple(value))
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +115,7 @@ class StepStart:
     started_at: datetime
     model: str | None = None
     stream: bool = False
-    input_items: list[Item] = field(default_factory=list)
+    input_items: tuple[Item, ...] = ()
     violations: tuple[Violation, ...] = ()  # found in the request's history
     budget_max_steps: int | None = None
     budget_max_tokens: int | None = None
@@ -92,3 +125,110 @@ class StepStart:
     upstream_url: str | None = None  # where it went: names the provider for prices
     declared_tools: list[Any] | None = None  # as sent (protocols.request_facts)
     params: dict[str, Any] | None = None
+
+
+# The step's shape, declared once
+
+# How the redactor treats a field: a text, items, violations, or a JSON value (None passes).
+Redaction = Literal["text", "items", "violations", "json"]
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _column(name: str) -> Callable[[Any], dict[str, Any]]:
+    return lambda value: {name: value}
+
+
+@dataclass(frozen=True, slots=True)
+class Persisted:
+    """One spooled field of a step: its JSON form in a spool line and back, the columns
+    of the steps row it fills (None: not a steps column), and how it is redacted."""
+
+    name: str
+    to_json: Callable[[Any], Any] = _same
+    from_json: Callable[[Any], Any] = _same
+    columns: Callable[[Any], dict[str, Any]] | None = None
+    redact: Redaction | None = None
+
+
+def item_row(i: Item) -> tuple[Any, ...]:
+    return (i.kind, i.role, i.text, i.call_id, i.tool_name, i.arguments, i.is_error, i.attrs)
+
+
+def item_of(row: list[Any]) -> Item:
+    kind, role, text, call_id, tool_name, arguments, is_error, attrs = row
+    return Item(ItemKind(kind), role, text, call_id, tool_name, arguments, is_error, attrs)
+
+
+def violation_row(v: Violation) -> tuple[Any, ...]:
+    return (v.kind, v.detail, v.call_id, v.enforced)
+
+
+def violation_of(row: list[Any]) -> Violation:
+    kind, detail, call_id, enforced = row
+    return Violation(ViolationKind(kind), detail, call_id, enforced)
+
+
+def _rows(each: Callable[[Any], Any]) -> Callable[[Iterable[Any]], list[Any]]:
+    return lambda values: [each(v) for v in values]
+
+
+def _usage_row(u: Usage) -> tuple[int | None, ...]:
+    return tuple(getattr(u, name) for name in Usage.__slots__)
+
+
+def _stored(name: str, redact: Redaction | None = None, **codec: Any) -> Persisted:
+    return Persisted(name, columns=_column(name), redact=redact, **codec)
+
+
+# In the spool's order: a step's line is a JSON array of these values. Append only: a line
+# spooled by an older release is shorter, and its missing fields decode as None.
+STEP_FIELDS: tuple[Persisted, ...] = (
+    _stored("id"),
+    _stored("trace_id"),
+    _stored("protocol"),
+    _stored("method"),
+    _stored("path", "text"),
+    _stored("started_at", from_json=datetime.fromisoformat),
+    _stored("model", "text"),
+    _stored("stream"),
+    _stored("http_status"),
+    Persisted("stop_reason", from_json=StopReason, columns=lambda v: {"stop_reason": v.value}),
+    _stored("raw_stop_reason", "text"),
+    Persisted("usage", _usage_row, lambda row: Usage(*row), lambda u: u.to_json()),
+    _stored("provider_request_id", "text"),
+    _stored("response_id", "text"),
+    _stored("latency_ms"),
+    _stored("ttft_ms"),
+    Persisted("input_items", _rows(item_row), _rows(item_of), redact="items"),
+    Persisted("output_items", _rows(item_row), _rows(item_of), redact="items"),
+    _stored("error", "json"),
+    Persisted("violations", _rows(violation_row), _rows(violation_of), redact="violations"),
+    _stored("continuation_key"),
+    Persisted("budget_max_steps"),
+    Persisted("budget_max_tokens"),
+    _stored("cost_nano"),
+    _stored("cost_source"),
+    Persisted("session_id", redact="text"),
+    _stored("retry_of"),
+    Persisted("declared_tools", redact="json"),  # stored as the step's tool set
+    _stored("params", "json"),
+    Persisted("tool_ms"),  # the steps row's tool_ms is the store's own
+)
+# Never spooled: the caller's trace context only goes to export; `ended_at` is derived.
+NOT_SPOOLED = frozenset({"traceparent", "ended_at"})
+
+# A refusal's line: every field, in this order (stored as violation rows, not columns).
+REFUSAL_FIELDS: tuple[Persisted, ...] = (
+    Persisted("trace_id"),
+    Persisted("created_at", from_json=datetime.fromisoformat),
+    Persisted("violations", _rows(violation_row), _rows(violation_of), redact="violations"),
+    Persisted("budget_exceeded"),
+    Persisted("budget_max_steps"),
+    Persisted("budget_max_tokens"),
+    Persisted("kind"),
+    Persisted("items", _rows(item_row), _rows(item_of), redact="items"),
+    Persisted("session_id", redact="text"),
+)

@@ -14,6 +14,7 @@ from gateway.config import Settings
 from gateway.continuation.keyfilter import KeyFilter
 from gateway.continuation.keys import ContinuationKeys
 from gateway.continuation.recent_steps import RecentSteps
+from gateway.proxy.response_ends import ResponseEnds
 from gateway.proxy.upstream import Upstream
 from gateway.recording.spooler import SpoolRecorder
 from gateway.runs.pricing import Pricer
@@ -40,3 +41,4 @@ class Deps:
     pricer: Pricer = field(default_factory=Pricer)
     tool_checker: ToolChecker = field(default_factory=ToolChecker)
     loops: TraceCounters = field(default_factory=TraceCounters)
+    ends: ResponseEnds = field(default_factory=ResponseEnds)  # the tool time on records

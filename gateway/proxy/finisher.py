@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 from gateway.checks.budgets import nano_usd
 from gateway.continuation.keys import StepRef, call_filter_key, real_call_id
@@ -20,7 +21,16 @@ from gateway.runs.pricing import Cost
 from gateway.runs.status import mark_terminal
 from gateway.sinks.base import notify_step
 from gateway.sinks.metrics import count_anomalies
-from gateway.step import StepRecord, StepStart
+from gateway.step import StepRecord, StepStart, response_end
+
+# What a step's record takes as its request's start had it (the id, the path, the budget,
+# the declared tools, ...): a field both declare needs no line here.
+_CARRIED = tuple(
+    sorted(
+        {f.name for f in fields(StepStart)}
+        & {f.name for f in fields(StepRecord)} - {"model", "violations"}
+    )
+)
 
 # Ended without a proper answer: the same request again is a retry of this attempt.
 _FAILED_STOPS = frozenset({StopReason.ERROR, StopReason.INTERRUPTED, StopReason.CANCELLED})
@@ -55,7 +65,11 @@ class StepFinisher:
         self._sent_at = time.perf_counter()  # when the gateway's own work before upstream ended
         self._admission = admission
         self._threading = threading
-        self.provider_request_id: str | None = None
+        self._provider_request_id: str | None = None
+
+    def upstream_answered(self, provider_request_id: str | None) -> None:
+        """The provider's response headers arrived; the record will carry its request id."""
+        self._provider_request_id = provider_request_id
 
     def settle(self, usage: Usage) -> None:
         if self._admission is not None:
@@ -80,6 +94,7 @@ class StepFinisher:
             log.exception("finishing a step failed; the step is not recorded")
 
     def _record(self, outcome: Outcome, timing: Timing) -> StepRecord:
+        """The step's record, every field given here, once."""
         start, threading = self._start, self._threading
         key = None
         if threading is not None and outcome.continuable:
@@ -87,36 +102,23 @@ class StepFinisher:
         outputs = mark_terminal(outcome.output_items, self._deps.settings.terminal_tools)
         cost = self._cost(outcome.usage, outcome.model) if start.protocol != "passthrough" else None
         return StepRecord(
-            id=start.id,
-            trace_id=start.trace_id,
-            protocol=start.protocol,
-            method=start.method,
-            path=start.path,
-            started_at=start.started_at,
+            **{name: getattr(start, name) for name in _CARRIED},
             model=outcome.model or start.model,
-            stream=start.stream,
             http_status=outcome.http_status,
             stop_reason=outcome.stop_reason,
             raw_stop_reason=outcome.raw_stop_reason,
             usage=outcome.usage,
-            provider_request_id=self.provider_request_id,
+            provider_request_id=self._provider_request_id,
             response_id=outcome.response_id,
-            latency_ms=_ms(self._started, time.perf_counter()),
             ttft_ms=_ms(self._started, timing.first_chunk_at),
-            input_items=start.input_items,
-            output_items=outputs,
+            output_items=tuple(outputs),
             error=outcome.error,
-            violations=[*start.violations, *outcome.violations],
+            violations=(*start.violations, *outcome.violations),
             continuation_key=key,
-            budget_max_steps=start.budget_max_steps,
-            budget_max_tokens=start.budget_max_tokens,
-            traceparent=start.traceparent,
-            session_id=start.session_id,
             cost_nano=None if cost is None or cost.usd is None else nano_usd(cost.usd),
             cost_source=None if cost is None else cost.source.value,
             retry_of=None if threading is None else threading.retry_of,
-            declared_tools=start.declared_tools,
-            params=start.params,
+            **self._times(),
         )
 
     def _note(self, anomalies: tuple[Anomaly, ...]) -> None:
@@ -130,6 +132,16 @@ class StepFinisher:
             start.trace_id,
             details,
         )
+
+    def _times(self) -> dict[str, Any]:
+        """How long the step took, when its response ended, and the tool time before it."""
+        start = self._start
+        latency_ms = _ms(self._started, time.perf_counter())
+        ended_at = response_end(start.started_at, latency_ms)
+        tool_ms = None
+        if start.protocol != "passthrough":
+            tool_ms = self._deps.ends.tool_ms(start.trace_id, start.started_at, ended_at)
+        return {"latency_ms": latency_ms, "ended_at": ended_at, "tool_ms": tool_ms}
 
     def _remember(self, record: StepRecord, outcome: Outcome) -> None:
         threading, recent = self._threading, self._deps.recent

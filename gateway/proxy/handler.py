@@ -163,7 +163,7 @@ async def _forward(
         upstream = await deps.upstream.send(request.method, admitted.target.url, headers, payload)
     except GatewayError as exc:
         return _unreachable(adapter, exchange, finisher, exc, own)
-    finisher.provider_request_id = provider_request_id(upstream.headers)
+    finisher.upstream_answered(provider_request_id(upstream.headers))
     with relaying(deps.sinks, adapter.name):
         response, gone = await relay(request, upstream, exchange, finisher, own_headers=own)
     if gone and handler_cancelled():
@@ -195,7 +195,7 @@ def _model_start(
         started_at=deps.clock(),
         model=admitted.parsed.model,
         stream=admitted.parsed.stream,
-        input_items=admitted.placement.new_items,
+        input_items=tuple(admitted.placement.new_items),
         violations=tuple(admitted.violations),
         budget_max_steps=admitted.admission.limits.max_steps,
         budget_max_tokens=admitted.admission.limits.max_tokens,
@@ -243,7 +243,7 @@ async def handle_passthrough(
         upstream = await deps.upstream.send(request.method, target.url, headers, body)
     except GatewayError as exc:
         return _unreachable(adapter, exchange, finisher, exc, own)
-    finisher.provider_request_id = provider_request_id(upstream.headers)
+    finisher.upstream_answered(provider_request_id(upstream.headers))
     with relaying(deps.sinks, "passthrough"):
         response, gone = await relay(request, upstream, exchange, finisher, own_headers=own)
     if gone and handler_cancelled():
@@ -349,7 +349,7 @@ def _unread_refusal(deps: Deps, header: str | None, error: GatewayError) -> str:
     """
     valid = header is not None and ids.TRACE_ID_RE.match(header) is not None
     trace_id = header if valid and header is not None else ids.new_trace_id()
-    record = RefusalRecord(trace_id, deps.clock(), [request_violation(error)], kind="request")
+    record = RefusalRecord(trace_id, deps.clock(), (request_violation(error),), kind="request")
     _record_refusal(deps, record)
     return trace_id
 
@@ -371,12 +371,12 @@ def _refused(
     record = RefusalRecord(
         placement.trace_id,
         deps.clock(),
-        violations,
+        tuple(violations),
         budget_exceeded=kind == "budget",
         budget_max_steps=None if limits is None else limits.max_steps,
         budget_max_tokens=None if limits is None else limits.max_tokens,
         kind=kind,
-        items=placement.new_items,
+        items=tuple(placement.new_items),
         session_id=session,
     )
     _record_refusal(deps, record)

@@ -10,18 +10,20 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from gateway import jsoncodec
 from gateway.config import RedactionSettings
 from gateway.items import Item, ItemKind, Violation
 from gateway.redaction.rules import BUILTIN_RULES, TRIGGER, TextRule, marker
 from gateway.redaction.truncate import cut_middle, precut
-from gateway.step import RefusalRecord, StepRecord
+from gateway.step import REFUSAL_FIELDS, STEP_FIELDS, Persisted, RefusalRecord, StepRecord
 
 # Pre-cutting a huge text before redaction keeps a 1 MB tool result from holding the GIL
 # for long; cutting at a line break is safe because no built-in rule spans lines.
 _PRECUT_FACTOR = 4
+
+_R = TypeVar("_R", StepRecord, RefusalRecord)
 
 
 # A "key": value pair in JSON text that does not parse (a tool call cut off mid-stream);
@@ -181,47 +183,41 @@ class Redactor:
     def _optional(self, text: str | None) -> str | None:
         return None if text is None else self.redact_text(text)
 
-    def redact_violations(self, violations: Iterable[Violation]) -> list[Violation]:
-        return [
+    def redact_violations(self, violations: Iterable[Violation]) -> tuple[Violation, ...]:
+        return tuple(
             replace(v, detail=self.redact_text(v.detail), call_id=self._optional(v.call_id))
             for v in violations
-        ]
+        )
 
-    def _error(self, error: dict[str, Any]) -> dict[str, Any]:
-        return dict(self.redact_value(error)) if self.enabled else error
+    def redact_items(self, items: Iterable[Item]) -> tuple[Item, ...]:
+        return tuple(self.redact_item(item) for item in items)
 
-    def redact_items(self, items: Iterable[Item]) -> list[Item]:
-        return [self.redact_item(item) for item in items]
+    def _json(self, value: Any) -> Any:
+        """Errors, tools and parameters: values under secret keys, then every string and
+        key."""
+        return self.redact_value(value) if self.enabled else value
 
     def redact_step(self, step: StepRecord) -> StepRecord:
         """A redacted copy of the step; the original is left as the hot path built it."""
-        return replace(
-            step,
-            path=self.redact_text(step.path),
-            model=self._optional(step.model),
-            raw_stop_reason=self._optional(step.raw_stop_reason),
-            provider_request_id=self._optional(step.provider_request_id),
-            response_id=self._optional(step.response_id),
-            input_items=self.redact_items(step.input_items),
-            output_items=self.redact_items(step.output_items),
-            error=step.error if step.error is None else self._error(step.error),
-            violations=self.redact_violations(step.violations),
-            session_id=self._optional(step.session_id),
-            declared_tools=None if step.declared_tools is None else self._json(step.declared_tools),
-            params=None if step.params is None else self._json(step.params),
-        )
-
-    def _json(self, value: Any) -> Any:
-        """Tools and parameters: values under secret keys, then every string and key."""
-        return self.redact_value(value) if self.enabled else value
+        return self._redacted(step, STEP_FIELDS)
 
     def redact_refusal(self, refusal: RefusalRecord) -> RefusalRecord:
-        return replace(
-            refusal,
-            violations=self.redact_violations(refusal.violations),
-            items=self.redact_items(refusal.items),
-            session_id=self._optional(refusal.session_id),
-        )
+        return self._redacted(refusal, REFUSAL_FIELDS)
+
+    def _redacted(self, record: _R, table: tuple[Persisted, ...]) -> _R:
+        """A copy of the record with each field redacted as its declaration says."""
+        how: dict[str, Callable[[Any], Any]] = {
+            "text": self.redact_text,
+            "items": self.redact_items,
+            "violations": self.redact_violations,
+            "json": self._json,
+        }
+        changes = {}
+        for f in table:
+            value = getattr(record, f.name)
+            if f.redact is not None and value is not None:
+                changes[f.name] = how[f.redact](value)
+        return replace(record, **changes)
 
 
 def _summary_dropped(item: Item) -> Item:
@@ -234,6 +230,6 @@ def without_reasoning_summaries(step: StepRecord) -> StepRecord:
     """The step with no reasoning summary text (`store_reasoning_summary` off)."""
     return replace(
         step,
-        input_items=[_summary_dropped(item) for item in step.input_items],
-        output_items=[_summary_dropped(item) for item in step.output_items],
+        input_items=tuple(_summary_dropped(item) for item in step.input_items),
+        output_items=tuple(_summary_dropped(item) for item in step.output_items),
     )

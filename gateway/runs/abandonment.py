@@ -5,7 +5,7 @@ status function every surface uses): a later step or a refusal changes the verdi
 from __future__ import annotations
 
 from collections import OrderedDict
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from gateway.runs.status import (
     RefusalKind,
@@ -41,10 +41,9 @@ class AbandonWatch:
     def step(self, step: StepRecord) -> None:
         if step.protocol == PASSTHROUGH:
             return
-        end = step.started_at + timedelta(milliseconds=step.latency_ms or 0)
         summary = self._summaries.pop(step.trace_id, TraceSummary()).with_step(
             started_at=step.started_at,
-            ended_at=end,
+            ended_at=step.ended_at,
             stop=folded_stop(step.stop_reason, step.output_items),  # as the store folds it
             open_calls=emitted_calls(step.output_items),
         )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Protocol
 
@@ -172,7 +172,6 @@ class MetricsSink:
         self._recorder = _RecorderCollector()
         self.registry.register(self._recorder)
         self._trace_steps: OrderedDict[str, int] = OrderedDict()
-        self._trace_ends: OrderedDict[str, datetime] = OrderedDict()  # for tool time
         self._children: dict[tuple[object, ...], Any] = {}
         self._providers: dict[tuple[str, str | None, str], tuple[str, str]] = {}
         self._declare_loopwatch()
@@ -416,7 +415,7 @@ class MetricsSink:
             self._observe_genai(step, model, error_class or "")
             self._count_trace_step(step)
             cost = None if step.cost_nano is None else Decimal(step.cost_nano) / NANO_USD
-            self.step_costed(step.model, cost, self._tool_ms(step))
+            self.step_costed(step.model, cost, step.tool_ms)
             self._track_open_calls(step)
 
     def _track_open_calls(self, step: StepRecord) -> None:
@@ -427,18 +426,6 @@ class MetricsSink:
         count = self._watch.abandoned(now or datetime.now(UTC))
         if count:
             self.abandoned.inc(count)
-
-    def _tool_ms(self, step: StepRecord) -> float | None:
-        """Time between the trace's previous response end and this request (this process's
-        memory, bounded); None for a trace's first step here."""
-        ends = self._trace_ends
-        previous = ends.pop(step.trace_id, None)
-        ends[step.trace_id] = step.started_at + timedelta(milliseconds=step.latency_ms or 0)
-        if len(ends) > OPEN_TRACES:
-            ends.popitem(last=False)
-        if previous is None:
-            return None
-        return max(0.0, (step.started_at - previous).total_seconds() * 1000)
 
     def step_costed(
         self, model: str | None, cost_usd: Decimal | None, tool_ms: float | None
@@ -465,7 +452,7 @@ class MetricsSink:
             if steps:
                 self.trace_steps.observe(steps)
 
-    def _count_violations(self, violations: list[Violation]) -> None:
+    def _count_violations(self, violations: Iterable[Violation]) -> None:
         for violation in violations:
             self._child(self.violations, violation.kind.value).inc()
 

@@ -28,13 +28,6 @@ class Folded:
     step_tool_ms: dict[str, float | None] = field(default_factory=dict)
 
 
-def step_end(record: StepRecord) -> datetime:
-    """When the step's response ended: what orders traces newest first."""
-    if record.latency_ms is None:
-        return record.started_at
-    return record.started_at + timedelta(milliseconds=record.latency_ms)
-
-
 def fold(
     row: Any, steps: list[StepRecord], refusals: list[RefusalRecord], first_batch: bool
 ) -> Folded:
@@ -54,7 +47,7 @@ def fold(
             tool = None
         folded.step_tool_ms[step.id] = tool
         folded.tool_ms += tool or 0.0
-        end = step_end(step)
+        end = step.ended_at
         last_end = end if last_end is None else max(last_end, end)
         summary = summary.with_step(
             started_at=step.started_at,

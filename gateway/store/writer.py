@@ -9,20 +9,20 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Engine
 
-from gateway import jsoncodec
-from gateway.items import Item, Violation
+from gateway.items import Violation
 from gateway.runs.status import TraceStatus
 from gateway.step import RefusalRecord, StepRecord
 from gateway.store.engine import dialect_insert, write_connection
-from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS, UTCDateTime
-from gateway.store.run_fold import Folded, fold, is_unpriced, step_end
+from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
+from gateway.store.rows import insert_many, item_rows, step_row
+from gateway.store.run_fold import Folded, fold, is_unpriced
 from gateway.store.tool_sets import store_tool_sets
 
 Record = StepRecord | RefusalRecord
@@ -79,7 +79,7 @@ class _TraceDelta:
 
     def add_step(self, record: StepRecord) -> None:
         self.steps.append(record)
-        self._widen(record.started_at, step_end(record))
+        self._widen(record.started_at, record.ended_at)
         usage = record.usage
         for name in _SUMMED_AS_IS:
             self.tokens[name] += getattr(usage, name) or 0
@@ -273,113 +273,18 @@ def _insert_steps(
     conn: Connection, deltas: list[_TraceDelta], seqs: dict[str, int], folds: dict[str, Folded]
 ) -> None:
     step_rows: list[dict[str, Any]] = []
-    item_rows: list[dict[str, Any]] = []
+    items: list[dict[str, Any]] = []
     tool_sets = store_tool_sets(conn, (step for delta in deltas for step in delta.steps))
     for delta in deltas:
         tool_ms = folds[delta.trace_id].step_tool_ms
         for offset, record in enumerate(delta.steps, start=1):
-            row = _step_row(record, seqs[delta.trace_id] + offset)
+            row = step_row(record, seqs[delta.trace_id] + offset)
             extra = {"tool_ms": tool_ms.get(record.id), "tool_set": tool_sets.get(record.id)}
             step_rows.append(row | extra)
-            item_rows.extend(_item_rows(record.id, "input", record.input_items))
-            item_rows.extend(_item_rows(record.id, "output", record.output_items))
-    _insert_many(conn, STEPS, step_rows)
-    _insert_many(conn, ITEMS, item_rows)
-
-
-def _insert_many(conn: Connection, table: sa.Table, rows: list[dict[str, Any]]) -> None:
-    """One driver-level executemany: the rows of a batch skip SQLAlchemy's per-row
-    compilation and type processing (values are converted here, as those types would)."""
-    if not rows:
-        return
-    columns = list(rows[0])
-    mark = "?" if conn.dialect.name == "sqlite" else "%s"
-    sql = (
-        f"INSERT INTO {table.name} ({', '.join(columns)}) "
-        f"VALUES ({', '.join([mark] * len(columns))})"
-    )
-    convert = [_converter(conn, table.c[name].type) for name in columns]
-    values = [tuple(f(row[c]) for f, c in zip(convert, columns, strict=True)) for row in rows]
-    conn.exec_driver_sql(sql, values)
-
-
-def _same(value: Any) -> Any:
-    return value
-
-
-def _json(value: Any) -> str:
-    # Like sa.JSON: None is stored as JSON null, not SQL NULL.
-    return jsoncodec.dumps_text(value)
-
-
-def _sqlite_time(value: datetime) -> str:
-    # UTCDateTime's naive UTC, in SQLAlchemy's SQLite DATETIME text format.
-    return _utc(value).strftime("%Y-%m-%d %H:%M:%S.%f")
-
-
-def _utc(value: datetime) -> datetime:
-    return value if value.tzinfo is None else value.astimezone(UTC).replace(tzinfo=None)
-
-
-def _converter(conn: Connection, column_type: Any) -> Any:
-    if isinstance(column_type, sa.JSON):
-        return _json
-    if isinstance(column_type, UTCDateTime):
-        return _sqlite_time if conn.dialect.name == "sqlite" else _utc
-    return _same
-
-
-def _step_row(record: StepRecord, seq: int) -> dict[str, Any]:
-    usage = record.usage
-    return {
-        "id": record.id,
-        "trace_id": record.trace_id,
-        "seq": seq,
-        "protocol": record.protocol,
-        "method": record.method,
-        "path": record.path,
-        "model": record.model,
-        "stream": record.stream,
-        "http_status": record.http_status,
-        "stop_reason": record.stop_reason.value,
-        "raw_stop_reason": record.raw_stop_reason,
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "total_tokens": usage.total_tokens,
-        "cached_tokens": usage.cached_tokens,
-        "reasoning_tokens": usage.reasoning_tokens,
-        "cache_creation_tokens": usage.cache_creation_tokens,
-        "provider_request_id": record.provider_request_id,
-        "response_id": record.response_id,
-        "started_at": record.started_at,
-        "latency_ms": record.latency_ms,
-        "ttft_ms": record.ttft_ms,
-        "error": record.error,
-        "continuation_key": record.continuation_key,
-        "cost_nano": record.cost_nano,
-        "cost_source": record.cost_source,
-        "retry_of": record.retry_of,
-        "params": record.params,
-    }
-
-
-def _item_rows(step_id: str, direction: str, items: list[Item]) -> list[dict[str, Any]]:
-    return [
-        {
-            "step_id": step_id,
-            "direction": direction,
-            "position": position,
-            "kind": item.kind.value,
-            "role": item.role,
-            "text": item.text,
-            "call_id": item.call_id,
-            "tool_name": item.tool_name,
-            "arguments": item.arguments,
-            "is_error": item.is_error,
-            "attrs": item.attrs,
-        }
-        for position, item in enumerate(items)
-    ]
+            items.extend(item_rows(record.id, "input", record.input_items))
+            items.extend(item_rows(record.id, "output", record.output_items))
+    insert_many(conn, STEPS, step_rows)
+    insert_many(conn, ITEMS, items)
 
 
 def _insert_violations(conn: Connection, records: list[Record]) -> None:
@@ -387,7 +292,7 @@ def _insert_violations(conn: Connection, records: list[Record]) -> None:
     for record in records:
         items: list[dict[str, Any]] | None = None
         if isinstance(record, StepRecord):
-            owner, step_id, created = record.id, record.id, step_end(record)
+            owner, step_id, created = record.id, record.id, record.ended_at
         else:
             owner, step_id, created = _refusal_owner(record), None, record.created_at
             items = [item.to_json() for item in record.items] or None
@@ -406,10 +311,10 @@ def _insert_violations(conn: Connection, records: list[Record]) -> None:
                     "items": items if index == keeper else None,
                 }
             )
-    _insert_many(conn, VIOLATIONS, rows)
+    insert_many(conn, VIOLATIONS, rows)
 
 
-def _items_keeper(violations: list[Violation]) -> int:
+def _items_keeper(violations: Sequence[Violation]) -> int:
     """Which violation of a refusal keeps its request's items: the enforced one."""
     for index, violation in enumerate(violations):
         if violation.enforced:

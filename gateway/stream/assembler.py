@@ -166,7 +166,7 @@ class Assembler:
             if delta.arguments is not None:
                 call.fragments = [delta.arguments]
         elif isinstance(delta, UsageDelta):
-            self._usage.merge(delta.usage)
+            self._usage = self._usage.merged(delta.usage)
         elif isinstance(delta, FinishDelta):
             self._choice(delta.choice).finish = delta
         elif isinstance(delta, MetaDelta):

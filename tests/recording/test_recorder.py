@@ -181,8 +181,7 @@ async def test_unwritable_and_unredactable_records_are_dropped_alone(
         return record
 
     recorder = Recorder(StoreWriter(engine), transform=transform, batch_size=50)
-    poison = make_step("t")
-    poison.output_items.append(Item(ItemKind.OTHER, attrs={"bad": {1, 2}}))
+    poison = make_step("t", output_items=[Item(ItemKind.OTHER, attrs={"bad": {1, 2}})])
     for record in [make_step("t"), poison, make_step("boom"), make_step("t")]:
         recorder.submit(record)
     recorder.start()

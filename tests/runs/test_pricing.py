@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
 from decimal import Decimal
 
@@ -146,7 +147,7 @@ def test_config_price_overrides_the_library() -> None:
     usage = Usage(prompt_tokens=1_000_000, completion_tokens=1_000_000, cached_tokens=500_000)
     # Cached tokens without a cached price pay the input price.
     assert pricer.cost(usage, "gpt-4o", upstream_url=OPENAI) == Cost(Decimal(3), CostSource.CONFIG)
-    usage.cache_creation_tokens = 250_000
+    usage = replace(usage, cache_creation_tokens=250_000)
     # 250k uncached x 4 + 500k cached x 1 + 250k written x 5 + 1M out x 8, per million
     assert pricer.cost(usage, "my-model").usd == Decimal("10.75")
     assert pricer.cost(usage, "claude-3-5-sonnet").source is CostSource.GENAI_PRICES

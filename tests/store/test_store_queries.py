@@ -219,7 +219,7 @@ def test_lookups_by_ids(engine: Engine, make_step: MakeStep) -> None:
     assert find_by_response_id(engine, "resp_abc") == ("t", step.id)
     assert find_by_response_id(engine, "req_abc") is None
     outputs = step_output_items(engine, step.id)
-    assert outputs == step.output_items
+    assert outputs == list(step.output_items)
     assert [item.kind for item in outputs] == [ItemKind.ASSISTANT_TEXT, ItemKind.TOOL_CALL]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -55,8 +56,9 @@ def test_round_trip_item_by_item(engine: Engine, make_step: MakeStep) -> None:
         declared_tools=TOOLS,
         params={"model": "gpt-4o", "temperature": 0.2, "tool_choice": "auto"},
     )
-    step.input_items.append(result)
-    step.output_items.insert(0, reasoning)
+    step = replace(
+        step, input_items=(*step.input_items, result), output_items=(reasoning, *step.output_items)
+    )
     StoreWriter(engine).write_batch([step])
 
     trace = get_trace(engine, "t-round")
@@ -236,12 +238,12 @@ def test_failed_batch_leaves_nothing_and_retries_cleanly(
     writer = StoreWriter(engine)
     good = make_step("t")
     bad = make_step("t")
-    bad.output_items.append(Item(ItemKind.OTHER, attrs={"not_json": {1, 2}}))
+    poison = Item(ItemKind.OTHER, attrs={"not_json": {1, 2}})
+    poisoned = replace(bad, output_items=(*bad.output_items, poison))
     with pytest.raises((sa_exc.StatementError, TypeError)):  # psycopg raises it unwrapped
-        writer.write_batch([good, bad])
+        writer.write_batch([good, poisoned])
     assert _count(engine, STEPS) == 0  # one transaction: the good step rolled back too
     assert get_trace(engine, "t") is None
-    bad.output_items.pop()
     writer.write_batch([good, bad])
     trace = get_trace(engine, "t")
     assert trace is not None

@@ -280,14 +280,14 @@ class OtlpSink:
         self, step: StepRecord, state: TraceState, start_ns: int
     ) -> list[spans.SpanPlan]:
         """An `execute_tool` span per tool result this request carries, from the end of the
-        step that emitted the call; the tool time a newer record holds is used when given."""
-        tool_ms = getattr(step, "tool_ms", None)
+        step that emitted the call, or the record's tool time when that step was not seen."""
+        tool_ms = step.tool_ms
         plans = []
         for item in step.input_items:
             if item.kind is not ItemKind.TOOL_RESULT or not item.call_id:
                 continue
             name, emitted_at = state.calls.pop(item.call_id, (item.tool_name, None))
-            if emitted_at is None and isinstance(tool_ms, int | float):
+            if emitted_at is None and tool_ms is not None:
                 emitted_at = start_ns - int(tool_ms * 1_000_000)
             if emitted_at is None or emitted_at > start_ns:
                 continue  # its call was seen by another replica, or never

@@ -8,7 +8,7 @@ provider passes through `redact` first, as it does before storage.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -216,7 +216,7 @@ def tool_span(
 
 
 def refusal_span(
-    trace_id: str, at: datetime, violations: list[Violation], budget: bool, redact: Redact
+    trace_id: str, at: datetime, violations: Iterable[Violation], budget: bool, redact: Redact
 ) -> SpanPlan:
     """A request refused before the provider: no model call, only what was broken."""
     moment = nanoseconds(at)
@@ -242,7 +242,7 @@ def refusal_span(
 
 
 def content_attributes(
-    step: StepRecord, inputs: list[Item], outputs: list[Item], redact: Redact
+    step: StepRecord, inputs: Sequence[Item], outputs: Sequence[Item], redact: Redact
 ) -> Attributes:
     """JSON strings, as the conventions ask where spans take no structured attributes.
     Inputs are the messages new in this step: earlier ones are on the trace's earlier
@@ -287,7 +287,7 @@ def _shown(item: Item) -> bool:
     return item.kind is not ItemKind.REASONING or bool(item.text)
 
 
-def _parts(items: list[Item]) -> list[dict[str, Any]]:
+def _parts(items: Sequence[Item]) -> list[dict[str, Any]]:
     return [_part(item) for item in items if _shown(item)]
 
 

@@ -1,0 +1,29 @@
+"""When each trace's last model response ended in this process: the tool time a step's
+record carries (the store derives its own, exact across replicas)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from datetime import datetime
+
+OPEN_TRACES = 10_000  # traces whose last response end is kept, least recent evicted
+
+
+class ResponseEnds:
+    """Bounded memory of response ends, one per trace; the event loop's alone."""
+
+    def __init__(self, limit: int = OPEN_TRACES) -> None:
+        self._limit = limit
+        self._ends: OrderedDict[str, datetime] = OrderedDict()
+
+    def tool_ms(self, trace_id: str, started_at: datetime, ended_at: datetime) -> float | None:
+        """Time from the trace's previous response end to this request (None: its first
+        here), remembering this one's end."""
+        ends = self._ends
+        previous = ends.pop(trace_id, None)
+        ends[trace_id] = ended_at
+        if len(ends) > self._limit:
+            ends.popitem(last=False)
+        if previous is None:
+            return None
+        return max(0.0, (started_at - previous).total_seconds() * 1000)

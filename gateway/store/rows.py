@@ -1,0 +1,88 @@
+"""The rows of a batch as the database driver takes them: a step's row derived from
+`gateway.step.STEP_FIELDS`, its items' rows, and one executemany a table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from gateway import jsoncodec
+from gateway.items import Item
+from gateway.step import STEP_FIELDS, StepRecord
+from gateway.store.models import UTCDateTime
+
+_COLUMNS = tuple((f.name, f.columns) for f in STEP_FIELDS if f.columns is not None)
+
+
+def insert_many(conn: Connection, table: sa.Table, rows: list[dict[str, Any]]) -> None:
+    """One driver-level executemany: the rows of a batch skip SQLAlchemy's per-row
+    compilation and type processing (values are converted here, as those types would)."""
+    if not rows:
+        return
+    columns = list(rows[0])
+    mark = "?" if conn.dialect.name == "sqlite" else "%s"
+    sql = (
+        f"INSERT INTO {table.name} ({', '.join(columns)}) "
+        f"VALUES ({', '.join([mark] * len(columns))})"
+    )
+    convert = [_converter(conn, table.c[name].type) for name in columns]
+    values = [tuple(f(row[c]) for f, c in zip(convert, columns, strict=True)) for row in rows]
+    conn.exec_driver_sql(sql, values)
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _json(value: Any) -> str:
+    # Like sa.JSON: None is stored as JSON null, not SQL NULL.
+    return jsoncodec.dumps_text(value)
+
+
+def _sqlite_time(value: datetime) -> str:
+    # UTCDateTime's naive UTC, in SQLAlchemy's SQLite DATETIME text format.
+    return _utc(value).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def _utc(value: datetime) -> datetime:
+    return value if value.tzinfo is None else value.astimezone(UTC).replace(tzinfo=None)
+
+
+def _converter(conn: Connection, column_type: Any) -> Any:
+    if isinstance(column_type, sa.JSON):
+        return _json
+    if isinstance(column_type, UTCDateTime):
+        return _sqlite_time if conn.dialect.name == "sqlite" else _utc
+    return _same
+
+
+def step_row(record: StepRecord, seq: int) -> dict[str, Any]:
+    """The steps row of a record: each field's columns as `STEP_FIELDS` declares them."""
+    row: dict[str, Any] = {"seq": seq}
+    for name, columns in _COLUMNS:
+        row.update(columns(getattr(record, name)))
+    return row
+
+
+def item_rows(step_id: str, direction: str, items: Iterable[Item]) -> list[dict[str, Any]]:
+    return [
+        {
+            "step_id": step_id,
+            "direction": direction,
+            "position": position,
+            "kind": item.kind.value,
+            "role": item.role,
+            "text": item.text,
+            "call_id": item.call_id,
+            "tool_name": item.tool_name,
+            "arguments": item.arguments,
+            "is_error": item.is_error,
+            "attrs": item.attrs,
+        }
+        for position, item in enumerate(items)
+    ]
