@@ -132,6 +132,7 @@ async def _lifecycle(
         recent=RecentSteps(),
         clock=clock or (lambda: datetime.now(UTC)),
         sinks=tuple(sink for sink in (metrics, webhooks, otlp) if sink is not None),
+        metrics=metrics,
         known_keys=known_keys,
         pricer=Pricer(settings.prices),
         loops=TraceCounters(settings.loop_threshold),
@@ -153,15 +154,15 @@ async def _lifecycle(
 
 async def _retention(app: web.Application) -> AsyncIterator[None]:
     deps = app[DEPS]
-    if deps.settings.retention_days is None:
+    metrics = deps.metrics
+    if deps.settings.retention_days is None or metrics is None:
         yield
         return
-    metrics = next(sink for sink in deps.sinks if isinstance(sink, MetricsSink))
     retention = Retention(
         deps.engine,
         deps.settings.retention_days,
         clock=deps.clock,
-        on_purged=metrics.retention_purged.inc,
+        on_purged=metrics.instruments.retention_purged.inc,
     )
     retention.start()
     try:
@@ -195,7 +196,7 @@ async def _start_webhooks(
         redactor=redactor,
         public_url=settings.public_url,
         secret=settings.webhook_secret,
-        on_drop=lambda reason: metrics.webhook_dropped.labels(reason).inc(),
+        on_drop=lambda reason: metrics.instruments.webhook_dropped.labels(reason).inc(),
     )
     await webhooks.start()
     return webhooks
@@ -207,7 +208,7 @@ def _start_otlp(settings: Settings, redactor: Redactor, metrics: MetricsSink) ->
     otlp = OtlpSink(
         settings,
         redactor=redactor,
-        on_drop=lambda reason, count: metrics.otlp_dropped.labels(reason).inc(count),
+        on_drop=lambda reason, count: metrics.instruments.otlp_dropped.labels(reason).inc(count),
     )
     otlp.start()
     return otlp
@@ -251,7 +252,7 @@ async def _readyz(request: web.Request) -> web.Response:
 
 
 async def _metrics(request: web.Request) -> web.Response:
-    return metrics_response(request.app[DEPS].sinks)
+    return metrics_response(request.app[DEPS].metrics)
 
 
 def _adapter_for(path: str):  # type: ignore[no-untyped-def]

@@ -19,7 +19,6 @@ from gateway.errors import BudgetExceeded
 from gateway.items import Usage, Violation
 from gateway.proxy.deps import Deps
 from gateway.runs.pricing import Cost
-from gateway.sinks.metrics import find_metrics
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +116,5 @@ def give_back(deps: Deps, admission: Admission) -> None:
 
 
 def _count_unbudgeted(deps: Deps) -> None:
-    metrics = find_metrics(deps.sinks)
-    if metrics is not None:
-        metrics.unbudgeted.inc()
+    if deps.metrics is not None:
+        deps.metrics.instruments.unbudgeted.inc()

@@ -23,7 +23,6 @@ from gateway.sinks.base import notify_step
 from gateway.step import StepRecord, StepStart
 
 # Ended without a proper answer: the same request again is a retry of this attempt.
-_FAILED_STOPS = frozenset({StopReason.ERROR, StopReason.INTERRUPTED, StopReason.CANCELLED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +139,7 @@ class StepFinisher:
             input_key = threading.input_state.hex()
             recent.remember(record.continuation_key, record.response_id, ref, input_key)
         # After `remember`: a cut stream answered in part, and its retry is still expected.
-        if outcome.stop_reason in _FAILED_STOPS or no_answer(outcome):
+        if outcome.stop_reason.broke or no_answer(outcome):
             recent.failed(threading.attempt, StepRef(record.trace_id, record.id))
         known = self._deps.known_keys
         if record.continuation_key is not None:

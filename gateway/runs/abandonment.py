@@ -5,10 +5,9 @@ status function every surface uses): a later step or a refusal changes the verdi
 from __future__ import annotations
 
 from collections import OrderedDict
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from gateway.runs.status import (
-    RefusalKind,
     TraceStatus,
     TraceSummary,
     derive,
@@ -16,18 +15,8 @@ from gateway.runs.status import (
     folded_stop,
     settle,
 )
+from gateway.runs.timing import PASSTHROUGH, refusal_kind, step_end
 from gateway.step import RefusalRecord, StepRecord
-
-PASSTHROUGH = "passthrough"
-
-
-def refusal_kind(record: RefusalRecord) -> RefusalKind:
-    if record.budget_exceeded:
-        return RefusalKind.BUDGET
-    try:
-        return RefusalKind(record.kind)
-    except ValueError:
-        return RefusalKind.PAIRING
 
 
 class AbandonWatch:
@@ -41,10 +30,9 @@ class AbandonWatch:
     def step(self, step: StepRecord) -> None:
         if step.protocol == PASSTHROUGH:
             return
-        end = step.started_at + timedelta(milliseconds=step.latency_ms or 0)
         summary = self._summaries.pop(step.trace_id, TraceSummary()).with_step(
             started_at=step.started_at,
-            ended_at=end,
+            ended_at=step_end(step),
             stop=folded_stop(step.stop_reason, step.output_items),  # as the store folds it
             open_calls=emitted_calls(step.output_items),
         )

@@ -19,10 +19,11 @@ from sqlalchemy.engine import Connection, Engine
 from gateway import jsoncodec
 from gateway.items import Item, Violation
 from gateway.runs.status import TraceStatus
+from gateway.runs.timing import step_end
 from gateway.step import RefusalRecord, StepRecord
 from gateway.store.engine import dialect_insert, write_connection
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS, UTCDateTime
-from gateway.store.run_fold import Folded, fold, is_unpriced, step_end
+from gateway.store.run_fold import Folded, fold, is_unpriced
 from gateway.store.tool_sets import store_tool_sets
 
 Record = StepRecord | RefusalRecord

@@ -1,0 +1,39 @@
+"""The run's time rules: when a step's response ended, and the tool time before a step.
+
+A step's tool time runs from the end of the trace's previous response to its request; a
+retry has none (its wait was the client's back-off after the failed attempt).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from gateway.runs.status import RefusalKind
+from gateway.step import RefusalRecord, StepRecord
+
+PASSTHROUGH = "passthrough"  # the protocol of steps that only count as activity
+
+
+def step_end(record: StepRecord) -> datetime:
+    """When the step's response ended: what orders traces newest first."""
+    if record.latency_ms is None:
+        return record.started_at
+    return record.started_at + timedelta(milliseconds=record.latency_ms)
+
+
+def tool_ms(previous_end: datetime | None, record: StepRecord) -> float | None:
+    """The agent's time before this step: None for a trace's first step and for a retry."""
+    if previous_end is None or record.retry_of is not None:
+        # Before a retry the agent waited out a back-off, not a tool: the tool time was
+        # counted on the failed attempt (or there was none before a first request).
+        return None
+    return max(0.0, (record.started_at - previous_end).total_seconds() * 1000.0)
+
+
+def refusal_kind(record: RefusalRecord) -> RefusalKind:
+    if record.budget_exceeded:
+        return RefusalKind.BUDGET
+    try:
+        return RefusalKind(record.kind)
+    except ValueError:
+        return RefusalKind.PAIRING
