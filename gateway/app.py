@@ -104,20 +104,14 @@ async def _lifecycle(
     ledger = await _open_ledger(settings, engine, injected)
     secret = install_secret(engine)
     redactor = Redactor(settings.redaction)
-    metrics = MetricsSink(
-        max_models=settings.metrics_max_models,
-        redact=redactor.redact_text,
-        provider_of=lambda step: provider_of(settings, step.protocol, step.model, step.path),
-        idle_seconds=settings.trace_idle_seconds,
-    )
+    metrics = _metrics_sink(settings, redactor)
     recording = await stack.enter_async_context(recording_for(settings, engine, worker, spool))
     sole_writer = settings.workers == 1 and engine.dialect.name == "sqlite"
     known_keys = KeyFilter(authoritative_when_loaded=sole_writer)
     loading = asyncio.get_running_loop().create_task(
         _load_known_keys(engine, settings.spool_path(), recording.directory, known_keys)
     )
-    upstream = Upstream(settings)
-    await upstream.start()
+    upstream = await _started_upstream(settings)
     metrics.watch_recorder(recording)
     webhooks = await _start_webhooks(settings, redactor, metrics)
     otlp = _start_otlp(settings, redactor, metrics)
@@ -142,14 +136,38 @@ async def _lifecycle(
         yield
     finally:
         loading.cancel()
-        await upstream.close()
-        if webhooks is not None:
-            await webhooks.close()
-        if otlp is not None:
-            await asyncio.to_thread(otlp.close)
-        await stack.aclose()  # the recorder stores what is spooled, then stops
-        engine.dispose()
-        await ledger.close()
+        await _close(app[DEPS], webhooks, otlp, stack)
+
+
+async def _started_upstream(settings: Settings) -> Upstream:
+    upstream = Upstream(settings)
+    await upstream.start()
+    return upstream
+
+
+def _metrics_sink(settings: Settings, redactor: Redactor) -> MetricsSink:
+    return MetricsSink(
+        max_models=settings.metrics_max_models,
+        redact=redactor.redact_text,
+        provider_of=lambda step: provider_of(settings, step.protocol, step.model, step.path),
+        idle_seconds=settings.trace_idle_seconds,
+    )
+
+
+async def _close(
+    deps: Deps,
+    webhooks: WebhookSink | None,
+    otlp: OtlpSink | None,
+    stack: contextlib.AsyncExitStack,
+) -> None:
+    await deps.upstream.close()
+    if webhooks is not None:
+        await webhooks.close()
+    if otlp is not None:
+        await asyncio.to_thread(otlp.close)
+    await stack.aclose()  # the recorder stores what is spooled, then stops
+    deps.engine.dispose()
+    await deps.ledger.close()
 
 
 async def _retention(app: web.Application) -> AsyncIterator[None]:

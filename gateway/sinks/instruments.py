@@ -75,7 +75,8 @@ class Instruments:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
         self._declare_loopwatch()
-        self._declare_streams_and_background()
+        self._declare_streams()
+        self._declare_background()
         self._declare_genai()
         self._declare_run()
         self._preinitialize()
@@ -126,7 +127,7 @@ class Instruments:
             registry=r,
         )
 
-    def _declare_streams_and_background(self) -> None:
+    def _declare_streams(self) -> None:
         r = self.registry
         self.interrupted = Counter(
             "loopwatch_stream_interrupted",
@@ -152,6 +153,9 @@ class Instruments:
             ["protocol"],
             registry=r,
         )
+
+    def _declare_background(self) -> None:
+        r = self.registry
         self.batch_seconds = Histogram(
             "loopwatch_recorder_batch_seconds",
             "Time to redact and write one recorder batch.",
