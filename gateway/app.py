@@ -113,20 +113,14 @@ async def _lifecycle(
     ledger = await _open_ledger(settings, engine, injected)
     secret = install_secret(engine)
     redactor = Redactor(settings.redaction)
-    metrics = MetricsSink(
-        max_models=settings.metrics_max_models,
-        redact=redactor.redact_text,
-        provider_of=lambda step: provider_of(settings, step.protocol, step.model, step.path),
-        idle_seconds=settings.trace_idle_seconds,
-    )
+    metrics = _metrics_sink(settings, redactor)
     recording = await stack.enter_async_context(recording_for(settings, engine, worker, spool))
     sole_writer = settings.workers == 1 and engine.dialect.name == "sqlite"
     known_keys = KeyFilter(authoritative_when_loaded=sole_writer)
     loading = asyncio.get_running_loop().create_task(
         _load_known_keys(engine, settings.spool_path(), recording.directory, known_keys)
     )
-    upstream = Upstream(settings)
-    await upstream.start()
+    upstream = await _started_upstream(settings)
     metrics.watch_recorder(recording)
     webhooks = await _start_webhooks(settings, redactor, metrics)
     otlp = _start_otlp(settings, redactor, metrics)
@@ -146,6 +140,7 @@ async def _lifecycle(
         recent=RecentSteps(),
         clock=clock or (lambda: datetime.now(UTC)),
         sinks=tuple(s for s in (metrics, webhooks, otlp, McpSink(mcp)) if s is not None),
+        metrics=metrics,
         known_keys=known_keys,
         pricer=Pricer(settings.prices),
         loops=TraceCounters(settings.loop_threshold),
@@ -155,28 +150,53 @@ async def _lifecycle(
         yield
     finally:
         loading.cancel()
-        await upstream.close()
-        await mcp.close()
-        if webhooks is not None:
-            await webhooks.close()
-        if otlp is not None:
-            await asyncio.to_thread(otlp.close)
-        await stack.aclose()  # the recorder stores what is spooled, then stops
-        engine.dispose()
-        await ledger.close()
+        await _close(app[DEPS], mcp, webhooks, otlp, stack)
+
+
+async def _started_upstream(settings: Settings) -> Upstream:
+    upstream = Upstream(settings)
+    await upstream.start()
+    return upstream
+
+
+def _metrics_sink(settings: Settings, redactor: Redactor) -> MetricsSink:
+    return MetricsSink(
+        max_models=settings.metrics_max_models,
+        redact=redactor.redact_text,
+        provider_of=lambda step: provider_of(settings, step.protocol, step.model, step.path),
+        idle_seconds=settings.trace_idle_seconds,
+    )
+
+
+async def _close(
+    deps: Deps,
+    mcp: McpRuntime,
+    webhooks: WebhookSink | None,
+    otlp: OtlpSink | None,
+    stack: contextlib.AsyncExitStack,
+) -> None:
+    await deps.upstream.close()
+    await mcp.close()
+    if webhooks is not None:
+        await webhooks.close()
+    if otlp is not None:
+        await asyncio.to_thread(otlp.close)
+    await stack.aclose()  # the recorder stores what is spooled, then stops
+    deps.engine.dispose()
+    await deps.ledger.close()
 
 
 async def _retention(app: web.Application) -> AsyncIterator[None]:
     deps = app[DEPS]
-    if deps.settings.retention_days is None:
+    metrics = deps.metrics
+    if deps.settings.retention_days is None or metrics is None:
         yield
         return
-    metrics = next(sink for sink in deps.sinks if isinstance(sink, MetricsSink))
     retention = Retention(
         deps.engine,
         deps.settings.retention_days,
         clock=deps.clock,
-        on_purged=metrics.retention_purged.inc,
+        on_purged=metrics.instruments.retention_purged.inc,
     )
     retention.start()
     try:
@@ -210,7 +230,7 @@ async def _start_webhooks(
         redactor=redactor,
         public_url=settings.public_url,
         secret=settings.webhook_secret,
-        on_drop=lambda reason: metrics.webhook_dropped.labels(reason).inc(),
+        on_drop=lambda reason: metrics.instruments.webhook_dropped.labels(reason).inc(),
     )
     await webhooks.start()
     return webhooks
@@ -222,7 +242,7 @@ def _start_otlp(settings: Settings, redactor: Redactor, metrics: MetricsSink) ->
     otlp = OtlpSink(
         settings,
         redactor=redactor,
-        on_drop=lambda reason, count: metrics.otlp_dropped.labels(reason).inc(count),
+        on_drop=lambda reason, count: metrics.instruments.otlp_dropped.labels(reason).inc(count),
     )
     otlp.start()
     return otlp
@@ -274,7 +294,7 @@ async def _readyz(request: web.Request) -> web.Response:
 
 
 async def _metrics(request: web.Request) -> web.Response:
-    return metrics_response(request.app[DEPS].sinks)
+    return metrics_response(request.app[DEPS].metrics)
 
 
 def _adapter_for(path: str):  # type: ignore[no-untyped-def]

@@ -97,6 +97,37 @@ class StopReason(StrEnum):
     ERROR = "error"  # provider error status or error event
     UNKNOWN = "unknown"
 
+    @classmethod
+    def of(cls, value: str | None) -> StopReason | None:
+        """A stored stop reason read back; None for a value this version does not know."""
+        try:
+            return None if value is None else cls(value)
+        except ValueError:
+            return None
+
+    @property
+    def broke(self) -> bool:
+        """The attempt itself broke (provider error, cut stream, client gone): a retry of
+        it is a fresh attempt, and its span is an error."""
+        return self in _BROKE
+
+    @property
+    def fails_run(self) -> bool:
+        """A run whose last step stopped so failed: a broken attempt, or an answer cut off
+        by the length limit or a content filter."""
+        return self in _FAILS_RUN
+
+    @property
+    def final(self) -> bool:
+        """The model gave its final answer (or declined to): the run is over if no tool
+        call is open."""
+        return self in _FINAL
+
+
+_BROKE = frozenset({StopReason.ERROR, StopReason.INTERRUPTED, StopReason.CANCELLED})
+_FAILS_RUN = _BROKE | {StopReason.LENGTH, StopReason.CONTENT_FILTER}
+_FINAL = frozenset({StopReason.COMPLETED, StopReason.REFUSAL})
+
 
 class ViolationKind(StrEnum):
     ORPHAN_TOOL_RESULT = "orphan_tool_result"

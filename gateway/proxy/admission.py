@@ -19,7 +19,6 @@ from gateway.config import KeyBudget
 from gateway.items import Usage
 from gateway.proxy.deps import Deps
 from gateway.runs.pricing import Cost
-from gateway.sinks.metrics import find_metrics
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +107,5 @@ def give_back(deps: Deps, admission: Admission) -> None:
 
 
 def _count_unbudgeted(deps: Deps) -> None:
-    metrics = find_metrics(deps.sinks)
-    if metrics is not None:
-        metrics.unbudgeted.inc()
+    if deps.metrics is not None:
+        deps.metrics.instruments.unbudgeted.inc()

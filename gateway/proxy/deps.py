@@ -19,6 +19,7 @@ from gateway.proxy.upstream import Upstream
 from gateway.recording.spooler import SpoolRecorder
 from gateway.runs.pricing import Pricer
 from gateway.sinks.base import Sink
+from gateway.sinks.metrics import MetricsSink
 from gateway.store.ledger import Ledger
 
 
@@ -34,6 +35,7 @@ class Deps:
     recent: RecentSteps
     clock: Callable[[], datetime]
     sinks: tuple[Sink, ...] = ()
+    metrics: MetricsSink | None = None  # also among `sinks`; the proxy counts on it directly
     # Continuation keys the store may hold: placement skips the store lookup for others.
     known_keys: KeyFilter = field(
         default_factory=lambda: KeyFilter(authoritative_when_loaded=False)

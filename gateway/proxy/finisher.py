@@ -13,14 +13,13 @@ from typing import Any
 from gateway.checks.budgets import nano_usd
 from gateway.continuation.keys import StepRef, call_filter_key, real_call_id
 from gateway.exchange.machine import Anomaly, Outcome
-from gateway.items import ItemKind, StopReason, Usage
+from gateway.items import ItemKind, Usage
 from gateway.proxy.admission import Admission, give_back, settle
 from gateway.proxy.deps import Deps
 from gateway.proxy.relay import Timing
 from gateway.runs.pricing import Cost
 from gateway.runs.status import mark_terminal
 from gateway.sinks.base import notify_step
-from gateway.sinks.metrics import count_anomalies
 from gateway.step import StepRecord, StepStart, response_end
 
 # What a step's record takes as its request's start had it (the id, the path, the budget,
@@ -33,7 +32,6 @@ _CARRIED = tuple(
 )
 
 # Ended without a proper answer: the same request again is a retry of this attempt.
-_FAILED_STOPS = frozenset({StopReason.ERROR, StopReason.INTERRUPTED, StopReason.CANCELLED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +121,8 @@ class StepFinisher:
 
     def _note(self, anomalies: tuple[Anomaly, ...]) -> None:
         """Counted by kind, logged once: the exchange noted and ignored them."""
-        count_anomalies(self._deps.sinks, [anomaly.kind.value for anomaly in anomalies])
+        if self._deps.metrics is not None:
+            self._deps.metrics.anomalies(anomaly.kind.value for anomaly in anomalies)
         start = self._start
         details = "; ".join(f"{a.kind.value}: {a.detail}" for a in anomalies)
         log.warning(
@@ -140,7 +139,10 @@ class StepFinisher:
         ended_at = response_end(start.started_at, latency_ms)
         tool_ms = None
         if start.protocol != "passthrough":
-            tool_ms = self._deps.ends.tool_ms(start.trace_id, start.started_at, ended_at)
+            retry = self._threading is not None and self._threading.retry_of is not None
+            tool_ms = self._deps.ends.tool_ms(
+                start.trace_id, start.started_at, ended_at, retry=retry
+            )
         return {"latency_ms": latency_ms, "ended_at": ended_at, "tool_ms": tool_ms}
 
     def _remember(self, record: StepRecord, outcome: Outcome) -> None:
@@ -152,7 +154,7 @@ class StepFinisher:
             input_key = threading.input_state.hex()
             recent.remember(record.continuation_key, record.response_id, ref, input_key)
         # After `remember`: a cut stream answered in part, and its retry is still expected.
-        if outcome.stop_reason in _FAILED_STOPS or outcome.no_answer:
+        if outcome.stop_reason.broke or outcome.no_answer:
             recent.failed(threading.attempt, StepRef(record.trace_id, record.id))
         known = self._deps.known_keys
         if record.continuation_key is not None:

@@ -164,7 +164,7 @@ async def _forward(
     except GatewayError as exc:
         return _unreachable(adapter, exchange, finisher, exc, own)
     finisher.upstream_answered(provider_request_id(upstream.headers))
-    with relaying(deps.sinks, adapter.name):
+    with relaying(deps.metrics, adapter.name):
         response, gone = await relay(request, upstream, exchange, finisher, own_headers=own)
     if gone and handler_cancelled():
         raise asyncio.CancelledError
@@ -244,7 +244,7 @@ async def handle_passthrough(
     except GatewayError as exc:
         return _unreachable(adapter, exchange, finisher, exc, own)
     finisher.upstream_answered(provider_request_id(upstream.headers))
-    with relaying(deps.sinks, "passthrough"):
+    with relaying(deps.metrics, "passthrough"):
         response, gone = await relay(request, upstream, exchange, finisher, own_headers=own)
     if gone and handler_cancelled():
         raise asyncio.CancelledError

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from datetime import datetime
 
+from gateway.runs.timing import tool_gap_ms
+
 OPEN_TRACES = 10_000  # traces whose last response end is kept, least recent evicted
 
 
@@ -16,14 +18,16 @@ class ResponseEnds:
         self._limit = limit
         self._ends: OrderedDict[str, datetime] = OrderedDict()
 
-    def tool_ms(self, trace_id: str, started_at: datetime, ended_at: datetime) -> float | None:
-        """Time from the trace's previous response end to this request (None: its first
-        here), remembering this one's end."""
+    def tool_ms(
+        self, trace_id: str, started_at: datetime, ended_at: datetime, *, retry: bool = False
+    ) -> float | None:
+        """Time from the trace's previous response end to this request by the run's rule
+        (gateway.runs.timing: None for its first step here and for a retry), remembering
+        the latest end."""
         ends = self._ends
         previous = ends.pop(trace_id, None)
-        ends[trace_id] = ended_at
+        ends[trace_id] = ended_at if previous is None else max(previous, ended_at)
         if len(ends) > self._limit:
             ends.popitem(last=False)
-        if previous is None:
-            return None
-        return max(0.0, (started_at - previous).total_seconds() * 1000)
+        gap = None if previous is None else (started_at - previous).total_seconds() * 1000
+        return tool_gap_ms(gap, retry=retry)

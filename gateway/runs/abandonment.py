@@ -8,7 +8,6 @@ from collections import OrderedDict
 from datetime import datetime
 
 from gateway.runs.status import (
-    RefusalKind,
     TraceStatus,
     TraceSummary,
     derive,
@@ -16,18 +15,8 @@ from gateway.runs.status import (
     folded_stop,
     settle,
 )
+from gateway.runs.timing import PASSTHROUGH, refusal_kind
 from gateway.step import RefusalRecord, StepRecord
-
-PASSTHROUGH = "passthrough"
-
-
-def refusal_kind(record: RefusalRecord) -> RefusalKind:
-    if record.budget_exceeded:
-        return RefusalKind.BUDGET
-    try:
-        return RefusalKind(record.kind)
-    except ValueError:
-        return RefusalKind.PAIRING
 
 
 class AbandonWatch:

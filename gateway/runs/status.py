@@ -77,19 +77,6 @@ class RefusalKind(StrEnum):
     LOOP = "loop"
 
 
-FAILED_STOPS = frozenset(
-    {
-        StopReason.ERROR,
-        StopReason.INTERRUPTED,
-        StopReason.CANCELLED,
-        StopReason.LENGTH,
-        StopReason.CONTENT_FILTER,
-    }
-)
-# The model gave its final answer (or declined to): the run is over if nothing is open.
-FINAL_STOPS = frozenset({StopReason.COMPLETED, StopReason.REFUSAL})
-
-
 @dataclass(frozen=True, slots=True)
 class TraceSummary:
     """What status needs of a trace; built by folding every step and refusal in.
@@ -145,9 +132,9 @@ def settle(summary: TraceSummary) -> StoredStatus:
         return StoredStatus(TraceStatus.BUDGET_EXCEEDED, final=True)
     if refusal is not None:
         return StoredStatus(TraceStatus.REFUSED, final=True)
-    if summary.last_stop in FAILED_STOPS:
+    if summary.last_stop is not None and summary.last_stop.fails_run:
         return StoredStatus(TraceStatus.FAILED, final=True)
-    if summary.last_stop in FINAL_STOPS and summary.open_calls == 0:
+    if summary.last_stop is not None and summary.last_stop.final and summary.open_calls == 0:
         return StoredStatus(TraceStatus.COMPLETED, final=True)
     if summary.open_calls > 0:
         return StoredStatus(TraceStatus.ABANDONED, final=False)

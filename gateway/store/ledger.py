@@ -22,6 +22,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Field, SQLModel
 
 from gateway.checks import budgets
+from gateway.checks.budget_rule import UNLIMITED, Caps, refusing_budget
 from gateway.checks.budgets import Limits, Reservation, Settlement, Spent
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 R = TypeVar("R")
 # Stands for "no limit" inside SQL, so one statement serves every combination of limits.
-UNLIMITED = 2**62
 
 
 def _nano_column() -> sa.Column[int]:
@@ -145,29 +145,35 @@ def reserve_params(
 ) -> dict[str, Any]:
     """Parameters of RESERVE: a limit that is not set is UNLIMITED, a hold that is not
     wanted is 0. `output_price` is dollars per output token of the model (cost budgets)."""
-    max_tokens = limits.max_tokens or UNLIMITED
+    caps = Caps.of(limits, output_price)
     # Without a token budget nothing is held; otherwise hold what the request may produce.
     want = 0 if limits.max_tokens is None else (wanted_tokens or UNLIMITED)
-    max_cost = UNLIMITED if limits.max_cost_nano is None else limits.max_cost_nano
     want_cost = budgets.cost_wanted_nano(limits, wanted_tokens, output_price)
     want_cost = UNLIMITED if want_cost is None else want_cost
-    costed = limits.max_cost_usd is not None
     return {
         "trace_id": trace_id,
-        "max_steps": limits.max_steps or UNLIMITED,
-        "max_tokens": max_tokens,
+        "max_steps": caps.max_steps,
+        "max_tokens": caps.max_tokens,
         "want": want,
-        "first_held": min(want, max_tokens),
-        "max_cost": max_cost,
+        "first_held": min(want, caps.max_tokens),
+        "max_cost": caps.max_cost,
         "want_cost": want_cost,
-        "first_cost": min(want_cost, max_cost),
-        # A request must be able to buy one output token.
-        "cost_floor": budgets.token_price_nano(output_price) if costed else 0,
-        "max_duration": float(
-            UNLIMITED if limits.max_duration_s is None else limits.max_duration_s
-        ),
+        "first_cost": min(want_cost, caps.max_cost),
+        "cost_floor": caps.cost_floor,
+        "max_duration": caps.max_duration,
         "now": time.time() if now is None else now,
     }
+
+
+def caps_of(params: dict[str, Any]) -> Caps:
+    """The caps RESERVE's parameters hold, for the Python side of the rule."""
+    return Caps(
+        params["max_steps"],
+        params["max_tokens"],
+        params["max_cost"],
+        params["cost_floor"],
+        params["max_duration"],
+    )
 
 
 def add_params(trace_id: str, steps: int, tokens: int, cost_nano: int) -> dict[str, Any]:
@@ -228,14 +234,9 @@ def _spent(limits: Limits, row: tuple[Any, ...] | None, params: dict[str, Any]) 
     steps, used, in_flight, _, cost_spent, cost_in_flight, _, started = row or (0,) * 7 + (None,)
     tokens, cost = used + in_flight, cost_spent + cost_in_flight
     elapsed = 0.0 if started is None else params["now"] - started
-    if steps >= params["max_steps"]:
-        budget = "steps"
-    elif tokens >= params["max_tokens"]:
-        budget = "tokens"
-    elif cost + params["cost_floor"] > params["max_cost"]:
-        budget = "cost"
-    else:
-        budget = "time"
+    # No row came back, so the rule refused: when every count now allows (another
+    # request settled meanwhile), only the clock can have.
+    budget = refusing_budget(caps_of(params), steps, tokens, cost, elapsed) or "time"
     return Spent(budget, steps, tokens, cost_used_nano=cost, elapsed_s=elapsed)
 
 

@@ -20,6 +20,7 @@ from functools import partial
 from typing import Any
 
 from gateway.checks import budgets
+from gateway.checks.budget_rule import Caps, refusing_budget
 from gateway.checks.budgets import Limits, Reservation, Settlement, Spent
 from gateway.store.ledger import Ledger
 
@@ -250,17 +251,10 @@ class FallbackLedger:
             elapsed = 0.0 if count.started_at is None else now - count.started_at
             return Spent(budget, count.steps, count.tokens, count.cost_nano, elapsed)
 
-        if limits.max_steps is not None and count.steps >= limits.max_steps:
-            return spent("steps")
-        if limits.max_tokens is not None and count.tokens >= limits.max_tokens:
-            return spent("tokens")
-        cap = limits.max_cost_nano
-        if cap is not None and count.cost_nano + budgets.token_price_nano(output_price) > cap:
-            return spent("cost")
-        started, limit = count.started_at, limits.max_duration_s
-        if limit is not None and started is not None and now - started >= limit:
-            return spent("time")
-        return None
+        elapsed = 0.0 if count.started_at is None else now - count.started_at
+        caps = Caps.of(limits, output_price)
+        budget = refusing_budget(caps, count.steps, count.tokens, count.cost_nano, elapsed)
+        return None if budget is None else spent(budget)
 
     def _learn(self, trace_id: str, limits: Limits, granted: Reservation | Spent) -> None:
         count = self._count(trace_id)

@@ -16,11 +16,13 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from gateway.checks.budget_rule import refusing_budget
 from gateway.checks.budgets import Limits, Reservation, Settlement, Spent
 from gateway.store.ledger import (
     SPENT,
     _statements,
     add_params,
+    caps_of,
     outcome,
     reserve_params,
     settle_params,
@@ -88,12 +90,8 @@ class MemoryLedger:
             return outcome(trace_id, limits, tuple(row), None, p, output_price)
         steps, spent, in_flight, _, cost_spent, cost_in_flight, _, started = row
         started = p["now"] if started is None else started
-        if not (
-            steps < p["max_steps"]
-            and spent + in_flight < p["max_tokens"]
-            and cost_spent + cost_in_flight + p["cost_floor"] <= p["max_cost"]
-            and p["now"] - started < p["max_duration"]
-        ):
+        counts = (steps, spent + in_flight, cost_spent + cost_in_flight, p["now"] - started)
+        if refusing_budget(caps_of(p), *counts) is not None:
             return outcome(trace_id, limits, None, tuple(row), p, output_price)
         held = min(p["want"], p["max_tokens"] - spent - in_flight)
         cost_held = min(p["want_cost"], p["max_cost"] - cost_spent - cost_in_flight)

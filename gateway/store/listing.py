@@ -5,9 +5,6 @@ Columns a store may not have yet (session, cost, duration) are used when the tab
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -15,8 +12,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, RowMapping
 
+from gateway.store import cursor as cursor_codec
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
-from gateway.store.shapes import cost_usd
 
 PREVIEW_CHARS = 300  # of the first user text; the page shows one line of it
 
@@ -94,19 +91,17 @@ def sorted_page(
 
 
 def _encode(sort: str, value: Any, row_id: str) -> str:
-    raw = json.dumps([sort, value, row_id]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return cursor_codec.encode([sort, value, row_id])
 
 
 def _decode(cursor: str, sort: str) -> tuple[float, str]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        named, value, row_id = json.loads(raw)
+    def read(values: list[Any]) -> tuple[float, str]:
+        named, value, row_id = values
         if named != sort or not isinstance(value, int | float):
             raise ValueError
         return float(value), str(row_id)
-    except (binascii.Error, ValueError, TypeError):
-        raise ValueError("invalid cursor") from None
+
+    return cursor_codec.decode(cursor, read)
 
 
 def trace_extras(engine: Engine, trace_ids: list[str]) -> dict[str, dict[str, Any]]:
@@ -172,36 +167,6 @@ def _first_user_texts(conn: Connection, trace_ids: list[str]) -> dict[str, str]:
         .order_by(s.trace_id, i.position.desc())
     ).all()
     return {trace_id: text for trace_id, text in rows}  # the lowest position is written last
-
-
-def list_sessions(engine: Engine, *, limit: int = 100) -> list[dict[str, Any]]:
-    """Sessions with their trace counts, steps, tokens, cost and last activity, latest first;
-    empty when the store records no session."""
-    session = _column("session_id")
-    if session is None:
-        return []
-    t = TRACES.c
-    query = (
-        sa.select(
-            session.label("session_id"),
-            sa.func.count().label("trace_count"),
-            sa.func.sum(t.step_count).label("step_count"),
-            sa.func.sum(t.total_tokens).label("total_tokens"),
-            sa.func.sum(t.violation_count).label("violation_count"),
-            sa.func.min(t.started_at).label("started_at"),
-            sa.func.max(t.updated_at).label("updated_at"),
-            sa.func.sum(t.cost_nano).label("cost_nano"),
-        )
-        .where(session.is_not(None))
-        .group_by(session)
-        .order_by(sa.func.max(t.updated_at).desc())
-        .limit(limit)
-    )
-    with engine.connect() as conn:
-        rows = [dict(row) for row in conn.execute(query).mappings()]
-    for row in rows:  # the cost as every other surface reads it
-        row["cost_usd"] = cost_usd(int(row.pop("cost_nano") or 0), int(row["step_count"] or 0))
-    return rows
 
 
 def find_prefix(engine: Engine, text: str) -> dict[str, Any] | None:

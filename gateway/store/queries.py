@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -15,6 +12,7 @@ from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from gateway.items import Item, ItemKind
 from gateway.runs.status import DEFAULT_IDLE_SECONDS
+from gateway.store import cursor as cursor_codec
 from gateway.store.filters import TraceFilters, trace_conditions
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
 from gateway.store.shapes import (
@@ -43,18 +41,15 @@ def reading(engine: Engine) -> Iterator[Connection]:
 
 
 def encode_cursor(when: datetime, row_id: str) -> str:
-    raw = json.dumps([iso(when), row_id]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return cursor_codec.encode([iso(when), row_id])
 
 
 def decode_cursor(cursor: str) -> tuple[datetime, str]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        when, row_id = json.loads(raw)
+    def read(values: list[Any]) -> tuple[datetime, str]:
+        when, row_id = values
         return datetime.fromisoformat(when), str(row_id)
-    except (binascii.Error, ValueError, TypeError):
-        # ValueError: the read API answers it with a 400 naming the cursor.
-        raise ValueError("invalid cursor") from None
+
+    return cursor_codec.decode(cursor, read)
 
 
 def page(

@@ -1,22 +1,20 @@
 """How one batch moves a trace's run summary: its status fold (gateway.runs.status), tool
-time, last response end and first user text. Pure: the stored row in, column values out.
-
-A step's tool time runs from the end of the trace's previous response to its request; a
-retry has none (its wait was the client's back-off after the failed attempt).
+time (gateway.runs.timing), last response end and first user text. Pure: the stored row in,
+column values out.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from gateway.items import ItemKind, StopReason
 from gateway.runs.status import RefusalKind, TraceSummary, emitted_calls, folded_stop, settle
+from gateway.runs.timing import PASSTHROUGH, refusal_kind, tool_ms
 from gateway.step import RefusalRecord, StepRecord
 
 FIRST_TEXT_CHARS = 300
-PASSTHROUGH = "passthrough"
 
 
 @dataclass(slots=True)
@@ -40,11 +38,7 @@ def fold(
     last_end: datetime | None = row.last_response_end
     folded = Folded(values={})
     for step in ordered:
-        tool = None if last_end is None else max(0.0, _ms(step.started_at - last_end))
-        if step.retry_of is not None:
-            # Before a retry the agent waited out a back-off, not a tool: the tool time was
-            # counted on the failed attempt (or there was none before a first request).
-            tool = None
+        tool = tool_ms(last_end, step)
         folded.step_tool_ms[step.id] = tool
         folded.tool_ms += tool or 0.0
         end = step.ended_at
@@ -73,15 +67,6 @@ def fold(
         else first_user_text(ordered[0]),
     }
     return folded
-
-
-def refusal_kind(record: RefusalRecord) -> RefusalKind:
-    if record.budget_exceeded:
-        return RefusalKind.BUDGET
-    try:
-        return RefusalKind(record.kind)
-    except ValueError:
-        return RefusalKind.PAIRING
 
 
 def first_user_text(step: StepRecord) -> str | None:
@@ -114,7 +99,3 @@ def _enum(kind: Any, value: str | None) -> Any:
         return kind(value)
     except ValueError:
         return None
-
-
-def _ms(delta: timedelta) -> float:
-    return delta.total_seconds() * 1000.0

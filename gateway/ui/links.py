@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.items import StopReason
 from gateway.ui.items_view import ItemView
 from gateway.ui.shapes import StepView
 
-FAILED_STOPS = frozenset({"interrupted", "error", "cancelled"})
 Href = Callable[[ItemView, StepView], str]  # (target, the step the link sits in)
 
 
@@ -75,7 +75,7 @@ def _pair(record: CallRecord, result: ItemView, step: StepView, href: Href) -> N
 
 def _mark_retry(earlier: CallRecord, again: ItemView, step: StepView) -> None:
     assert earlier.step is not None
-    cut = earlier.view.incomplete or earlier.step.step.get("stop_reason") in FAILED_STOPS
+    cut = earlier.view.incomplete or _broke(earlier.step.step.get("stop_reason"))
     verb = "cut off, retried" if cut else "emitted again"
     earlier.view.retry_note = f"{verb} at step {step.seq}"
     again.retry_note = f"retry of step {earlier.step.seq}"
@@ -99,7 +99,7 @@ def _signature(step: dict[str, Any]) -> list[tuple[Any, ...]]:
 def mark_repeats(steps: list[StepView]) -> None:
     """A step that repeats the request of the failed step before it is that step's retry."""
     for failed, retry in itertools.pairwise(steps):
-        if failed.step.get("stop_reason") not in FAILED_STOPS:
+        if not _broke(failed.step.get("stop_reason")):
             continue
         if _signature(failed.step) == _signature(retry.step):
             _retry(failed, retry)
@@ -121,3 +121,8 @@ def link_refused_results(
         item.link, item.link_step = href(record.view), record.view.step_id
         emitter = record.step
         item.link_label = "↑ call" + (f" · step {emitter.seq}" if emitter else "")
+
+
+def _broke(stop: str | None) -> bool:
+    reason = StopReason.of(stop)
+    return reason is not None and reason.broke

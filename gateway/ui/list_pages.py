@@ -10,7 +10,7 @@ from typing import Any
 from aiohttp import web
 
 from gateway.items import ViolationKind
-from gateway.store import listing, queries
+from gateway.store import listing, queries, session_list
 from gateway.ui import status as statuses
 from gateway.ui.deps import ReadDeps
 from gateway.ui.listview import session_row, trace_row
@@ -186,5 +186,5 @@ def _page_size(request: web.Request) -> int:
 
 
 async def sessions_page(request: web.Request, deps: ReadDeps) -> web.Response:
-    sessions = await read(listing.list_sessions, deps, limit=200)
+    sessions = await read(session_list.session_summaries, deps, limit=200)
     return await render(request, deps, "sessions.html", sessions=[session_row(s) for s in sessions])

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from gateway.items import StopReason
+
 STATUSES = ("running", "completed", "abandoned", "failed", "refused", "budget_exceeded")
 LABELS = {
     "running": "running",
@@ -26,7 +28,6 @@ TONES = {
     "refused": "bad",
     "budget_exceeded": "bad",
 }
-FAILED_STOPS = frozenset({"error", "interrupted", "cancelled", "length", "content_filter"})
 IDLE_SECONDS = 300.0
 # What each status may be stored as by a store that predates it; rows are derived again.
 STORED_AS = {
@@ -62,7 +63,7 @@ def status_of(ending: Ending) -> str:
     started = ending.last_step_start
     if refusal is not None and (started is None or refusal > started):
         return "refused"
-    if ending.stored == "error" or ending.last_stop in FAILED_STOPS:
+    if ending.stored == "error" or _fails_run(ending.last_stop):
         return "failed"
     if step_end is None:
         return "completed"
@@ -75,6 +76,11 @@ def status_of(ending: Ending) -> str:
     if ending.last_stop == "completed" or idle:
         return "completed"
     return "running"
+
+
+def _fails_run(stop: str | None) -> bool:
+    reason = StopReason.of(stop)
+    return reason is not None and reason.fails_run
 
 
 def label(status: str) -> str:

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from gateway.runs.timing import tool_gap_ms
 from gateway.ui.fmt import duration, parse_time
 from gateway.ui.items_view import times
 from gateway.ui.links import CallRecord
@@ -35,13 +36,13 @@ def offset(when: datetime | None, origin: datetime | None) -> float:
 
 
 def tool_gap(step: dict[str, Any], start: float, previous_end: float | None) -> float | None:
-    """The store's tool_ms when it has one; else the gap after the previous step's end."""
+    """The store's tool_ms when it has one; else the run's rule on the gap after the previous
+    step's end."""
     if "tool_ms" in step:
         value = step["tool_ms"]
         return float(value) if isinstance(value, int | float) else None
-    if previous_end is None:
-        return None
-    return max(start - previous_end, 0.0)
+    gap = None if previous_end is None else start - previous_end
+    return tool_gap_ms(gap, retry=step.get("retry_of") is not None)
 
 
 def model_spans(step: StepView, span: float) -> list[Span]:

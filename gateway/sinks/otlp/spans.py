@@ -23,7 +23,6 @@ Attributes = dict[str, str | bool | int | float | list[str]]
 VIOLATION_EVENT = "loopwatch.violation"
 REFUSAL_SPAN = "loopwatch.refusal"
 # Stops after which the step did not end as its protocol completes: the span is an error.
-FAILED_STOPS = frozenset({StopReason.ERROR, StopReason.INTERRUPTED, StopReason.CANCELLED})
 # Finish reasons when the provider gave none, in the vocabulary providers use.
 FINISH_REASONS = {
     StopReason.COMPLETED: "stop",
@@ -149,7 +148,7 @@ def usage_attributes(usage: Usage) -> Attributes:
 def finish_reason(step: StepRecord, redact: Redact) -> str:
     """The provider's own reason; `error` when the generation ended abnormally, as the
     conventions ask, whatever the provider had said before it broke."""
-    if step.stop_reason in FAILED_STOPS:
+    if step.stop_reason.broke:
         return "error"
     if step.raw_stop_reason:
         return redact(step.raw_stop_reason)
@@ -159,7 +158,7 @@ def finish_reason(step: StepRecord, redact: Redact) -> str:
 def _failure(step: StepRecord, redact: Redact) -> str | None:
     """`error.type` of a failed step: the provider's (or gateway's) error code, else the
     HTTP status, else what ended the stream; None when the step did not fail."""
-    if step.stop_reason not in FAILED_STOPS:
+    if not step.stop_reason.broke:
         return None
     for key in ("code", "type"):
         value = (step.error or {}).get(key)
@@ -255,7 +254,7 @@ def content_attributes(
         found["gen_ai.system_instructions"] = _json(parts)
     if history:
         found["gen_ai.input.messages"] = _json(messages(history))
-    if outputs or step.stop_reason not in FAILED_STOPS:
+    if outputs or not step.stop_reason.broke:
         output = {"role": "assistant", "parts": _parts(outputs)}
         output["finish_reason"] = finish_reason(step, redact)
         found["gen_ai.output.messages"] = _json([output])
