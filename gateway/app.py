@@ -117,18 +117,13 @@ async def _lifecycle(
     recording = await stack.enter_async_context(recording_for(settings, engine, worker, spool))
     sole_writer = settings.workers == 1 and engine.dialect.name == "sqlite"
     known_keys = KeyFilter(authoritative_when_loaded=sole_writer)
-    loading = asyncio.get_running_loop().create_task(
-        _load_known_keys(engine, settings.spool_path(), recording.directory, known_keys)
-    )
+    keys = _load_known_keys(engine, settings.spool_path(), recording.directory, known_keys)
+    loading = asyncio.get_running_loop().create_task(keys)
     upstream = await _started_upstream(settings)
     metrics.watch_recorder(recording)
     webhooks = await _start_webhooks(settings, redactor, metrics)
     otlp = _start_otlp(settings, redactor, metrics)
-    mcp = McpRuntime(settings, engine, redactor, metrics=metrics, clock=clock)
-    if otlp is not None:
-        mcp.on_finished.append(otlp.mcp_execution)
-    await mcp.start()
-    app[MCP] = mcp
+    mcp = app[MCP] = await _started_mcp(settings, engine, redactor, metrics, otlp, clock)
     app[DEPS] = Deps(
         settings=settings,
         upstream=upstream,
@@ -151,6 +146,21 @@ async def _lifecycle(
     finally:
         loading.cancel()
         await _close(app[DEPS], mcp, webhooks, otlp, stack)
+
+
+async def _started_mcp(
+    settings: Settings,
+    engine: Engine,
+    redactor: Redactor,
+    metrics: MetricsSink,
+    otlp: OtlpSink | None,
+    clock: Callable[[], datetime] | None,
+) -> McpRuntime:
+    mcp = McpRuntime(settings, engine, redactor, metrics=metrics, clock=clock)
+    if otlp is not None:
+        mcp.on_finished.append(otlp.mcp_execution)
+    await mcp.start()
+    return mcp
 
 
 async def _started_upstream(settings: Settings) -> Upstream:

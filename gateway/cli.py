@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
-from gateway.config import Settings, load_settings
+from gateway.config import Settings
+from gateway.config_load import load_settings
 from gateway.errors import ConfigError, StartupError
 from gateway.ops.logs import configure_logging
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.config import ENV_SETTINGS, Settings, env_name
+from gateway.config import Settings
+from gateway.config_load import ENV_SETTINGS, env_name
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()

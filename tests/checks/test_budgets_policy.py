@@ -25,7 +25,8 @@ from gateway.checks.budgets import (
     time_spent,
     token_price_nano,
 )
-from gateway.config import KeyBudget, load_settings
+from gateway.config import KeyBudget
+from gateway.config_load import load_settings
 from gateway.errors import BadRequest, BudgetExceeded, ConfigError
 from gateway.items import Usage, ViolationKind
 from gateway.protocols.openai_chat import ADAPTER as CHAT

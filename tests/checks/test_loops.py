@@ -13,7 +13,7 @@ from gateway.checks.loops import (
     canonical_call,
     loop_refusal,
 )
-from gateway.config import load_settings
+from gateway.config_load import load_settings
 from gateway.errors import ConfigError, RepeatedToolCall
 from gateway.items import Item, ItemKind, ViolationKind
 from gateway.protocols.anthropic_messages import ADAPTER as MESSAGES

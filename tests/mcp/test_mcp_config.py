@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gateway.cli import main
-from gateway.config import load_settings
+from gateway.config_load import load_settings
 from gateway.errors import ConfigError
 
 

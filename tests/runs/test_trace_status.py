@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gateway.config import load_settings
+from gateway.config_load import load_settings
 from gateway.items import Item, ItemKind, StopReason
 from gateway.runs.status import (
     RefusalKind,

@@ -26,7 +26,7 @@ def run(connection: Connection) -> None:
 
 
 def _command_line() -> None:
-    from gateway.config import load_settings
+    from gateway.config_load import load_settings
     from gateway.store.engine import make_engine
 
     url = context.get_x_argument(as_dictionary=True).get("database_url")

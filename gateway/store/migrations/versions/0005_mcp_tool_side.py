@@ -24,6 +24,13 @@ ID = 128
 
 
 def upgrade() -> None:
+    _mcp_executions()
+    _mcp_methods()
+    _mcp_tools()
+    _mcp_violations()
+
+
+def _mcp_executions() -> None:
     op.create_table(
         "mcp_executions",
         sa.Column("id", sa.String(length=ID), nullable=False),
@@ -48,6 +55,9 @@ def upgrade() -> None:
     op.create_index("ix_mcp_executions_trace_id", "mcp_executions", ["trace_id"])
     op.create_index("ix_mcp_executions_call_id", "mcp_executions", ["call_id"])
     op.create_index("ix_mcp_executions_join_started", "mcp_executions", ["join", "started_at"])
+
+
+def _mcp_methods() -> None:
     op.create_table(
         "mcp_methods",
         sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
@@ -62,6 +72,9 @@ def upgrade() -> None:
     )
     op.create_index("ix_mcp_methods_server", "mcp_methods", ["server"])
     op.create_index("ix_mcp_methods_trace_id", "mcp_methods", ["trace_id"])
+
+
+def _mcp_tools() -> None:
     op.create_table(
         "mcp_tools",
         sa.Column("server", sa.String(length=64), nullable=False),
@@ -69,6 +82,9 @@ def upgrade() -> None:
         sa.Column("seen_at", sa.DateTime(), nullable=False),
         sa.PrimaryKeyConstraint("server"),
     )
+
+
+def _mcp_violations() -> None:
     op.create_table(
         "mcp_violations",
         sa.Column("id", sa.String(length=ID), nullable=False),
