@@ -133,6 +133,8 @@ async def _lifecycle(
     mcp = McpRuntime(settings, engine, redactor, metrics=metrics, clock=clock)
     if otlp is not None:
         mcp.on_finished.append(otlp.mcp_execution)
+    if webhooks is not None:
+        mcp.on_violation.append(webhooks.mcp_violation)
     await mcp.start()
     app[MCP] = mcp
     app[DEPS] = Deps(

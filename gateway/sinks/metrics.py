@@ -326,6 +326,10 @@ class MetricsSink:
         if seconds is not None:
             self._child(self.mcp_call_duration, server).observe(seconds)
 
+    def mcp_violation(self, kind: str) -> None:
+        """A violation found on the MCP side, counted with the model's."""
+        self._child(self.violations, kind).inc()
+
     def _declare_genai(self) -> None:
         r = self.registry
         self.token_usage = Histogram(

@@ -8,6 +8,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -18,6 +19,7 @@ from gateway.mcp.records import Execution, McpViolation, MethodCall, Record, Too
 from gateway.redaction.redactor import Redactor
 from gateway.store.engine import write_connection
 from gateway.store.mcp_tables import MCP_EXECUTIONS, MCP_METHODS, MCP_TOOLS, MCP_VIOLATIONS
+from gateway.store.writer import merge_mcp_activity
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +95,8 @@ class McpWriter:
         not take the others with it."""
         try:
             with write_connection(self._engine) as conn, conn.begin():
+                # Trace rows first, in trace id order (as the step writer locks them).
+                merge_mcp_activity(conn, _activity(records))
                 for record in records:
                     self._write(conn, record)
             return
@@ -171,3 +175,15 @@ class McpWriter:
         )
         if done.rowcount == 0:
             conn.execute(sa.insert(MCP_TOOLS).values(server=record.server, **values))
+
+
+def _activity(records: list[object]) -> list[tuple[str, datetime, int]]:
+    """The runs these records belong to: an execution makes its run visible, a violation
+    counts on its run's `violation_count`."""
+    activity: list[tuple[str, datetime, int]] = []
+    for record in records:
+        if isinstance(record, Execution) and record.trace_id is not None:
+            activity.append((record.trace_id, record.started_at, 0))
+        elif isinstance(record, McpViolation) and record.trace_id is not None:
+            activity.append((record.trace_id, record.created_at, 1))
+    return activity
