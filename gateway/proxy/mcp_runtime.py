@@ -100,10 +100,15 @@ class McpRuntime:
     # -- events ----------------------------------------------------------------------------
 
     def begin(
-        self, context: Context, body: bytes | None, *, can_refuse: bool = True
+        self,
+        context: Context,
+        body: bytes | None,
+        *,
+        can_refuse: bool = True,
+        sent: tuple[datetime, float] | None = None,
     ) -> tuple[dict[str, Tracked], list[Refusal]]:
         """The requests of a POST (or a stdio line), by id; refusals when the gateway answers
-        in the server's stead."""
+        in the server's stead. `sent`: when the POST went upstream, if it already did."""
         tracked: dict[str, Tracked] = {}
         refusals: list[Refusal] = []
         if not body:
@@ -113,7 +118,9 @@ class McpRuntime:
             if not request.expects_answer:
                 continue
             try:
-                seen = self.observer.request(context, request, out, can_refuse=can_refuse)
+                seen = self.observer.request(
+                    context, request, out, can_refuse=can_refuse, sent=sent
+                )
             except Exception:  # observing never breaks forwarding: the request goes on
                 log.exception("observing an MCP request failed")
                 continue
