@@ -123,7 +123,7 @@ async def _lifecycle(
     metrics.watch_recorder(recording)
     webhooks = await _start_webhooks(settings, redactor, metrics)
     otlp = _start_otlp(settings, redactor, metrics)
-    mcp = app[MCP] = await _started_mcp(settings, engine, redactor, metrics, otlp, clock)
+    mcp = app[MCP] = await _started_mcp(settings, engine, redactor, metrics, otlp, webhooks, clock)
     app[DEPS] = Deps(
         settings=settings,
         upstream=upstream,
@@ -154,11 +154,14 @@ async def _started_mcp(
     redactor: Redactor,
     metrics: MetricsSink,
     otlp: OtlpSink | None,
+    webhooks: WebhookSink | None,
     clock: Callable[[], datetime] | None,
 ) -> McpRuntime:
     mcp = McpRuntime(settings, engine, redactor, metrics=metrics, clock=clock)
     if otlp is not None:
         mcp.on_finished.append(otlp.mcp_execution)
+    if webhooks is not None:
+        mcp.on_violation.append(webhooks.mcp_violation)
     await mcp.start()
     return mcp
 

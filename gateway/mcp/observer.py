@@ -51,12 +51,20 @@ class McpObserver:
     # -- a request -------------------------------------------------------------------------
 
     def request(
-        self, context: Context, request: McpRequest, out: Outbox, *, can_refuse: bool = True
+        self,
+        context: Context,
+        request: McpRequest,
+        out: Outbox,
+        *,
+        can_refuse: bool = True,
+        sent: tuple[datetime, float] | None = None,
     ) -> Tracked | Refusal:
         """A request seen on its way to the server; a Refusal when the gateway answers it
-        (`can_refuse` False: the message is only reported, as over stdio)."""
+        (`can_refuse` False: the message is only reported, as over stdio). `sent`: when it
+        went upstream (wall clock, monotonic), when it is observed afterwards."""
         enforce = self._enforce and can_refuse
-        tracked = Tracked(request, context, self._clock(), self._now())
+        started, started_mono = sent or (self._clock(), self._now())
+        tracked = Tracked(request, context, started, started_mono)
         tracked.trace_id = self._explicit_trace(context, request.meta)
         if request.method != "tools/call" or request.tool is None:
             return tracked
@@ -312,6 +320,15 @@ class McpObserver:
             self._over_budget.popitem(last=False)
 
     # -- helpers ---------------------------------------------------------------------------
+
+    @property
+    def enforcing(self) -> bool:
+        """Whether requests are judged before they go upstream (else once sent)."""
+        return self._enforce
+
+    def sent(self) -> tuple[datetime, float]:
+        """Now, as a request's start: wall clock and monotonic."""
+        return self._clock(), self._now()
 
     def monotonic(self) -> float:
         return self._now()

@@ -64,15 +64,22 @@ async def _proxy(
         body = rpc_error(None, METHOD_NOT_FOUND, f"No MCP server named {name!r} is configured.")
         return web.json_response(body, status=404)
     payload = await request.read() if request.method == "POST" else None
-    tracked, refusals = runtime.begin(context_of(request, name), payload)
-    if refusals:
-        runtime.unanswered(tracked, "refused with another request of its batch")
-        return _refused(refusals)
     headers = forward_headers(request.headers, api_key=None, protocol="mcp")
     headers.update(server.headers)
     url = _target(server.url, request.rel_url.raw_query_string)
+    sending: asyncio.Future[aiohttp.ClientResponse]
+    if runtime.observer.enforcing:  # judged before anything goes upstream
+        tracked, refusals = runtime.begin(context_of(request, name), payload)
+        if refusals:
+            runtime.unanswered(tracked, "refused with another request of its batch")
+            return _refused(refusals)
+        sending = asyncio.ensure_future(upstream.send(request.method, url, headers, payload))
+    else:
+        sending, tracked = await _send_then_observe(
+            request, upstream, runtime, (url, headers, payload)
+        )
     try:
-        answer = await upstream.send(request.method, url, headers, payload)
+        answer = await sending
     except GatewayError as exc:
         runtime.unanswered(tracked, exc.message)
         body = rpc_error(
@@ -80,6 +87,25 @@ async def _proxy(
         )
         return web.json_response(body, status=502)
     return await _relay(request, answer, runtime, tracked)
+
+
+async def _send_then_observe(
+    request: web.Request,
+    upstream: Upstream,
+    runtime: McpRuntime,
+    outgoing: tuple[str, dict[str, str], bytes | None],
+) -> tuple[asyncio.Future[aiohttp.ClientResponse], dict[str, Tracked]]:
+    """The request goes upstream first; it is read and joined while the server works."""
+    url, headers, payload = outgoing
+    sent = runtime.observer.sent()
+    sending = asyncio.ensure_future(upstream.send(request.method, url, headers, payload))
+    try:
+        await asyncio.sleep(0)  # on a kept-alive connection the request is written now
+    except asyncio.CancelledError:
+        sending.cancel()
+        raise
+    tracked, _ = runtime.begin(context_of(request, request.match_info["name"]), payload, sent=sent)
+    return sending, tracked
 
 
 def _target(url: str, query: str) -> str:

@@ -18,7 +18,7 @@ from gateway.checks.tools import ToolChecker
 from gateway.config import Settings
 from gateway.mcp.messages import id_key, is_response, read_requests
 from gateway.mcp.observer import McpObserver
-from gateway.mcp.records import Execution, Outbox
+from gateway.mcp.records import Execution, McpViolation, Outbox
 from gateway.mcp.requests import Context, Refusal, Tracked
 from gateway.redaction.redactor import Redactor
 from gateway.sinks.metrics import MetricsSink
@@ -30,6 +30,7 @@ from gateway.store.mcp_writer import McpWriter
 log = logging.getLogger(__name__)
 
 ExecutionHook = Callable[[Execution], None]
+ViolationHook = Callable[[McpViolation], None]
 
 
 class McpRuntime:
@@ -60,6 +61,7 @@ class McpRuntime:
         self._settled = asyncio.Event()
         self._settled.set()
         self.on_finished: list[ExecutionHook] = []  # e.g. the span exporter
+        self.on_violation: list[ViolationHook] = []  # e.g. the webhooks
 
     async def start(self) -> None:
         self.writer.start()
@@ -98,10 +100,15 @@ class McpRuntime:
     # -- events ----------------------------------------------------------------------------
 
     def begin(
-        self, context: Context, body: bytes | None, *, can_refuse: bool = True
+        self,
+        context: Context,
+        body: bytes | None,
+        *,
+        can_refuse: bool = True,
+        sent: tuple[datetime, float] | None = None,
     ) -> tuple[dict[str, Tracked], list[Refusal]]:
         """The requests of a POST (or a stdio line), by id; refusals when the gateway answers
-        in the server's stead."""
+        in the server's stead. `sent`: when the POST went upstream, if it already did."""
         tracked: dict[str, Tracked] = {}
         refusals: list[Refusal] = []
         if not body:
@@ -111,7 +118,9 @@ class McpRuntime:
             if not request.expects_answer:
                 continue
             try:
-                seen = self.observer.request(context, request, out, can_refuse=can_refuse)
+                seen = self.observer.request(
+                    context, request, out, can_refuse=can_refuse, sent=sent
+                )
             except Exception:  # observing never breaks forwarding: the request goes on
                 log.exception("observing an MCP request failed")
                 continue
@@ -169,6 +178,9 @@ class McpRuntime:
     def _emit(self, out: Outbox) -> None:
         if out.records:
             self.writer.submit(out.records)
+        for record in out.records:
+            if isinstance(record, McpViolation):
+                self._violation(record)
         for execution in out.finished:
             self._count(execution)
             for hook in self.on_finished:
@@ -176,6 +188,15 @@ class McpRuntime:
                     hook(execution)
                 except Exception:
                     log.exception("an MCP execution hook failed")
+
+    def _violation(self, violation: McpViolation) -> None:
+        if self._metrics is not None:
+            self._metrics.mcp_violation(violation.kind)
+        for hook in self.on_violation:
+            try:
+                hook(violation)
+            except Exception:
+                log.exception("an MCP violation hook failed")
 
     def _count(self, execution: Execution) -> None:
         if self._metrics is None:

@@ -119,6 +119,10 @@ class MetricsSink:
         if seconds is not None:
             self._child(m.mcp_call_duration, server).observe(seconds)
 
+    def mcp_violation(self, kind: str) -> None:
+        """A violation found on the MCP side, counted with the model's."""
+        self._child(self.instruments.violations, kind).inc()
+
     def anomalies(self, kinds: Iterable[str]) -> None:
         """Counts the exchange's anomalies in `loopwatch_exchange_anomalies_total{kind}`."""
         for kind in kinds:

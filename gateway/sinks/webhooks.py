@@ -21,6 +21,7 @@ import aiohttp
 from yarl import URL
 
 from gateway.items import Violation
+from gateway.mcp.records import McpViolation
 from gateway.redaction.redactor import Redactor
 from gateway.step import RefusalRecord, StepRecord
 
@@ -97,6 +98,26 @@ class WebhookSink:
     def request_refused(self, refusal: RefusalRecord) -> None:
         for violation in refusal.violations:
             self._enqueue(self._event(violation, refusal.trace_id, None, refusal.created_at))
+
+    def mcp_violation(self, violation: McpViolation) -> None:
+        """A violation found on the MCP side: the same event, with `source: "mcp"`."""
+        trace_id = violation.trace_id
+        link = f"{self._public_url}/traces/{trace_id}" if self._public_url and trace_id else None
+        call_id = violation.call_id
+        event = {
+            "kind": violation.kind,
+            "trace_id": trace_id,
+            "step_id": None,
+            "call_id": None if call_id is None else self._redactor.redact_text(call_id),
+            "detail": self._redactor.redact_text(violation.detail),
+            "enforced": violation.enforced,
+            "created_at": violation.created_at.isoformat(),
+            "trace_url": link,
+            "source": "mcp",
+            "server": violation.server,
+            "tool": violation.tool,
+        }
+        self._enqueue(event)
 
     def _event(
         self, violation: Violation, trace_id: str, step_id: str | None, at: datetime

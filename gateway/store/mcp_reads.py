@@ -10,6 +10,7 @@ from sqlalchemy.engine import Engine, RowMapping
 from gateway.store.mcp_tables import MCP_EXECUTIONS, MCP_METHODS, MCP_TOOLS, MCP_VIOLATIONS
 from gateway.store.queries import reading
 from gateway.store.shapes import iso
+from gateway.store.shapes import mcp_violation_json as violation_json
 
 MAX_EXECUTIONS = 1000  # of one trace, newest kept
 
@@ -31,23 +32,6 @@ def execution_json(row: RowMapping) -> dict[str, Any]:
         "protocol_version": row["protocol_version"],
         "delivery": row["delivery"],
         "started_at": iso(row["started_at"]),
-    }
-
-
-def violation_json(row: RowMapping) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "kind": row["kind"],
-        "trace_id": row["trace_id"],
-        "step_id": None,
-        "call_id": row["call_id"],
-        "detail": row["detail"],
-        "enforced": row["enforced"],
-        "created_at": iso(row["created_at"]),
-        "source": "mcp",
-        "server": row["server"],
-        "tool": row["tool"],
-        "execution_id": row["execution_id"],
     }
 
 

@@ -8,6 +8,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -18,6 +19,7 @@ from gateway.mcp.records import Execution, McpViolation, MethodCall, Record, Too
 from gateway.redaction.redactor import Redactor
 from gateway.store.engine import write_connection
 from gateway.store.mcp_tables import MCP_EXECUTIONS, MCP_METHODS, MCP_TOOLS, MCP_VIOLATIONS
+from gateway.store.writer import merge_mcp_activity
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +95,9 @@ class McpWriter:
         not take the others with it."""
         try:
             with write_connection(self._engine) as conn, conn.begin():
-                for record in records:
-                    self._write(conn, record)
+                # Trace rows first, in trace id order (as the step writer locks them).
+                merge_mcp_activity(conn, _activity(records))
+                self._write(conn, records)
             return
         except Exception:
             if len(records) == 1:
@@ -103,43 +106,47 @@ class McpWriter:
         for record in records:
             self._store([record])
 
-    def _write(self, conn: Connection, record: Any) -> None:
-        if isinstance(record, Execution):
-            row = self._execution_row(record)
-            done = conn.execute(
-                sa.update(MCP_EXECUTIONS).where(MCP_EXECUTIONS.c.id == record.id).values(**row)
-            )
-            if done.rowcount == 0:
-                conn.execute(sa.insert(MCP_EXECUTIONS).values(id=record.id, **row))
-        elif isinstance(record, MethodCall):
-            conn.execute(
-                sa.insert(MCP_METHODS).values(
-                    server=record.server,
-                    method=record.method[:128],
-                    trace_id=record.trace_id,
-                    outcome=record.outcome,
-                    duration_ms=record.duration_ms,
-                    protocol_version=record.protocol_version,
-                    started_at=record.started_at,
-                )
-            )
-        elif isinstance(record, ToolList):
-            self._tool_list(conn, record)
-        elif isinstance(record, McpViolation):
-            conn.execute(
-                sa.insert(MCP_VIOLATIONS).values(
-                    id=record.id,
-                    kind=record.kind,
-                    trace_id=record.trace_id,
-                    execution_id=record.execution_id,
-                    call_id=record.call_id,
-                    server=record.server,
-                    tool=record.tool,
-                    detail=self._redactor.redact_text(record.detail),
-                    enforced=record.enforced,
-                    created_at=record.created_at,
-                )
-            )
+    def _write(self, conn: Connection, records: list[object]) -> None:
+        """Each table's rows in one statement (executemany): the thread holds the
+        interpreter as briefly as it can, so the proxy's requests do not wait for it."""
+        latest = {r.id: r for r in records if isinstance(r, Execution)}  # the newest wins
+        if latest:
+            self._executions(conn, list(latest.values()))
+        methods = [_method_row(r) for r in records if isinstance(r, MethodCall)]
+        if methods:
+            conn.execute(sa.insert(MCP_METHODS), methods)
+        violations = [self._violation_row(r) for r in records if isinstance(r, McpViolation)]
+        if violations:
+            conn.execute(sa.insert(MCP_VIOLATIONS), violations)
+        for record in records:
+            if isinstance(record, ToolList):
+                self._tool_list(conn, record)
+
+    def _executions(self, conn: Connection, executions: list[Execution]) -> None:
+        ids = [e.id for e in executions]
+        query = sa.select(MCP_EXECUTIONS.c.id).where(MCP_EXECUTIONS.c.id.in_(ids))
+        stored = set(conn.scalars(query))
+        fresh = [{"id": e.id, **self._execution_row(e)} for e in executions if e.id not in stored]
+        if fresh:
+            conn.execute(sa.insert(MCP_EXECUTIONS), fresh)
+        known = [{"_id": e.id, **self._execution_row(e)} for e in executions if e.id in stored]
+        if known:
+            where = MCP_EXECUTIONS.c.id == sa.bindparam("_id")
+            conn.execute(sa.update(MCP_EXECUTIONS).where(where), known)
+
+    def _violation_row(self, record: McpViolation) -> dict[str, Any]:
+        return {
+            "id": record.id,
+            "kind": record.kind,
+            "trace_id": record.trace_id,
+            "execution_id": record.execution_id,
+            "call_id": record.call_id,
+            "server": record.server,
+            "tool": record.tool,
+            "detail": self._redactor.redact_text(record.detail),
+            "enforced": record.enforced,
+            "created_at": record.created_at,
+        }
 
     def _execution_row(self, e: Execution) -> dict[str, Any]:
         redact = self._redactor.redact_value
@@ -171,3 +178,27 @@ class McpWriter:
         )
         if done.rowcount == 0:
             conn.execute(sa.insert(MCP_TOOLS).values(server=record.server, **values))
+
+
+def _activity(records: list[object]) -> list[tuple[str, datetime, int]]:
+    """The runs these records belong to: an execution makes its run visible, a violation
+    counts on its run's `violation_count`."""
+    activity: list[tuple[str, datetime, int]] = []
+    for record in records:
+        if isinstance(record, Execution) and record.trace_id is not None:
+            activity.append((record.trace_id, record.started_at, 0))
+        elif isinstance(record, McpViolation) and record.trace_id is not None:
+            activity.append((record.trace_id, record.created_at, 1))
+    return activity
+
+
+def _method_row(record: MethodCall) -> dict[str, Any]:
+    return {
+        "server": record.server,
+        "method": record.method[:128],
+        "trace_id": record.trace_id,
+        "outcome": record.outcome,
+        "duration_ms": record.duration_ms,
+        "protocol_version": record.protocol_version,
+        "started_at": record.started_at,
+    }

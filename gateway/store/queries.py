@@ -14,11 +14,13 @@ from gateway.items import Item, ItemKind
 from gateway.runs.status import DEFAULT_IDLE_SECONDS
 from gateway.store import cursor as cursor_codec
 from gateway.store.filters import TraceFilters, trace_conditions
+from gateway.store.mcp_tables import MCP_VIOLATIONS
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
 from gateway.store.shapes import (
     ITEM_FIELDS,
     iso,
     item_json,
+    mcp_violation_json,
     refusal_json,
     step_json,
     trace_json,
@@ -253,13 +255,26 @@ def list_violations(
     cursor: str | None = None,
     kind: str | None = None,
 ) -> dict[str, Any]:
-    v = VIOLATIONS.c
-    query = sa.select(VIOLATIONS)
+    """Both sides' violations, newest first: the model's and the MCP side's (`source`)."""
+    v, m = VIOLATIONS.c, MCP_VIOLATIONS.c
+    query, mcp_query = sa.select(VIOLATIONS), sa.select(MCP_VIOLATIONS)
     if kind:
-        query = query.where(v.kind == kind)
+        query, mcp_query = query.where(v.kind == kind), mcp_query.where(m.kind == kind)
     with reading(engine) as conn:
-        rows, next_cursor = page(conn, query, (v.created_at, v.id), limit, cursor)
-    return {"violations": [violation_json(row) for row in rows], "next_cursor": next_cursor}
+        rows, more = page(conn, query, (v.created_at, v.id), limit, cursor)
+        mcp_rows, mcp_more = page(conn, mcp_query, (m.created_at, m.id), limit, cursor)
+    found = [(row["created_at"], row["id"], violation_json(row)) for row in rows]
+    found += [(row["created_at"], row["id"], mcp_violation_json(row)) for row in mcp_rows]
+    found.sort(key=lambda f: (_naive(f[0]), f[1]), reverse=True)
+    limit = max(1, min(limit, MAX_LIMIT))
+    more_left = more is not None or mcp_more is not None or len(found) > limit
+    kept = found[:limit]
+    next_cursor = encode_cursor(kept[-1][0], kept[-1][1]) if more_left and kept else None
+    return {"violations": [f[2] for f in kept], "next_cursor": next_cursor}
+
+
+def _naive(when: datetime) -> datetime:
+    return when if when.tzinfo is None else when.astimezone(UTC).replace(tzinfo=None)
 
 
 def find_step(engine: Engine, query: str) -> dict[str, Any] | None:

@@ -148,3 +148,20 @@ def step_json(row: RowMapping) -> dict[str, Any]:
 
 def item_json(row: RowMapping) -> dict[str, Any]:
     return {name: row[name] for name in ITEM_FIELDS}
+
+
+def mcp_violation_json(row: RowMapping) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "kind": row["kind"],
+        "trace_id": row["trace_id"],
+        "step_id": None,
+        "call_id": row["call_id"],
+        "detail": row["detail"],
+        "enforced": row["enforced"],
+        "created_at": iso(row["created_at"]),
+        "source": "mcp",
+        "server": row["server"],
+        "tool": row["tool"],
+        "execution_id": row["execution_id"],
+    }

@@ -320,3 +320,16 @@ def _items_keeper(violations: Sequence[Violation]) -> int:
         if violation.enforced:
             return index
     return 0
+
+
+def merge_mcp_activity(conn: Connection, activity: Sequence[tuple[str, datetime, int]]) -> None:
+    """Runs seen on the MCP side, as (trace id, when, violations): the trace row exists (a run
+    with only tool executions is visible) and counts its MCP violations, through the same
+    merge and fold as steps, so every violation is counted in one place."""
+    deltas: dict[str, _TraceDelta] = {}
+    for trace_id, at, violations in activity:
+        delta = deltas.setdefault(trace_id, _TraceDelta(trace_id, at, at))
+        delta.started_at, delta.updated_at = min(delta.started_at, at), max(delta.updated_at, at)
+        delta.violations += violations
+    if deltas:
+        _merge_traces(conn, [deltas[trace_id] for trace_id in sorted(deltas)])

@@ -11,6 +11,7 @@ from aiohttp import web
 
 from gateway.errors import BadRequest, NotFound
 from gateway.items import ViolationKind
+from gateway.mcp.checks import KINDS as MCP_KINDS
 from gateway.runs.status import TraceStatus
 from gateway.store import queries, session_list
 from gateway.store.filters import TraceFilters
@@ -29,7 +30,7 @@ def _limit(request: web.Request) -> int:
 
 def _violation_kind(request: web.Request) -> str | None:
     kind = request.query.get("violation") or request.query.get("kind")
-    if kind and kind not in ViolationKind.__members__.values():
+    if kind and kind not in ViolationKind.__members__.values() and kind not in MCP_KINDS:
         raise BadRequest(f"unknown violation kind: {kind}", param="violation")
     return kind or None
 

@@ -39,7 +39,7 @@ def test_mcp_rows_go_with_their_trace_or_by_age(engine: Engine) -> None:
                 *_mcp_rows("old", OLD, "old"),
                 *_mcp_rows("recent", RECENT, "recent"),
                 *_mcp_rows(None, OLD, "loose-old"),
-                *_mcp_rows("never-stored", OLD, "named-old"),
+                *_mcp_rows("mcp-only", OLD, "named-old"),
                 *_mcp_rows(None, RECENT, "loose-recent"),
                 ToolList("fs", [{"name": "read"}], OLD),
             ]
@@ -48,7 +48,8 @@ def test_mcp_rows_go_with_their_trace_or_by_age(engine: Engine) -> None:
     finally:
         writer.close()
     cutoff = NOW - timedelta(days=30)
-    assert purge_batch(engine, cutoff, 500) == 1
+    # "old" and "named-old": a run with only MCP activity is a stored trace of its own.
+    assert purge_batch(engine, cutoff, 500) == 2
     assert purge_batch(engine, cutoff, 500) == 0  # then the rows of no stored trace
     with engine.connect() as conn:
         ids = set(conn.execute(sa.select(MCP_EXECUTIONS.c.id)).scalars())
