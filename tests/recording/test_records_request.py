@@ -6,7 +6,7 @@ from __future__ import annotations
 import orjson
 
 from gateway.recording import codec as records
-from tests.conftest import build_step
+from tests.factories import build_step
 
 TOOLS = [{"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}]
 

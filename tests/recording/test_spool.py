@@ -23,7 +23,7 @@ from gateway.recording.spool import (
     segments,
     write_checkpoint,
 )
-from tests.conftest import build_step
+from tests.factories import build_step
 
 
 def test_lines_come_back_in_order_across_segments(tmp_path: Path) -> None:
