@@ -23,11 +23,6 @@ async def _ask(base: str, text: str) -> None:
         assert r.status == 200
 
 
-# Not yet found: a PostgreSQL connection an earlier test in tests/recording leaves open is
-# collected during this test; the leak is not this test's (issue 20 keeps it open).
-@pytest.mark.filterwarnings(
-    "ignore:<psycopg.Connection object at .* was deleted while still open:ResourceWarning"
-)
 async def test_a_killed_recorder_process_is_replaced_and_loses_nothing(
     make_gateway: GatewayFactory,
 ) -> None:
