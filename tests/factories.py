@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
+import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -295,3 +297,56 @@ def violation_dict(
         "created_at": iso_at(at_ms),
     }
     return {**base, **fields}
+
+
+# A StepRecord as the gateway builds one, for tests that write or read steps directly.
+
+_counter = itertools.count(1)
+T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def build_step(
+    trace_id: str = "trace-1",
+    *,
+    step_id: str | None = None,
+    at: datetime | None = None,
+    items: int = 2,
+    model: str | None = "gpt-4o",
+    **fields: Any,
+) -> StepRecord:
+    """A realistic step: a user turn in, an assistant text and a tool call out."""
+    n = next(_counter)
+    inputs = [
+        Item(ItemKind.USER, role="user", text=f"question {n}.{i}", attrs={"i": i})
+        for i in range(items)
+    ]
+    outputs = [
+        Item(ItemKind.ASSISTANT_TEXT, role="assistant", text=f"answer {n}"),
+        Item(
+            ItemKind.TOOL_CALL,
+            role="assistant",
+            call_id=f"call_{n}",
+            tool_name="search",
+            arguments='{"q": "x"}',
+        ),
+    ]
+    values: dict[str, Any] = {
+        "id": step_id or f"step-{uuid.uuid4().hex}",
+        "trace_id": trace_id,
+        "protocol": "chat",
+        "method": "POST",
+        "path": "/v1/chat/completions",
+        "started_at": at or T0 + timedelta(seconds=n),
+        "model": model,
+        "stream": True,
+        "http_status": 200,
+        "stop_reason": StopReason.TOOL_CALLS,
+        "raw_stop_reason": "tool_calls",
+        "usage": Usage(prompt_tokens=10, completion_tokens=5, total_tokens=15, cached_tokens=2),
+        "latency_ms": 120.5,
+        "ttft_ms": 40.0,
+        "input_items": inputs,
+        "output_items": outputs,
+    }
+    values.update(fields)
+    return StepRecord(**values)

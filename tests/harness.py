@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
 
 import aiohttp
 import pytest
@@ -17,11 +17,24 @@ from gateway.proxy.deps import Deps
 from tests.fakes.provider import FakeProvider
 
 
+class _Client(Protocol):
+    async def close(self) -> None: ...
+
+
+ClientT = TypeVar("ClientT", bound=_Client)
+
+
 @dataclass
 class Gateway:
     url: str  # base URL, no trailing slash
     app: web.Application
     provider: FakeProvider
+    clients: list[_Client] = field(default_factory=list)
+
+    def closing(self, client: ClientT) -> ClientT:
+        """An SDK client closed when the test ends: its pooled connections stay open till then."""
+        self.clients.append(client)
+        return client
 
     @property
     def deps(self) -> Deps:
@@ -65,6 +78,7 @@ async def make_gateway(
     provider: FakeProvider, database_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[GatewayFactory]:
     servers: list[TestServer] = []
+    gateways: list[Gateway] = []
 
     async def make(**overrides: Any) -> Gateway:
         values: dict[str, Any] = {
@@ -82,9 +96,13 @@ async def make_gateway(
         # As the gateway's own runners serve it: request bodies undecoded (gateway.stream.codings).
         await server.start_server(auto_decompress=False)
         servers.append(server)
-        return Gateway(str(server.make_url("")).rstrip("/"), app, provider)
+        gateways.append(Gateway(str(server.make_url("")).rstrip("/"), app, provider))
+        return gateways[-1]
 
     yield make
+    for gateway in gateways:
+        for client in gateway.clients:
+            await client.close()
     for server in servers:
         await server.close()
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import AsyncIterable, Mapping
 
 import aiohttp
+from aiohttp.payload import TOO_LARGE_BYTES_BODY
 from yarl import URL
 
 from gateway.config import Settings
@@ -64,9 +66,14 @@ class Upstream:
     ) -> aiohttp.ClientResponse:
         """Send a request; the caller reads and releases the response."""
         assert self._session is not None, "Upstream.start() was not awaited"
+        data: bytes | io.BytesIO | AsyncIterable[bytes] | None = body
+        if isinstance(body, bytes) and len(body) > TOO_LARGE_BYTES_BODY:
+            # Written in chunks with back-pressure, where one bytes write would hold the loop
+            # (aiohttp warns); the length is still known and sent.
+            data = io.BytesIO(body)
         try:
             return await self._session.request(
-                method, url, headers=headers, data=body, allow_redirects=False
+                method, url, headers=headers, data=data, allow_redirects=False
             )
         except TimeoutError as exc:
             # The origin only: a query may hold a key, and the message is stored and returned.

@@ -106,6 +106,9 @@ class Keeper:
     def check(self) -> None:
         if self.process.poll() is not None:
             log.error("recorder process exited (%s); starting it again", self.process.returncode)
+            if self.process.stdin is not None:  # else each restart leaks the dead one's pipe
+                with contextlib.suppress(OSError):
+                    self.process.stdin.close()
             self.process = start(*self._args)
 
     async def watch(self, every: float = 1.0) -> None:

@@ -152,9 +152,8 @@ async def _start_replica(database_url: str, upstream: str) -> tuple[subprocess.P
             except aiohttp.ClientError:
                 await asyncio.sleep(0.05)
     process.kill()
-    raise AssertionError(
-        f"replica did not start: {process.stderr.read() if process.stderr else ''}"
-    )
+    _, stderr = process.communicate(timeout=10)
+    raise AssertionError(f"replica did not start: {stderr!r}")
 
 
 @pytest.mark.postgres
@@ -167,7 +166,7 @@ async def test_two_replicas_sharing_postgresql_hold_the_budget(provider, postgre
     finally:
         for process, _ in replicas:
             process.terminate()
-            process.wait(10)
+            process.communicate(timeout=10)  # waits, and closes the stderr pipe
     assert sorted(s for s, _, _ in results).count(200) == 5
     assert len(provider.received) == 5
     assert all(json.loads(r.body)["messages"] for r in provider.received)

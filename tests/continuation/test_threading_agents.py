@@ -24,8 +24,10 @@ TASK: Any = [{"role": "user", "content": "Weather in Lima?"}]
 
 
 def sdk(gw: Gateway, *, retries: int = 0, **headers: str) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(
-        base_url=gw.openai_base, api_key="sk-test", max_retries=retries, default_headers=headers
+    return gw.closing(
+        openai.AsyncOpenAI(
+            base_url=gw.openai_base, api_key="sk-test", max_retries=retries, default_headers=headers
+        )
     )
 
 

@@ -52,7 +52,9 @@ def kinds(items: list[dict[str, Any]]) -> list[tuple[str, str | None]]:
 
 
 def claude_client(gw: Gateway) -> anthropic.AsyncAnthropic:
-    return anthropic.AsyncAnthropic(base_url=gw.url, api_key="sk-ant-test", max_retries=0)
+    return gw.closing(
+        anthropic.AsyncAnthropic(base_url=gw.url, api_key="sk-ant-test", max_retries=0)
+    )
 
 
 async def claude_ask(gw: Gateway, *, stream: bool, **kwargs: Any) -> Any:
@@ -185,7 +187,7 @@ async def test_anthropic_thread_continues_across_replicas(
 
 
 def openai_client(gw: Gateway) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=gw.openai_base, api_key="sk-test", max_retries=0)
+    return gw.closing(openai.AsyncOpenAI(base_url=gw.openai_base, api_key="sk-test", max_retries=0))
 
 
 async def responses_create(gw: Gateway, *, stream: bool, **kwargs: Any) -> Any:

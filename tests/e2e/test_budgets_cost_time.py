@@ -18,8 +18,10 @@ HELLO: Any = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "
 
 
 def sdk(gw: Gateway, **headers: str) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(
-        base_url=gw.openai_base, api_key="sk-test", max_retries=3, default_headers=headers
+    return gw.closing(
+        openai.AsyncOpenAI(
+            base_url=gw.openai_base, api_key="sk-test", max_retries=3, default_headers=headers
+        )
     )
 
 

@@ -263,7 +263,7 @@ async def test_an_in_process_recorder_stores_an_earlier_runs_spool_first(
 ) -> None:
     from gateway.recording import codec as records
     from gateway.recording.spool import SpoolWriter
-    from tests.conftest import build_step
+    from tests.factories import build_step
     from tests.fakes.chat import completion as answer
 
     spool = tmp_path / "spool"

@@ -24,7 +24,7 @@ DEEP_STREAMED = "[" * 5_000 + "]" * 5_000
 
 
 def sdk(gw: Gateway) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=gw.openai_base, api_key="sk-test", max_retries=0)
+    return gw.closing(openai.AsyncOpenAI(base_url=gw.openai_base, api_key="sk-test", max_retries=0))
 
 
 async def test_deeply_nested_arguments_in_a_history_are_forwarded_and_recorded(

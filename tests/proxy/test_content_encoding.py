@@ -24,7 +24,9 @@ HELLO = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Hi"}]}
 
 
 def sdk(gw: Gateway) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=gw.openai_base, api_key="sk-test-enc123", max_retries=0)
+    return gw.closing(
+        openai.AsyncOpenAI(base_url=gw.openai_base, api_key="sk-test-enc123", max_retries=0)
+    )
 
 
 async def only_step(gw: Gateway) -> dict[str, Any]:

@@ -46,11 +46,13 @@ TOOLS: list[Any] = [
 
 def client(gw: Gateway, *, max_retries: int = 0, **headers: str) -> anthropic.AsyncAnthropic:
     """This SDK sends its key as a bearer token; older ones and Claude Code send `x-api-key`."""
-    return anthropic.AsyncAnthropic(
-        base_url=gw.url,
-        api_key=CLIENT_KEY,
-        max_retries=max_retries,
-        default_headers={"x-api-key": CLIENT_KEY, **headers},
+    return gw.closing(
+        anthropic.AsyncAnthropic(
+            base_url=gw.url,
+            api_key=CLIENT_KEY,
+            max_retries=max_retries,
+            default_headers={"x-api-key": CLIENT_KEY, **headers},
+        )
     )
 
 

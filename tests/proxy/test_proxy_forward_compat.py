@@ -91,7 +91,9 @@ async def test_claude_code_system_turns_pass_and_are_instructions(gateway: Gatew
             fake_anthropic.message([fake_anthropic.text("Two files.")], message_id="msg_01Step2")
         ),
     )
-    sdk = anthropic.AsyncAnthropic(base_url=gateway.url, api_key="sk-ant-test", max_retries=0)
+    sdk = gateway.closing(
+        anthropic.AsyncAnthropic(base_url=gateway.url, api_key="sk-ant-test", max_retries=0)
+    )
     system = [
         {"type": "text", "text": "You are Claude Code.", "cache_control": {"type": "ephemeral"}}
     ]
@@ -179,7 +181,9 @@ async def run_codex(gw: Gateway, call: dict[str, Any], *, stream: bool) -> list[
     """Codex's lite loop: no top-level tools, the whole history sent again (`store: false`)."""
     make = fake_responses.streamed if stream else fake_responses.reply
     gw.provider.queue(*(make(body) for body in codex_script(call)))
-    sdk = openai.AsyncOpenAI(base_url=gw.openai_base, api_key="sk-test-codex", max_retries=0)
+    sdk = gw.closing(
+        openai.AsyncOpenAI(base_url=gw.openai_base, api_key="sk-test-codex", max_retries=0)
+    )
     items: list[Any] = list(CODEX_START)
     answers = []
     for _ in range(3):
@@ -334,7 +338,9 @@ async def test_a_custom_call_threads_by_its_call_id_when_the_history_is_rewritte
 ) -> None:
     call = fake_responses.custom_tool_call("call_exec_9", "exec", "pwd\n")
     gateway.provider.queue(*(fake_responses.reply(body) for body in codex_script(call)))
-    sdk = openai.AsyncOpenAI(base_url=gateway.openai_base, api_key="sk-test-codex", max_retries=0)
+    sdk = gateway.closing(
+        openai.AsyncOpenAI(base_url=gateway.openai_base, api_key="sk-test-codex", max_retries=0)
+    )
     await sdk.responses.create(model="gpt-5.4-codex", input=CODEX_START, store=False)
     # The next request re-renders its context (another developer text, no reasoning echo):
     # only the custom call and its output tie it to the first step.

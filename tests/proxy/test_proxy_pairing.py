@@ -64,7 +64,7 @@ BROKEN_CALL = {
 
 
 def sdk(gw: Gateway) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=gw.openai_base, api_key="sk-test", max_retries=2)
+    return gw.closing(openai.AsyncOpenAI(base_url=gw.openai_base, api_key="sk-test", max_retries=2))
 
 
 @pytest.mark.parametrize("rule", sorted(BROKEN))

@@ -45,11 +45,13 @@ SUMMARY = "Checking both cities; the user is ann@example.com."
 
 
 def client(gw: Gateway, **headers: str) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(
-        base_url=gw.openai_base,
-        api_key="sk-test-clientkey1234567890",
-        max_retries=0,
-        default_headers=headers or None,
+    return gw.closing(
+        openai.AsyncOpenAI(
+            base_url=gw.openai_base,
+            api_key="sk-test-clientkey1234567890",
+            max_retries=0,
+            default_headers=headers or None,
+        )
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,8 @@ async def post(
         aiohttp.ClientSession() as s,
         s.post(
             gw.openai_base + "/chat/completions",
-            data=data,
+            # A file object, not bytes: aiohttp warns that a large bytes body blocks its loop.
+            data=io.BytesIO(data),
             headers={"Content-Type": "application/json", **headers},
         ) as r,
     ):
@@ -396,7 +398,9 @@ async def test_large_body_arrives_whole_and_unchanged(gateway: Gateway) -> None:
     body = json.dumps({"model": "gpt-4o", "messages": history}).encode()  # about 3 MB
     status, _, _ = await post(gateway, body)
     assert status == 200
-    assert gateway.provider.received[0].body == body
+    received = gateway.provider.received[0]
+    assert received.body == body
+    assert received.headers.get("Content-Length") == str(len(body))
     step = (await gateway.trace((await gateway.traces())[0]["id"]))["steps"][0]
     assert len(step["input_items"]) == 3000
 

@@ -10,7 +10,7 @@ import orjson
 from gateway.items import Item, ItemKind, Violation, ViolationKind
 from gateway.recording import codec as records
 from gateway.step import RefusalRecord
-from tests.conftest import build_step
+from tests.factories import build_step
 
 TOOLS = [{"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}]
 

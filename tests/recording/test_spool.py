@@ -6,6 +6,7 @@ import os
 import stat
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from gateway.recording.spool import (
     segments,
     write_checkpoint,
 )
-from tests.conftest import build_step
+from tests.factories import build_step
 
 
 def test_lines_come_back_in_order_across_segments(tmp_path: Path) -> None:
@@ -31,12 +32,12 @@ def test_lines_come_back_in_order_across_segments(tmp_path: Path) -> None:
     for line in lines:
         writer.append(line)
     assert len(segments(tmp_path, "w0")) > 5
-    reader = SpoolReader(tmp_path, "w0", Position(1, 0))
-    got = [line for line, _ in reader.read(7)] + [line for line, _ in reader.read(1000)]
-    assert got == [line.rstrip(b"\n") for line in lines]
-    assert reader.read(10) == []  # nothing new yet: a later append is read later
-    writer.append(b"late\n")
-    assert [line for line, _ in reader.read(10)] == [b"late"]
+    with closing(SpoolReader(tmp_path, "w0", Position(1, 0))) as reader:
+        got = [line for line, _ in reader.read(7)] + [line for line, _ in reader.read(1000)]
+        assert got == [line.rstrip(b"\n") for line in lines]
+        assert reader.read(10) == []  # nothing new yet: a later append is read later
+        writer.append(b"late\n")
+        assert [line for line, _ in reader.read(10)] == [b"late"]
 
 
 def test_a_line_torn_by_a_crash_is_skipped_and_the_next_run_goes_on(tmp_path: Path) -> None:
@@ -45,8 +46,8 @@ def test_a_line_torn_by_a_crash_is_skipped_and_the_next_run_goes_on(tmp_path: Pa
     os.write(crashed._fd, b"torn, no newl")  # the crash cut this write short
     restarted = SpoolWriter(tmp_path, "w0")  # a new run never appends to an old segment
     restarted.append(b"next run\n")
-    reader = SpoolReader(tmp_path, "w0", Position(1, 0))
-    assert [line for line, _ in reader.read(10)] == [b"whole", b"next run"]
+    with closing(SpoolReader(tmp_path, "w0", Position(1, 0))) as reader:
+        assert [line for line, _ in reader.read(10)] == [b"whole", b"next run"]
 
 
 def test_files_are_private_and_hold_no_key(tmp_path: Path) -> None:
@@ -62,13 +63,14 @@ def test_checkpoint_resumes_and_releases_stored_segments(tmp_path: Path) -> None
     writer = SpoolWriter(tmp_path, "w0", segment_bytes=10)
     for i in range(5):
         writer.append(f"line {i}\n".encode())
-    reader = SpoolReader(tmp_path, "w0", Position(1, 0))
-    (*_, (_, third)) = reader.read(3)
-    write_checkpoint(tmp_path, "w0", third)
-    reader.release_before(third)
+    with closing(SpoolReader(tmp_path, "w0", Position(1, 0))) as reader:
+        (*_, (_, third)) = reader.read(3)
+        write_checkpoint(tmp_path, "w0", third)
+        reader.release_before(third)
     assert segments(tmp_path, "w0")[0] == third.seq
-    resumed = SpoolReader(tmp_path, "w0", read_checkpoint(tmp_path, "w0") or Position(1, 0))
-    assert [line for line, _ in resumed.read(10)] == [b"line 3", b"line 4"]
+    start = read_checkpoint(tmp_path, "w0") or Position(1, 0)
+    with closing(SpoolReader(tmp_path, "w0", start)) as resumed:
+        assert [line for line, _ in resumed.read(10)] == [b"line 3", b"line 4"]
 
 
 def test_records_round_trip() -> None:

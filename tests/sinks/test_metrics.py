@@ -10,7 +10,7 @@ from gateway.items import StopReason, Violation, ViolationKind
 from gateway.sinks.metrics import MetricsSink, ModelNames, upstream_error_class
 from gateway.step import RefusalRecord, StepRecord
 from tests import harness
-from tests.conftest import T0, build_step
+from tests.factories import T0, build_step
 from tests.fakes.chat import completion
 from tests.harness import Gateway
 from tests.traffic import (
@@ -177,7 +177,7 @@ def test_a_run_left_with_open_tool_calls_counts_as_abandoned_once_idle() -> None
 
     from gateway.items import StopReason
     from gateway.sinks.metrics import MetricsSink
-    from tests.conftest import T0, build_step
+    from tests.factories import T0, build_step
 
     sink = MetricsSink(idle_seconds=60)
     sink.step_finished(build_step("stuck", at=T0, stop_reason=StopReason.TOOL_CALLS), 0.0)

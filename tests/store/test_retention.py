@@ -17,7 +17,7 @@ from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
 from gateway.store.retention import LEDGER, Retention, purge_batch
 from gateway.store.writer import StoreWriter
 from tests import harness
-from tests.conftest import build_step
+from tests.factories import build_step
 from tests.fakes.chat import completion
 from tests.harness import GatewayFactory
 from tests.traffic import HELLO, post

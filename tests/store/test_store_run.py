@@ -17,7 +17,7 @@ from gateway.store.filters import TraceFilters
 from gateway.store.queries import get_trace, get_trace_summary, list_traces
 from gateway.store.session_list import sessions_page as list_sessions
 from gateway.store.writer import StoreWriter
-from tests.conftest import T0
+from tests.factories import T0
 
 MakeStep = Callable[..., StepRecord]
 IDLE = 300.0

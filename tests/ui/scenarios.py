@@ -35,11 +35,13 @@ class Runs:
 
 
 def sdk(gw: Gateway, **headers: str) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(
-        base_url=gw.openai_base,
-        api_key="sk-test-ui-key-1234567890",
-        max_retries=0,
-        default_headers=headers or None,
+    return gw.closing(
+        openai.AsyncOpenAI(
+            base_url=gw.openai_base,
+            api_key="sk-test-ui-key-1234567890",
+            max_retries=0,
+            default_headers=headers or None,
+        )
     )
 
 

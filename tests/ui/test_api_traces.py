@@ -11,7 +11,8 @@ import pytest
 from gateway.items import Item, ItemKind, StopReason, Violation, ViolationKind
 from gateway.store.engine import create_schema, make_engine
 from gateway.store.writer import StoreWriter
-from tests.conftest import Database, build_step
+from tests.conftest import Database
+from tests.factories import build_step
 from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noqa: F401
 
 ANSWER = [Item(ItemKind.ASSISTANT_TEXT, role="assistant", text="done")]
