@@ -9,7 +9,7 @@ import pytest
 
 from gateway.items import Item, ItemKind, Usage
 from gateway.step import NOT_SPOOLED, REFUSAL_FIELDS, STEP_FIELDS, RefusalRecord, StepRecord
-from tests.conftest import build_step
+from tests.factories import build_step
 
 
 def test_every_field_of_a_step_is_declared_once() -> None:

@@ -15,7 +15,7 @@ from gateway.store.mcp_tables import MCP_EXECUTIONS, MCP_METHODS, MCP_TOOLS, MCP
 from gateway.store.mcp_writer import McpWriter
 from gateway.store.retention import purge_batch
 from gateway.store.writer import StoreWriter
-from tests.conftest import build_step
+from tests.factories import build_step
 from tests.store.test_retention import NOW, OLD, RECENT
 
 
