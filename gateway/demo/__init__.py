@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
-import signal
 import socket
 import sys
 from collections.abc import AsyncIterator
@@ -32,7 +31,7 @@ from gateway.demo.agents import RunSummary, run_all
 from gateway.demo.provider import ScriptedProvider
 from gateway.errors import StartupError
 from gateway.ops.http_server import GatewayRunner
-from gateway.ops.serving import STORE_ERRORS, bind, store_failure
+from gateway.ops.serving import STORE_ERRORS, bind, store_failure, until_signal
 from gateway.store.holder import held_alone
 
 __all__ = ["DEMO_IDLE_SECONDS", "RunSummary", "run_demo", "serve_demo"]
@@ -153,20 +152,8 @@ async def serve_demo(
             _print_summary(out, f"{base}/", runs)
             if not once:
                 print("Serving until Ctrl-C.", file=out, flush=True)
-                await _until_signal()
+                await until_signal()
     return runs
-
-
-async def _until_signal() -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        await stop.wait()
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
 
 
 def run_demo(settings: Settings, *, once: bool = False) -> int:
