@@ -66,11 +66,13 @@ def _sort_key(conn: Connection, sort: str) -> Any:
         raise ValueError(f"unknown sort: {sort}")
     t = TRACES.c
     end = sa.func.coalesce(t.last_response_end, t.updated_at)
+    # Whole milliseconds: equal durations tie exactly (then ordered by id), whatever the
+    # rounding of the day fractions or epochs they are computed from.
     if conn.dialect.name == "postgresql":
         seconds = sa.extract("epoch", end - t.started_at)
-        return sa.cast(seconds * 1000, sa.Float)
+        return sa.cast(sa.func.round(seconds * 1000), sa.Float)
     days = sa.func.julianday(end) - sa.func.julianday(t.started_at)
-    return sa.cast(days * 86_400_000, sa.Float)
+    return sa.cast(sa.func.round(days * 86_400_000), sa.Float)
 
 
 def sorted_page(

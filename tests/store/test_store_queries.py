@@ -142,6 +142,28 @@ def test_list_sorted_by_steps_and_duration_across_pages(
         list_traces(engine, sort="colour")
 
 
+@pytest.mark.parametrize("offset_s", [0, 37, 97, 409, 1201, 3607])
+def test_equal_durations_tie_whatever_the_clock(
+    engine: Engine, make_step: MakeStep, offset_s: int
+) -> None:
+    """Two runs of the same length sort by id, at any start time: durations are compared in
+    whole milliseconds, not as the float noise of the times they come from."""
+    base = make_step().started_at + timedelta(seconds=offset_s)
+    records: list[StepRecord | RefusalRecord] = []
+    for i in range(6):  # tr-0 … tr-5: three pairs of runs of equal length
+        for n in range(i % 3 + 1):
+            records.append(make_step(f"tr-{i}", at=base + timedelta(minutes=i, seconds=n)))
+    StoreWriter(engine).write_batch(records)
+    assert _all_pages(engine, 2, sort="duration") == [
+        "tr-5",
+        "tr-2",
+        "tr-4",
+        "tr-1",
+        "tr-3",
+        "tr-0",
+    ]
+
+
 def test_limit_is_capped_and_bad_cursor_rejected(engine: Engine, make_step: MakeStep) -> None:
     _seed(engine, make_step, 3)
     assert len(list_traces(engine, limit=10_000)["traces"]) == 3
