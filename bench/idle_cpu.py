@@ -18,18 +18,9 @@ import tempfile
 import time
 import urllib.request
 
+from tree_cpu import tree  # this folder: run as `python bench/idle_cpu.py`
+
 TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def tree(pid: int) -> list[int]:
-    found = [pid]
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as children:
-            for child in children.read().split():
-                found += tree(int(child))
-    except FileNotFoundError:
-        pass
-    return found
 
 
 def cpu_seconds(pid: int) -> float:

@@ -36,7 +36,7 @@ class ScriptedModel:
     def _answer(self, received: Received, anthropic: bool) -> Reply:
         route = (received.method, received.path.removesuffix("/"))
         if route[0] == "GET" and route[1].startswith("/v1/models"):
-            return _models(route[1], anthropic)
+            return models_reply(route[1], anthropic)
         if route == ("POST", "/v1/chat/completions"):
             return self._chat(received.json())
         if route == ("POST", "/v1/responses"):
@@ -69,7 +69,9 @@ class ScriptedModel:
 MODELS = ["gpt-5", "gpt-4.1", "gpt-4o", "claude-sonnet-4-6"]
 
 
-def _models(path: str, anthropic: bool) -> Reply:
+def models_reply(path: str, anthropic: bool, names: list[str] = MODELS) -> Reply:
+    """The model list (or one model), as each provider shapes it."""
+
     def entry(name: str) -> dict[str, Any]:
         if anthropic:
             return {"type": "model", "id": name, "display_name": name, "created_at": CREATED}
@@ -78,9 +80,9 @@ def _models(path: str, anthropic: bool) -> Reply:
     name = path.removeprefix("/v1/models").strip("/")
     if name:
         return Reply(body=entry(name))
-    data = [entry(m) for m in MODELS]
+    data = [entry(n) for n in names]
     if anthropic:
-        return Reply(body={"data": data, "has_more": False, "first_id": MODELS[0], "last_id": None})
+        return Reply(body={"data": data, "has_more": False, "first_id": names[0], "last_id": None})
     return Reply(body={"object": "list", "data": data})
 
 

@@ -12,9 +12,9 @@ from typing import Any
 from tests.fakes import anthropic, chat, responses
 from tests.fakes.provider import Reply
 from tests.fakes.script import Ids, estimate_tokens
+from tests.fakes.scripted import models_reply
 from tests.fakes.scripted_chat import text_of
 
-CREATED = 1767225600
 
 
 @dataclass(frozen=True)
@@ -228,21 +228,9 @@ PROTOCOLS = {
 
 
 def models(path: str, *, anthropic: bool) -> Reply:
-    """The model list (or one model), as each provider shapes it."""
+    """The model list (or one model) with the names these clients ask for."""
     names = ["gpt-5.5", "gpt-4.1", "qwen3-coder-plus", "claude-sonnet-4-6"]
-
-    def entry(name: str) -> dict[str, Any]:
-        if anthropic:
-            return {"type": "model", "id": name, "display_name": name, "created_at": CREATED}
-        return {"id": name, "object": "model", "created": CREATED, "owned_by": "system"}
-
-    name = path.removeprefix("/v1/models").strip("/")
-    if name:
-        return Reply(body=entry(name))
-    data = [entry(n) for n in names]
-    if anthropic:
-        return Reply(body={"data": data, "has_more": False, "first_id": names[0], "last_id": None})
-    return Reply(body={"object": "list", "data": data})
+    return models_reply(path, anthropic, names)
 
 
 def error(path: str, status: int, message: str) -> Reply:
