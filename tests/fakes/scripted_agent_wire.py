@@ -16,7 +16,6 @@ from tests.fakes.scripted import models_reply
 from tests.fakes.scripted_chat import text_of
 
 
-
 @dataclass(frozen=True)
 class Tool:
     name: str
