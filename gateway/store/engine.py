@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import secrets
+import sqlite3
+import time
 import urllib.parse
 from typing import Any
 
@@ -55,8 +57,8 @@ def _sqlite_engine(url: str, busy_timeout_ms: int) -> Engine:
         # outside transactions. We emit BEGIN ourselves in `_on_begin`.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        _use_wal(cursor, busy_timeout_ms / 1000)
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
@@ -67,6 +69,24 @@ def _sqlite_engine(url: str, busy_timeout_ms: int) -> Engine:
         connection.exec_driver_sql(f"BEGIN {mode}")
 
     return engine
+
+
+def _use_wal(cursor: Any, timeout: float) -> None:
+    """Switch a new database file to WAL (a mode the file keeps), waiting out racing starts.
+
+    The switch needs the file to itself, and SQLite answers "database is locked" at once,
+    without its busy handler, while another process opens or switches the same new file.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if cursor.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def write_connection(engine: Engine) -> Connection:
