@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Any
 
 
@@ -24,6 +26,10 @@ ASSISTANT_KINDS = frozenset(
 )
 
 
+# The attrs of an item that has none: one shared, read-only empty mapping.
+NO_ATTRS: Mapping[str, Any] = MappingProxyType({})
+
+
 @dataclass(frozen=True, slots=True)
 class Item:
     """One typed piece of a step's input or output.
@@ -32,7 +38,10 @@ class Item:
     its token count (attrs["tokens"]) and at most a provider summary in `text`.
     `attrs` is a small JSON object: e.g. {"internal_call_id": True} when the provider sent
     no call id, {"incomplete": True} for a tool call cut off mid-stream, {"text_length": n}
-    after truncation.
+    after truncation. It is read-only: a dict handed in becomes the item's own, wrapped
+    without a copy (its creator must not keep changing it); a change is a new item
+    (`with_changes(attrs={**item.attrs, ...})`). Values inside it are plain JSON values
+    that nothing changes after parsing.
     """
 
     kind: ItemKind
@@ -42,7 +51,11 @@ class Item:
     tool_name: str | None = None
     arguments: str | None = None
     is_error: bool | None = None
-    attrs: dict[str, Any] = field(default_factory=dict)
+    attrs: Mapping[str, Any] = field(default_factory=lambda: NO_ATTRS)
+
+    def __post_init__(self) -> None:
+        if type(self.attrs) is dict:
+            object.__setattr__(self, "attrs", MappingProxyType(self.attrs))
 
     def with_changes(self, **changes: Any) -> Item:
         return replace(self, **changes)
@@ -56,7 +69,7 @@ class Item:
             "tool_name": self.tool_name,
             "arguments": self.arguments,
             "is_error": self.is_error,
-            "attrs": self.attrs,
+            "attrs": dict(self.attrs),
         }
 
 

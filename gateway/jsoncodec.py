@@ -1,10 +1,12 @@
 """JSON in and out on the hot path and in the writer: orjson, with the standard library's
-rules kept for what orjson refuses (NaN, integers past 64 bits, lone surrogates).
+rules kept for what orjson refuses (NaN, integers past 64 bits, lone surrogates). Records'
+read-only mappings (`types.MappingProxyType`) are written as the objects they show.
 """
 
 from __future__ import annotations
 
 import json
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -19,13 +21,21 @@ def loads(data: bytes | bytearray | memoryview | str) -> Any:
         return json.loads(bytes(data) if isinstance(data, memoryview | bytearray) else data)
 
 
+def plain(value: Any) -> Any:
+    """The `default` hook of both encoders: a read-only mapping as its dict (called only for
+    a value the encoder does not know, so plain values cost nothing)."""
+    if isinstance(value, MappingProxyType):
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
 def dumps(value: Any) -> bytes:
     """Compact UTF-8 JSON, as `json.dumps(..., ensure_ascii=False, separators=(",", ":"))`."""
     try:
-        return orjson.dumps(value)
+        return orjson.dumps(value, default=plain)
     except TypeError:  # an integer past 64 bits, a non-string key, a lone surrogate
         # ASCII escapes: a lone surrogate has no UTF-8 form but is valid escaped JSON.
-        return json.dumps(value, separators=(",", ":")).encode()
+        return json.dumps(value, separators=(",", ":"), default=plain).encode()
 
 
 def dumps_text(value: Any) -> str:

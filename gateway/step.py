@@ -1,14 +1,16 @@
 """Step: the record of one model request, built once when its exchange finishes and frozen.
 
-No module changes a record after the proxy built it (redaction makes a redacted copy).
+No module changes a record after the proxy built it (redaction makes a redacted copy):
+its sequences are tuples and its JSON objects read-only mappings, whoever builds it.
 `STEP_FIELDS` declares, once, how each field is spooled, stored and redacted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
 from typing import Any, Literal
 
 from gateway.items import Item, ItemKind, StopReason, Usage, Violation, ViolationKind
@@ -37,7 +39,7 @@ class StepRecord:
     ttft_ms: float | None = None
     input_items: tuple[Item, ...] = ()  # only those new in this trace
     output_items: tuple[Item, ...] = ()
-    error: dict[str, Any] | None = None
+    error: Mapping[str, Any] | None = None
     violations: tuple[Violation, ...] = ()
     # HMAC over the full input plus output: the key a later request's history continues.
     continuation_key: str | None = None
@@ -52,8 +54,8 @@ class StepRecord:
     retry_of: str | None = None  # the step id of the failed attempt this one repeats
     # The request's tool declarations as sent and its other parameters (protocols.
     # request_facts); redacted with the rest before storage.
-    declared_tools: list[Any] | None = None
-    params: dict[str, Any] | None = None
+    declared_tools: tuple[Any, ...] | None = None
+    params: Mapping[str, Any] | None = None
     # When the response ended (started_at + latency_ms): what orders traces newest first.
     ended_at: datetime = _DERIVED
     # Tool time before this request as this process saw it: from the end of the trace's
@@ -62,13 +64,28 @@ class StepRecord:
     tool_ms: float | None = None
 
     def __post_init__(self) -> None:
-        # Liberal in what it takes: any iterable of items or violations is kept as a tuple.
-        for name in ("input_items", "output_items", "violations"):
-            value = getattr(self, name)
-            if not isinstance(value, tuple):
-                object.__setattr__(self, name, tuple(value))
+        # Liberal in what it takes: any iterable of items or violations is kept as a tuple,
+        # a JSON object as a read-only view (decoded, redacted and built records alike).
+        _freeze(self, ("input_items", "output_items", "violations", "declared_tools"))
+        _read_only(self, ("error", "params"))
         if self.ended_at is _DERIVED:
             object.__setattr__(self, "ended_at", response_end(self.started_at, self.latency_ms))
+
+
+def _freeze(record: Any, names: tuple[str, ...]) -> None:
+    for name in names:
+        value = getattr(record, name)
+        if value is not None and not isinstance(value, tuple):
+            object.__setattr__(record, name, tuple(value))
+
+
+def _read_only(record: Any, names: tuple[str, ...]) -> None:
+    # Top level only: the values inside are the request's or the provider's parsed JSON,
+    # which no stage changes, and walking every tool schema would cost each request.
+    for name in names:
+        value = getattr(record, name)
+        if type(value) is dict:
+            object.__setattr__(record, name, MappingProxyType(value))
 
 
 def response_end(started_at: datetime, latency_ms: float | None) -> datetime:
@@ -97,10 +114,7 @@ class RefusalRecord:
     session_id: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("violations", "items"):
-            value = getattr(self, name)
-            if not isinstance(value, tuple):
-                object.__setattr__(self, name, tuple(value))
+        _freeze(self, ("violations", "items"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,8 +137,8 @@ class StepStart:
     session_id: str | None = None
     tools: dict[str, Any] | None = None  # declared function tools (ParsedRequest.tools)
     upstream_url: str | None = None  # where it went: names the provider for prices
-    declared_tools: list[Any] | None = None  # as sent (protocols.request_facts)
-    params: dict[str, Any] | None = None
+    declared_tools: tuple[Any, ...] | None = None  # as sent (protocols.request_facts)
+    params: Mapping[str, Any] | None = None
 
 
 # The step's shape, declared once

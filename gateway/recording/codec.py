@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from gateway.jsoncodec import plain
 from gateway.step import REFUSAL_FIELDS, STEP_FIELDS, Persisted, RefusalRecord, StepRecord
 
 Record = StepRecord | RefusalRecord
@@ -26,7 +27,7 @@ def encode(record: Record) -> bytes:
         (_STEP, STEP_FIELDS) if isinstance(record, StepRecord) else (_REFUSAL, REFUSAL_FIELDS)
     )
     row = [f.to_json(getattr(record, f.name)) for f in table]
-    return tag + orjson.dumps(row) + b"\n"
+    return tag + orjson.dumps(row, default=plain) + b"\n"
 
 
 def decode(line: bytes) -> Record:

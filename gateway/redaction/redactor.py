@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 from gateway import jsoncodec
@@ -24,6 +25,11 @@ from gateway.step import REFUSAL_FIELDS, STEP_FIELDS, Persisted, RefusalRecord, 
 _PRECUT_FACTOR = 4
 
 _R = TypeVar("_R", StepRecord, RefusalRecord)
+
+# A record's JSON objects and arrays come parsed (dict, list) or read-only (a mapping proxy,
+# a tuple); a redacted copy is plain JSON either way.
+_OBJECTS = (dict, MappingProxyType)
+_ARRAYS = (list, tuple)
 
 
 # A "key": value pair in JSON text that does not parse (a tool call cut off mid-stream);
@@ -106,9 +112,9 @@ class Redactor:
         """Redact a parsed JSON value: values under secret keys, then all strings and keys."""
         if isinstance(value, str):
             return self.redact_text(value)
-        if isinstance(value, dict):
+        if isinstance(value, _OBJECTS):
             return {self.redact_text(k): self._entry(k, v) for k, v in value.items()}
-        if isinstance(value, list):
+        if isinstance(value, _ARRAYS):
             return [self.redact_value(v) for v in value]
         return value
 
@@ -123,9 +129,9 @@ class Redactor:
         """Run text rules over every string inside a small JSON object (item attrs)."""
         if isinstance(value, str):
             return self.redact_text(value)
-        if isinstance(value, dict):
+        if isinstance(value, _OBJECTS):
             return {k: self._strings(v) for k, v in value.items()}
-        if isinstance(value, list):
+        if isinstance(value, _ARRAYS):
             return [self._strings(v) for v in value]
         return value
 

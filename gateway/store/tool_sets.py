@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -17,8 +17,9 @@ from gateway.store.engine import dialect_insert
 from gateway.store.models import TOOL_SETS
 
 
-def tool_set_hash(tools: list[Any]) -> str:
-    """SHA-256 of the list's canonical JSON: the same tools in the same order, one row."""
+def tool_set_hash(tools: Sequence[Any]) -> str:
+    """SHA-256 of the list's canonical JSON: the same tools in the same order, one row (a
+    record's tuple and a parsed list hash alike)."""
     canonical = json.dumps(tools, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -26,7 +27,7 @@ def tool_set_hash(tools: list[Any]) -> str:
 def store_tool_sets(conn: Connection, steps: Iterable[StepRecord]) -> dict[str, str]:
     """Insert each new distinct list (a known one is left alone); step id → its list's hash."""
     by_step: dict[str, str] = {}
-    fresh: dict[str, list[Any]] = {}
+    fresh: dict[str, Sequence[Any]] = {}
     for step in steps:
         if step.declared_tools is None:
             continue

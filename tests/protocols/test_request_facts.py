@@ -91,5 +91,16 @@ ANTHROPIC_TOOL = {"name": "f", "description": "d", "input_schema": {"type": "obj
 def test_tools_and_parameters_of_each_protocol(
     protocol: str, body: Any, tools: list[Any] | None, params: dict[str, Any] | None
 ) -> None:
-    assert declared_tools(protocol, body) == tools
+    declared = declared_tools(protocol, body)
+    assert (None if declared is None else list(declared)) == tools
     assert request_params(protocol, body) == params
+
+
+def test_tools_and_parameters_are_read_only_and_leave_the_body_alone() -> None:
+    body = {"model": "m", "messages": [], "tools": [CHAT_TOOL], "temperature": 0}
+    tools, params = declared_tools("chat", body), request_params("chat", body)
+    assert isinstance(tools, tuple)
+    assert params is not None
+    with pytest.raises(TypeError):
+        params["temperature"] = 1  # type: ignore[index]
+    assert body == {"model": "m", "messages": [], "tools": [CHAT_TOOL], "temperature": 0}

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import orjson
+import pytest
 
 from gateway.items import Item, ItemKind, Violation, ViolationKind
 from gateway.recording import codec as records
@@ -18,6 +19,19 @@ TOOLS = [{"type": "function", "function": {"name": "search", "parameters": {"typ
 def test_tools_and_parameters_round_trip_through_the_spool() -> None:
     step = build_step(declared_tools=TOOLS, params={"temperature": 0.2, "tool_choice": "auto"})
     assert records.decode(records.encode(step)) == step
+
+
+def test_a_decoded_record_is_as_read_only_as_the_one_spooled() -> None:
+    step = build_step(
+        declared_tools=TOOLS, params={"temperature": 0.2}, error={"message": "m", "code": 1}
+    )
+    decoded = records.decode(records.encode(step))
+    assert isinstance(decoded, type(step))
+    assert decoded == step and records.encode(decoded) == records.encode(step)
+    assert isinstance(decoded.declared_tools, tuple)
+    for mapping in (decoded.params, decoded.error, decoded.input_items[0].attrs):
+        with pytest.raises(TypeError):
+            mapping["changed"] = True  # type: ignore[index]
 
 
 def test_a_line_spooled_before_tools_were_recorded_still_reads() -> None:
