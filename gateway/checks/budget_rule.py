@@ -1,13 +1,15 @@
 """The budget rule: whether a trace's counts allow one more step, and which budget refuses.
 
-Every Python ledger asks `refusing_budget`; its SQL twin is the WHERE clause of the ledger's
-RESERVE statement (gateway.store.ledger), and a test holds the two equal on a table of cases.
+Declared once, as data (`RULE`): every in-process ledger asks `refusing_budget`, which reads
+it; the database ledger's RESERVE statement (gateway.store.ledger) renders the same bounds as
+its WHERE clause, so both apply one rule (a test still runs both on a table of cases).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from decimal import Decimal
+from typing import Any
 
 from gateway.checks.budgets import Limits, token_price_nano
 
@@ -38,18 +40,58 @@ class Caps:
         )
 
 
+# The names of Caps' fields: RESERVE's parameters are named after them.
+CAP_NAMES = tuple(f.name for f in fields(Caps))
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """One budget: a trace may take one more step while its `count` (plus the cap named
+    `floor`, if any) stays below the cap named `cap`, or reaches it at most (`inclusive`)."""
+
+    budget: str  # the budget a refusal names
+    count: str  # one of COUNTS
+    cap: str  # one of CAP_NAMES
+    inclusive: bool = False
+    floor: str | None = None
+
+    def allows(self, count: float, caps: Caps) -> bool:
+        used = count if self.floor is None else count + getattr(caps, self.floor)
+        cap = getattr(caps, self.cap)
+        return bool(used <= cap) if self.inclusive else bool(used < cap)
+
+
+# What the rule compares: steps taken; tokens and nano-dollars spent plus held in flight;
+# seconds since the trace's first request (0 for a trace not yet started).
+COUNTS = ("steps", "tokens", "cost", "elapsed")
+
+# Checked in this order: the first bound that refuses names the refusal.
+RULE: tuple[Bound, ...] = (
+    Bound("steps", "steps", "max_steps"),
+    Bound("tokens", "tokens", "max_tokens"),
+    # Spending up to the cap is allowed, but a request must be able to buy one token.
+    Bound("cost", "cost", "max_cost", inclusive=True, floor="cost_floor"),
+    Bound("time", "elapsed", "max_duration"),
+)
+
+
 def refusing_budget(
     caps: Caps, steps: int, tokens: int, cost_nano: int, elapsed_s: float
 ) -> str | None:
-    """The budget that refuses one more step ("steps", "tokens", "cost", "time", checked in
-    that order), or None when all allow it. `tokens` and `cost_nano` count what is spent
-    plus what is held in flight; `elapsed_s` is 0 for a trace not yet started."""
-    if steps >= caps.max_steps:
-        return "steps"
-    if tokens >= caps.max_tokens:
-        return "tokens"
-    if cost_nano + caps.cost_floor > caps.max_cost:
-        return "cost"
-    if elapsed_s >= caps.max_duration:
-        return "time"
+    """The budget that refuses one more step ("steps", "tokens", "cost", "time", in RULE's
+    order), or None when all allow it."""
+    counts = {"steps": steps, "tokens": tokens, "cost": cost_nano, "elapsed": elapsed_s}
+    for bound in RULE:
+        if not bound.allows(counts[bound.count], caps):
+            return bound.budget
     return None
+
+
+def cap_values(caps: Caps) -> dict[str, Any]:
+    """The caps by field name, as RESERVE takes them."""
+    return {name: getattr(caps, name) for name in CAP_NAMES}
+
+
+def caps_from(values: dict[str, Any]) -> Caps:
+    """The caps back from RESERVE's parameters."""
+    return Caps(**{name: values[name] for name in CAP_NAMES})

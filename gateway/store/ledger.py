@@ -22,14 +22,21 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Field, SQLModel
 
 from gateway.checks import budgets
-from gateway.checks.budget_rule import UNLIMITED, Caps, refusing_budget
+from gateway.checks.budget_rule import (
+    RULE,
+    UNLIMITED,
+    Bound,
+    Caps,
+    cap_values,
+    caps_from,
+    refusing_budget,
+)
 from gateway.checks.budgets import Limits, Reservation, Settlement, Spent
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 R = TypeVar("R")
-# Stands for "no limit" inside SQL, so one statement serves every combination of limits.
 
 
 def _nano_column() -> sa.Column[int]:
@@ -52,19 +59,37 @@ class BudgetLedgerRow(SQLModel, table=True):
     started_at: float | None = Field(default=None, sa_column=sa.Column(sa.Float, nullable=True))
 
 
-# One statement: a new trace's row is inserted with its first reservation; an existing row
-# is updated only while every budget allows (else no row returns and the request is refused).
-# Inside DO UPDATE, `budget_ledger.x` is the stored value (SQLite and PostgreSQL alike), and
-# every SET expression reads the values from before the update.
 def _held(want: str, cap: str, spent: str, in_flight: str) -> str:
     left = f"{cap} - budget_ledger.{spent} - budget_ledger.{in_flight}"
     return f"CASE WHEN {want} < {left} THEN {want} ELSE {left} END"
 
 
+# Each of the budget rule's COUNTS as RESERVE reads it from the stored row.
+_COUNT_SQL = {
+    "steps": "budget_ledger.steps",
+    "tokens": "budget_ledger.tokens_spent + budget_ledger.tokens_in_flight",
+    "cost": "budget_ledger.cost_spent + budget_ledger.cost_in_flight",
+    "elapsed": ":now - coalesce(budget_ledger.started_at, :now)",
+}
+
+
+def _allows(bound: Bound) -> str:
+    """A bound of the rule in SQL: caps are parameters named after Caps' fields (UNLIMITED
+    for a limit that is not set, so one statement serves every combination of limits)."""
+    used = _COUNT_SQL[bound.count] + ("" if bound.floor is None else f" + :{bound.floor}")
+    return f"{used} {'<=' if bound.inclusive else '<'} :{bound.cap}"
+
+
+# The budget rule's WHERE clause (gateway.checks.budget_rule.RULE, rendered here).
+ALLOWED = "\n        AND ".join(_allows(bound) for bound in RULE)
 _HELD = _held(":want", ":max_tokens", "tokens_spent", "tokens_in_flight")
 _COST_HELD = _held(":want_cost", ":max_cost", "cost_spent", "cost_in_flight")
 _COLUMNS = """steps, tokens_spent, tokens_in_flight, last_reserved, cost_spent, cost_in_flight,
     cost_last_held, started_at"""
+# One statement: a new trace's row is inserted with its first reservation; an existing row
+# is updated only while every budget allows (else no row returns and the request is refused).
+# Inside DO UPDATE, `budget_ledger.x` is the stored value (SQLite and PostgreSQL alike), and
+# every SET expression reads the values from before the update.
 RESERVE = f"""
     INSERT INTO budget_ledger (trace_id, {_COLUMNS})
     VALUES (:trace_id, 1, 0, :first_held, :first_held, 0, :first_cost, :first_cost, :now)
@@ -75,10 +100,7 @@ RESERVE = f"""
         cost_in_flight = budget_ledger.cost_in_flight + {_COST_HELD},
         cost_last_held = {_COST_HELD},
         started_at = coalesce(budget_ledger.started_at, :now)
-    WHERE budget_ledger.steps < :max_steps
-        AND budget_ledger.tokens_spent + budget_ledger.tokens_in_flight < :max_tokens
-        AND budget_ledger.cost_spent + budget_ledger.cost_in_flight + :cost_floor <= :max_cost
-        AND :now - coalesce(budget_ledger.started_at, :now) < :max_duration
+    WHERE {ALLOWED}
     RETURNING {_COLUMNS}
 """
 SPENT = f"""
@@ -152,28 +174,18 @@ def reserve_params(
     want_cost = UNLIMITED if want_cost is None else want_cost
     return {
         "trace_id": trace_id,
-        "max_steps": caps.max_steps,
-        "max_tokens": caps.max_tokens,
+        **cap_values(caps),
         "want": want,
         "first_held": min(want, caps.max_tokens),
-        "max_cost": caps.max_cost,
         "want_cost": want_cost,
         "first_cost": min(want_cost, caps.max_cost),
-        "cost_floor": caps.cost_floor,
-        "max_duration": caps.max_duration,
         "now": time.time() if now is None else now,
     }
 
 
 def caps_of(params: dict[str, Any]) -> Caps:
     """The caps RESERVE's parameters hold, for the Python side of the rule."""
-    return Caps(
-        params["max_steps"],
-        params["max_tokens"],
-        params["max_cost"],
-        params["cost_floor"],
-        params["max_duration"],
-    )
+    return caps_from(params)
 
 
 def add_params(trace_id: str, steps: int, tokens: int, cost_nano: int) -> dict[str, Any]:
