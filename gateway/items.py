@@ -131,6 +131,12 @@ class StopReason(StrEnum):
         return self in _FAILS_RUN
 
     @property
+    def answered(self) -> bool:
+        """The provider answered, in part if the stream was cut: a later request may
+        continue a step that stopped so."""
+        return self not in _UNANSWERED
+
+    @property
     def final(self) -> bool:
         """The model gave its final answer (or declined to): the run is over if no tool
         call is open."""
@@ -140,6 +146,7 @@ class StopReason(StrEnum):
 _BROKE = frozenset({StopReason.ERROR, StopReason.INTERRUPTED, StopReason.CANCELLED})
 _FAILS_RUN = _BROKE | {StopReason.LENGTH, StopReason.CONTENT_FILTER}
 _FINAL = frozenset({StopReason.COMPLETED, StopReason.REFUSAL})
+_UNANSWERED = frozenset({StopReason.ERROR, StopReason.CANCELLED})
 
 
 class ViolationKind(StrEnum):

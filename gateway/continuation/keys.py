@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from hashlib import blake2b
 
@@ -77,7 +77,7 @@ class ContinuationKeys:
     def _step(self, state: bytes, item: Item) -> bytes:
         return blake2b(state + _canonical(item), key=self._secret, digest_size=20).digest()
 
-    def chain(self, items: list[Item], state: bytes = b"") -> bytes:
+    def chain(self, items: Iterable[Item], state: bytes = b"") -> bytes:
         for item in items:
             if not _skipped(item):
                 state = self._step(state, item)
@@ -113,7 +113,7 @@ class ContinuationKeys:
                 found.append(Boundary(_end_of_turn(items, index + 1), state.hex()))
         return Scan(found, starts, state)
 
-    def step_key(self, input_state: bytes, output_items: list[Item]) -> str | None:
+    def step_key(self, input_state: bytes, output_items: Sequence[Item]) -> str | None:
         """The key a later request's history carries if it continues this step."""
         if not any(item.kind in ASSISTANT_KINDS - _IGNORED for item in output_items):
             return None

@@ -10,8 +10,10 @@ output checks, the tool and loop checks (`gateway.exchange.calls`), and the anom
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from types import MappingProxyType
 from typing import Any
 
 from gateway.exchange.calls import CallRules
@@ -37,25 +39,30 @@ class Anomaly:
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """How the exchange ended and what the response said: everything a step record needs
-    from the provider's side. Built once, when the exchange finishes."""
+    from the provider's side. Built once, when the exchange finishes, and read-only (its
+    lists become tuples, its error a read-only mapping)."""
 
     ending: Ending
     stop_reason: StopReason
     http_status: int | None = None
     raw_stop_reason: str | None = None
-    output_items: list[Item] = field(default_factory=list)
+    output_items: tuple[Item, ...] = ()
     usage: Usage = field(default_factory=Usage)
     response_id: str | None = None
     model: str | None = None
-    error: dict[str, Any] | None = None
-    violations: list[Violation] = field(default_factory=list)
+    error: Mapping[str, Any] | None = None
+    violations: tuple[Violation, ...] = ()
     complete: bool = False  # the protocol's completion marker arrived
     anomalies: tuple[Anomaly, ...] = ()  # noted until the outcome was decided
+
+    def __post_init__(self) -> None:
+        if type(self.error) is dict:
+            object.__setattr__(self, "error", MappingProxyType(self.error))
 
     @property
     def continuable(self) -> bool:
         """A later request may continue this step (it produced an answer)."""
-        return self.stop_reason not in (StopReason.ERROR, StopReason.CANCELLED)
+        return self.stop_reason.answered
 
     @property
     def no_answer(self) -> bool:
@@ -276,7 +283,7 @@ class Exchange:
             decision.stop_reason,
             http_status=status,
             error=error,
-            violations=decision.violations,
+            violations=tuple(decision.violations),
             anomalies=self._noted(),
         )
         return [*self._settle(outcome.usage), Finished(outcome)]
@@ -323,12 +330,12 @@ class Exchange:
             assembled.stop_reason,
             self._status,
             raw_stop_reason=assembled.raw_stop_reason,
-            output_items=assembled.output_items,
+            output_items=tuple(assembled.output_items),
             usage=assembled.usage,
             response_id=assembled.response_id,
             model=assembled.model,
             error=assembled.error,
-            violations=violations,
+            violations=tuple(violations),
             complete=assembled.complete,
             anomalies=self._noted(tap),
         )

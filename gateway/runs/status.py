@@ -49,7 +49,7 @@ Both indexes exist today and serve the newest-first keyset order (`updated_at`, 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -174,7 +174,7 @@ def emitted_calls(output_items: Iterable[Item]) -> int:
     )
 
 
-def mark_terminal(output_items: list[Item], extra: Collection[str] = ()) -> list[Item]:
+def mark_terminal(output_items: Sequence[Item], extra: Collection[str] = ()) -> Sequence[Item]:
     """The step's output with each call of a terminal output tool marked `terminal`."""
     if not any(_is_terminal(item, extra) for item in output_items):
         return output_items

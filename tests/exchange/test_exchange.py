@@ -83,7 +83,7 @@ def test_stream_settles_at_its_marker_and_finishes_before_the_response_ends() ->
     )
     outcome = outcome_of(commands)
     assert [item.tool_name for item in outcome.output_items] == ["get_weather", "get_weather"]
-    assert outcome.violations == []
+    assert outcome.violations == ()
 
 
 def test_hidden_usage_event_is_the_only_rewrite() -> None:
@@ -227,7 +227,7 @@ def test_passthrough_forwards_blind() -> None:
                 end,
                 [
                     settled(None),
-                    finished(stop_reason=StopReason.COMPLETED, violations=[]),
+                    finished(stop_reason=StopReason.COMPLETED, violations=()),
                     EndResponse(),
                 ],
             ),
@@ -281,7 +281,7 @@ def test_compression_bomb_stops_observing_not_forwarding() -> None:
                 end,
                 [
                     settled(None),
-                    finished(stop_reason=StopReason.UNKNOWN, violations=[]),
+                    finished(stop_reason=StopReason.UNKNOWN, violations=()),
                     EndResponse(),
                 ],
             ),

@@ -90,7 +90,7 @@ def test_an_unreachable_provider_is_decided_by_the_stop_table(
                         stop_reason=StopReason.UNKNOWN,  # the row changed: the outcome follows
                         http_status=504,
                         error=ERROR,
-                        violations=[],
+                        violations=(),
                     ),
                 ],
             ),
@@ -126,7 +126,7 @@ def test_a_step_without_rules_leaves_its_calls_unjudged() -> None:
         [
             (head(), []),
             (receive(stream := calling("get_time", "{}")), [observed(stream), settled(None)]),
-            (end, [finished(stop_reason=StopReason.TOOL_CALLS, violations=[]), EndResponse()]),
+            (end, [finished(stop_reason=StopReason.TOOL_CALLS, violations=()), EndResponse()]),
         ],
     )
     assert [item.tool_name for item in outcome_of(commands).output_items] == ["get_time"]
@@ -177,7 +177,7 @@ def test_a_delta_after_the_marker_is_an_anomaly_in_the_outcome() -> None:
     )
     outcome = outcome_of(commands)
     assert outcome.anomalies == (Anomaly(AnomalyKind.DELTA, "TextDelta in state ended"),)
-    assert outcome.violations == []  # noted and ignored: the answer stands
+    assert outcome.violations == ()  # noted and ignored: the answer stands
 
 
 def test_an_illegal_event_is_an_anomaly_in_the_outcome() -> None:

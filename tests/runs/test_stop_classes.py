@@ -1,5 +1,6 @@
 """Stop reasons fall in classes every surface reads off the enum: an attempt that broke (a
-retry follows it, its span is an error), a stop that fails the run, a final answer."""
+retry follows it, its span is an error), a stop that fails the run, a final answer, an
+answer (in part, if cut) a later request may continue."""
 
 from __future__ import annotations
 
@@ -7,17 +8,17 @@ import pytest
 
 from gateway.items import StopReason as S
 
-# stop: (broke, fails the run, final)
+# stop: (broke, fails the run, final, answered)
 CLASSES = {
-    S.COMPLETED: (False, False, True),
-    S.REFUSAL: (False, False, True),
-    S.TOOL_CALLS: (False, False, False),
-    S.UNKNOWN: (False, False, False),
-    S.LENGTH: (False, True, False),
-    S.CONTENT_FILTER: (False, True, False),
-    S.ERROR: (True, True, False),
-    S.INTERRUPTED: (True, True, False),
-    S.CANCELLED: (True, True, False),
+    S.COMPLETED: (False, False, True, True),
+    S.REFUSAL: (False, False, True, True),
+    S.TOOL_CALLS: (False, False, False, True),
+    S.UNKNOWN: (False, False, False, True),
+    S.LENGTH: (False, True, False, True),
+    S.CONTENT_FILTER: (False, True, False, True),
+    S.ERROR: (True, True, False, False),
+    S.INTERRUPTED: (True, True, False, True),
+    S.CANCELLED: (True, True, False, False),
 }
 
 
@@ -27,7 +28,7 @@ def test_every_stop_reason_has_its_class() -> None:
 
 @pytest.mark.parametrize("stop", list(S))
 def test_classes(stop: S) -> None:
-    assert (stop.broke, stop.fails_run, stop.final) == CLASSES[stop]
+    assert (stop.broke, stop.fails_run, stop.final, stop.answered) == CLASSES[stop]
 
 
 def test_stored_values_read_back() -> None:
