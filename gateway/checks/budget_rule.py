@@ -1,8 +1,7 @@
 """The budget rule: whether a trace's counts allow one more step, and which budget refuses.
 
-Declared once, as data (`RULE`): every in-process ledger asks `refusing_budget`, which reads
-it; the database ledger's RESERVE statement (gateway.store.ledger) renders the same bounds as
-its WHERE clause, so both apply one rule (a test still runs both on a table of cases).
+Declared once, as data (`RULE`): `refusing_budget` reads it for the in-process ledgers, and
+the store's RESERVE statement renders it as its WHERE clause (gateway.store.ledger).
 """
 
 from __future__ import annotations

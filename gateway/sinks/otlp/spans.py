@@ -63,8 +63,7 @@ def nanoseconds(at: datetime) -> int:
 
 def step_span(step: StepRecord, provider: Provider, redact: Redact) -> SpanPlan:
     """The span of one step: `chat {model}` for the model protocols, kind CLIENT."""
-    start = nanoseconds(step.started_at)
-    end = start + int((step.latency_ms or 0.0) * 1_000_000)
+    start, end = nanoseconds(step.started_at), nanoseconds(step.ended_at)
     if step.protocol == "passthrough":
         name, attributes = _passthrough(step, redact)
     else:
