@@ -6,8 +6,10 @@ the store's RESERVE statement renders it as its WHERE clause (gateway.store.ledg
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, fields
 from decimal import Decimal
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from gateway.checks.budgets import Limits, token_price_nano
@@ -54,11 +56,6 @@ class Bound:
     inclusive: bool = False
     floor: str | None = None
 
-    def allows(self, count: float, caps: Caps) -> bool:
-        used = count if self.floor is None else count + getattr(caps, self.floor)
-        cap = getattr(caps, self.cap)
-        return bool(used <= cap) if self.inclusive else bool(used < cap)
-
 
 # What the rule compares: steps taken; tokens and nano-dollars spent plus held in flight;
 # seconds since the trace's first request (0 for a trace not yet started).
@@ -74,23 +71,35 @@ RULE: tuple[Bound, ...] = (
 )
 
 
+# RULE as refusing_budget walks it on each reservation: lookups resolved once.
+_PLAN = tuple(
+    (
+        b.budget,
+        COUNTS.index(b.count),
+        attrgetter(b.cap),
+        None if b.floor is None else attrgetter(b.floor),
+        operator.le if b.inclusive else operator.lt,
+    )
+    for b in RULE
+)
+
+
 def refusing_budget(
     caps: Caps, steps: int, tokens: int, cost_nano: int, elapsed_s: float
 ) -> str | None:
     """The budget that refuses one more step ("steps", "tokens", "cost", "time", in RULE's
     order), or None when all allow it."""
-    counts = {"steps": steps, "tokens": tokens, "cost": cost_nano, "elapsed": elapsed_s}
-    for bound in RULE:
-        if not bound.allows(counts[bound.count], caps):
-            return bound.budget
+    counts = (steps, tokens, cost_nano, elapsed_s)  # in COUNTS' order
+    for budget, at, cap, floor, within in _PLAN:
+        used = counts[at] if floor is None else counts[at] + floor(caps)
+        if not within(used, cap(caps)):
+            return budget
     return None
 
 
-def cap_values(caps: Caps) -> dict[str, Any]:
-    """The caps by field name, as RESERVE takes them."""
-    return {name: getattr(caps, name) for name in CAP_NAMES}
+_CAPS_OF_PARAMS = itemgetter(*CAP_NAMES)
 
 
 def caps_from(values: dict[str, Any]) -> Caps:
     """The caps back from RESERVE's parameters."""
-    return Caps(**{name: values[name] for name in CAP_NAMES})
+    return Caps(*_CAPS_OF_PARAMS(values))

@@ -27,7 +27,6 @@ from gateway.checks.budget_rule import (
     UNLIMITED,
     Bound,
     Caps,
-    cap_values,
     caps_from,
     refusing_budget,
 )
@@ -172,9 +171,15 @@ def reserve_params(
     want = 0 if limits.max_tokens is None else (wanted_tokens or UNLIMITED)
     want_cost = budgets.cost_wanted_nano(limits, wanted_tokens, output_price)
     want_cost = UNLIMITED if want_cost is None else want_cost
+    # Each cap under its field's name, as RESERVE's WHERE clause names it (written out: a
+    # literal is what the request path can afford).
     return {
         "trace_id": trace_id,
-        **cap_values(caps),
+        "max_steps": caps.max_steps,
+        "max_tokens": caps.max_tokens,
+        "max_cost": caps.max_cost,
+        "cost_floor": caps.cost_floor,
+        "max_duration": caps.max_duration,
         "want": want,
         "first_held": min(want, caps.max_tokens),
         "want_cost": want_cost,

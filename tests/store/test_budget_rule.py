@@ -1,6 +1,6 @@
-"""One budget rule: the ledger's RESERVE statement and the Python rule every in-process
-ledger asks agree, case by case, on whether a trace may take one more step and which budget
-refuses it."""
+"""One budget rule: declared once (budget_rule.RULE), it is what the ledger's RESERVE
+statement renders and what every in-process ledger asks; both agree, case by case, on
+whether a trace may take one more step and which budget refuses it."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from typing import NamedTuple
 import pytest
 import sqlalchemy as sa
 
-from gateway.checks.budget_rule import Caps, refusing_budget
+from gateway.checks.budget_rule import CAP_NAMES, COUNTS, RULE, Caps, refusing_budget
 from gateway.checks.budgets import Limits
 from gateway.store.engine import create_schema, make_engine
-from gateway.store.ledger import RESERVE, reserve_params
+from gateway.store.ledger import ALLOWED, RESERVE, reserve_params
 
 NOW = 1_000_000.0
 PRICE = Decimal("0.00001")  # dollars per output token: 10 000 nano-dollars
@@ -85,3 +85,12 @@ def test_sql_and_python_agree(engine: sa.Engine, case: Case) -> None:
     refused_by = refusing_budget(Caps.of(limits, price), *counts)
     assert refused_by == want
     assert admitted_by_sql == (refused_by is None)
+
+
+def test_reserve_renders_every_bound_of_the_rule_and_binds_its_caps() -> None:
+    params = reserve_params("run", Limits(), None)
+    assert ALLOWED in RESERVE and ALLOWED.count(" AND ") == len(RULE) - 1
+    for bound in RULE:
+        assert bound.count in COUNTS and bound.cap in CAP_NAMES
+        assert f":{bound.cap}" in ALLOWED and bound.cap in params
+        assert bound.floor is None or (bound.floor in CAP_NAMES and bound.floor in params)
