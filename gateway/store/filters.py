@@ -60,7 +60,7 @@ def trace_conditions(
 
 
 def status_condition(status: TraceStatus, now: datetime, idle_seconds: float) -> Any:
-    """The SQL twin of trace_status.status_at, per status, with cut = now - idle."""
+    """The SQL twin of gateway.runs.status.status_at, per status, with cut = now - idle."""
     t = TRACES.c
     cut = now - timedelta(seconds=idle_seconds)
     if status is TraceStatus.RUNNING:
