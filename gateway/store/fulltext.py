@@ -2,8 +2,8 @@
 items table: one statement a batch when steps are written, one when they are purged.
 
 `items_fts` is an external-content FTS5 table over `items` (no copy of the text), so it
-changes only through these calls, never by triggers. PostgreSQL needs neither: its GIN
-index is over an expression of the row and follows every insert and delete.
+changes only through these calls, never by triggers. PostgreSQL needs neither: an item's
+words are a generated column (`search_words`) computed with the row it belongs to.
 """
 
 from __future__ import annotations

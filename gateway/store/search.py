@@ -2,8 +2,8 @@
 indexed lookups alone, each bounded; the list then pages those traces with its filters.
 
 Words of recorded text, tool names and call ids match through SQLite FTS5 (`items_fts`,
-kept by gateway.store.fulltext) or PostgreSQL's GIN index over the same words (`simple`
-configuration); trace, step, response, provider request and call ids match by prefix, as
+kept by gateway.store.fulltext) or PostgreSQL's stored `items.search_words` and its GIN
+index (`simple` configuration); trace, step, response, provider request and call ids match by prefix, as
 range seeks on their indexes (`id >= prefix AND id < next`), which any collation serves.
 """
 
@@ -24,11 +24,8 @@ MAX_WORD_MATCHES = 2000
 MAX_PREFIX_MATCHES = 2000  # rows of one id column a prefix reads
 # PostgreSQL: room for an exact bitmap of a common word's matches, so no page is rechecked.
 _PG_WORK_MEM = "64MB"
-# The expression revision 0002 indexes with GIN; spelled the same, the planner uses it.
-_PG_WORDS_MATCH = (
-    "to_tsvector('simple', coalesce(items.text, '') || ' ' || coalesce(items.tool_name, '') "
-    "|| ' ' || coalesce(items.call_id, '')) @@ plainto_tsquery('simple', :words)"
-)
+# The stored words of an item (revision 0006) and their GIN index: nothing is recomputed.
+_PG_WORDS_MATCH = "items.search_words @@ plainto_tsquery('simple', :words)"
 
 
 def tokens(text: str) -> list[str]:
