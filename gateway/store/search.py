@@ -3,8 +3,9 @@ indexed lookups alone, each bounded; the list then pages those traces with its f
 
 Words of recorded text, tool names and call ids match through SQLite FTS5 (`items_fts`,
 kept by gateway.store.fulltext) or PostgreSQL's stored `items.search_words` and its GIN
-index (`simple` configuration); trace, step, response, provider request and call ids match by prefix, as
-range seeks on their indexes (`id >= prefix AND id < next`), which any collation serves.
+index (`simple` configuration); trace, step, response, provider request and call ids match
+by prefix, as range seeks on their indexes (`id >= prefix AND id < next`), which any
+collation serves.
 """
 
 from __future__ import annotations
@@ -22,8 +23,6 @@ MAX_QUERY = 200  # characters; a longer search is cut
 # matches instead of reading every match.
 MAX_WORD_MATCHES = 2000
 MAX_PREFIX_MATCHES = 2000  # rows of one id column a prefix reads
-# PostgreSQL: room for an exact bitmap of a common word's matches, so no page is rechecked.
-_PG_WORK_MEM = "64MB"
 # The stored words of an item (revision 0006) and their GIN index: nothing is recomputed.
 _PG_WORDS_MATCH = "items.search_words @@ plainto_tsquery('simple', :words)"
 
@@ -79,25 +78,24 @@ def matching_trace_ids(conn: Connection, text: str) -> set[str]:
     text = text.strip()[:MAX_QUERY]
     if not text:
         return set()
-    found = _by_words(conn, text)
-    for statement in _by_prefix(text):
-        found.update(conn.scalars(statement))
-    return found
+    return _by_words(conn, text) | set(conn.scalars(_by_prefix(text)))
 
 
-def _by_prefix(text: str) -> list[sa.Select[Any]]:
+def _by_prefix(text: str) -> sa.CompoundSelect[str]:
+    """One statement: each id column's range seek, bounded, as a branch of a union."""
     s, i = STEPS.c, ITEMS.c
-    limit = MAX_PREFIX_MATCHES
-    by_step = [
-        sa.select(s.trace_id).where(prefix_condition(column, text)).limit(limit)
-        for column in (s.id, s.response_id, s.provider_request_id)
+    calls = sa.select(i.step_id).where(prefix_condition(i.call_id, text))
+    branches = [
+        sa.select(TRACES.c.id.label("trace_id")).where(prefix_condition(TRACES.c.id, text)),
+        *(
+            sa.select(s.trace_id).where(prefix_condition(column, text))
+            for column in (s.id, s.response_id, s.provider_request_id)
+        ),
+        sa.select(s.trace_id).where(s.id.in_(calls.limit(MAX_PREFIX_MATCHES).scalar_subquery())),
     ]
-    calls = sa.select(i.step_id).where(prefix_condition(i.call_id, text)).limit(limit)
-    return [
-        sa.select(TRACES.c.id).where(prefix_condition(TRACES.c.id, text)).limit(limit),
-        *by_step,
-        sa.select(s.trace_id).where(s.id.in_(calls.scalar_subquery())),
-    ]
+    # Each branch its own subquery: SQLite takes no LIMIT on a member of a compound SELECT.
+    bounded = [b.limit(MAX_PREFIX_MATCHES).subquery() for b in branches]
+    return sa.union(*(sa.select(sub.c.trace_id) for sub in bounded))
 
 
 def _by_words(conn: Connection, text: str) -> set[str]:
@@ -105,7 +103,6 @@ def _by_words(conn: Connection, text: str) -> set[str]:
     if conn.dialect.name == "postgresql":
         if not tokens(text):
             return set()
-        conn.exec_driver_sql(f"SET LOCAL work_mem = '{_PG_WORK_MEM}'")
         steps = (
             sa.select(ITEMS.c.step_id)
             .where(sa.text(_PG_WORDS_MATCH).bindparams(words=text))
