@@ -128,6 +128,7 @@ class Settings(_Frozen):
     max_duration_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     pairing: Literal["enforce", "observe"] = "enforce"
     trace_idle_seconds: float = Field(default=300.0, gt=0)  # quiet this long: a trace is over
+    search_timeout_s: float = Field(default=2.0, gt=0, allow_inf_nan=False)  # a `q=` read, at most
     loop_threshold: int = Field(default=3, ge=2)  # same tool, same arguments, this often
     loops: Literal["observe", "enforce"] = "observe"
     admin_token: str | None = None

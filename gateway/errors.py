@@ -100,6 +100,15 @@ class UpstreamTimeout(UpstreamError):
     code = "upstream_timeout"
 
 
+class SearchTimedOut(GatewayError):
+    """A search ran past its time limit and was stopped (the database is busy or the
+    search too broad); retrying later or narrowing it may succeed."""
+
+    status = 503
+    type = "timeout_error"
+    code = "search_timeout"
+
+
 class ConfigError(Exception):
     """A setting is invalid; the message names it. Stops start-up."""
 

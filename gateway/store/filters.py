@@ -11,7 +11,6 @@ from typing import Any
 import sqlalchemy as sa
 
 from gateway.runs.status import TraceStatus
-from gateway.store import search
 from gateway.store.models import TRACES, VIOLATIONS
 
 
@@ -26,7 +25,7 @@ class TraceFilters:
     session: str | None = None
     since: datetime | None = None  # last activity at or after
     until: datetime | None = None  # started at or before: with since, active during the range
-    q: str | None = None  # gateway.store.search
+    q: str | None = None  # gateway.store.search: applied by queries.list_traces
 
     def merged(self, **values: Any) -> TraceFilters:
         return replace(self, **{k: v for k, v in values.items() if v is not None})
@@ -54,8 +53,6 @@ def trace_conditions(
         conditions.append(t.updated_at >= filters.since)
     if filters.until is not None:
         conditions.append(t.started_at <= filters.until)
-    if filters.q and filters.q.strip():
-        conditions.append(search.matches(filters.q, dialect))
     return conditions
 
 

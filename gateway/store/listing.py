@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from gateway.store import cursor as cursor_codec
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
+from gateway.store.search import prefix_condition
 
 PREVIEW_CHARS = 300  # of the first user text; the page shows one line of it
 
@@ -177,15 +178,15 @@ def find_prefix(engine: Engine, text: str) -> dict[str, Any] | None:
     t, s, i = TRACES.c, STEPS.c, ITEMS.c
     queries = [
         sa.select(t.id.label("trace_id"), sa.null().label("step_id"), t.updated_at.label("at"))
-        .where(t.id.startswith(text, autoescape=True))
+        .where(prefix_condition(t.id, text))
         .order_by(t.updated_at.desc())
         .limit(1),
         sa.select(s.trace_id, s.id.label("step_id"), s.started_at.label("at"))
         .where(
             sa.or_(
-                s.id.startswith(text, autoescape=True),
-                s.response_id.startswith(text, autoescape=True),
-                s.provider_request_id.startswith(text, autoescape=True),
+                prefix_condition(s.id, text),
+                prefix_condition(s.response_id, text),
+                prefix_condition(s.provider_request_id, text),
             )
         )
         .order_by(s.started_at.desc())

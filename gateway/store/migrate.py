@@ -87,9 +87,9 @@ def _check_known(current: str | None) -> None:
         ) from None
 
 
-# Search indexes the models do not describe (an FTS5 table and its triggers, an expression
-# index): revisions own them, so comparing with the models leaves them out.
-SEARCH_OBJECTS = ("items_fts", "ix_items_search")
+# Search structures the models do not describe (an FTS5 table, PostgreSQL's stored words of
+# an item and their index): revisions own them, so comparing with the models leaves them out.
+SEARCH_OBJECTS = ("items_fts", "ix_items_search", "search_words")
 
 
 def include_object(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,6 +13,8 @@ from sqlalchemy.engine import Connection, Engine, RowMapping
 from gateway.items import Item, ItemKind
 from gateway.runs.status import DEFAULT_IDLE_SECONDS
 from gateway.store import cursor as cursor_codec
+from gateway.store import search
+from gateway.store.deadline import time_limit
 from gateway.store.filters import TraceFilters, trace_conditions
 from gateway.store.mcp_tables import MCP_VIOLATIONS
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
@@ -30,6 +32,7 @@ from gateway.store.tool_sets import read_tool_sets
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
+SEARCH_TIMEOUT_S = 2.0  # the longest a list read with `q` may run
 
 
 @contextmanager
@@ -92,11 +95,11 @@ def list_traces(
     filters: TraceFilters | None = None,
     now: datetime | None = None,
     idle_seconds: float = DEFAULT_IDLE_SECONDS,
+    search_timeout: float = SEARCH_TIMEOUT_S,
 ) -> dict[str, Any]:
     """One page, newest first, or largest first by `sort` (listing.sorts()). `filters`
-    carries the read API's filters (DESIGN.md); the keyword ones are merged into it."""
-    from gateway.store import listing  # listing builds on this module's reading helpers
-
+    carries the read API's filters (DESIGN.md); the keyword ones are merged into it. With
+    `q`, the read stops after `search_timeout` seconds (deadline.ReadTimedOut)."""
     now = now or datetime.now(UTC)
     t = TRACES.c
     filters = (filters or TraceFilters()).merged(
@@ -112,14 +115,26 @@ def list_traces(
     query = sa.select(TRACES)
     for condition in trace_conditions(filters, engine.dialect.name, now, idle_seconds):
         query = query.where(condition)
-    with reading(engine) as conn:
-        if sort == "time":
-            rows, next_cursor = page(conn, query, (t.updated_at, t.id), limit, cursor)
-        else:
-            limit = max(1, min(limit, MAX_LIMIT))
-            rows, next_cursor = listing.sorted_page(conn, query, sort, limit, cursor)
+    with reading(engine) as conn, _limited(conn, filters.q, search_timeout):
+        if filters.q:  # find, then fetch: the page reads only the traces found
+            query = query.where(t.id.in_(sorted(search.matching_trace_ids(conn, filters.q))))
+        rows, next_cursor = _sorted_page(conn, query, sort, limit, cursor)
     traces = [trace_json(row, now, idle_seconds) for row in rows]
     return {"traces": traces, "next_cursor": next_cursor}
+
+
+def _limited(conn: Connection, q: str | None, seconds: float) -> AbstractContextManager[None]:
+    return time_limit(conn, seconds) if q else nullcontext()
+
+
+def _sorted_page(
+    conn: Connection, query: sa.Select[Any], sort: str, limit: int, cursor: str | None
+) -> tuple[list[RowMapping], str | None]:
+    from gateway.store import listing  # listing builds on this module's reading helpers
+
+    if sort == "time":
+        return page(conn, query, (TRACES.c.updated_at, TRACES.c.id), limit, cursor)
+    return listing.sorted_page(conn, query, sort, max(1, min(limit, MAX_LIMIT)), cursor)
 
 
 def get_trace_summary(

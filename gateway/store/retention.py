@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from gateway.store import mcp_purge
+from gateway.store import fulltext, mcp_purge
 from gateway.store.engine import write_connection
 from gateway.store.ledger import BudgetLedgerRow
 from gateway.store.models import ITEMS, STEPS, TOOL_SETS, TRACES, VIOLATIONS
@@ -49,6 +49,7 @@ def purge_batch(engine: Engine, cutoff: datetime, limit: int) -> int:
         steps = sa.select(STEPS.c.id).where(STEPS.c.trace_id.in_(ids))
         tool_sets = _tool_sets_of(conn, ids)
         # Children first: correct without relying on ON DELETE CASCADE being enforced.
+        fulltext.forget_steps(conn, steps)
         conn.execute(ITEMS.delete().where(ITEMS.c.step_id.in_(steps)))
         conn.execute(VIOLATIONS.delete().where(VIOLATIONS.c.trace_id.in_(ids)))
         conn.execute(STEPS.delete().where(STEPS.c.trace_id.in_(ids)))

@@ -1,83 +1,124 @@
-"""`q=` on the traces list: recorded text, tool names and call ids by their words (SQLite FTS5,
-PostgreSQL full-text), and trace, step, response, request and call ids by prefix.
+"""`q=` on the traces list: find first, then fetch. The ids of matching traces come from
+indexed lookups alone, each bounded; the list then pages those traces with its filters.
 
-Every branch is an indexed lookup: the FTS5 table or the GIN index (revision 0002), and the
-primary keys and id indexes for prefixes.
+Words of recorded text, tool names and call ids match through SQLite FTS5 (`items_fts`,
+kept by gateway.store.fulltext) or PostgreSQL's stored `items.search_words` and its GIN
+index (`simple` configuration); trace, step, response, provider request and call ids match
+by prefix, as range seeks on their indexes (`id >= prefix AND id < next`), which any
+collation serves.
 """
 
 from __future__ import annotations
 
-import re
+import unicodedata
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
 from gateway.store.models import ITEMS, STEPS, TRACES
 
 MAX_QUERY = 200  # characters; a longer search is cut
-_WORD = re.compile(r"\w+", re.UNICODE)
-# The expression revision 0002 indexes on PostgreSQL, so the planner uses it.
-_PG_DOCUMENT = sa.func.to_tsvector(
-    sa.literal_column("'simple'"),
-    sa.func.coalesce(ITEMS.c.text, "")
-    + " "
-    + sa.func.coalesce(ITEMS.c.tool_name, "")
-    + " "
-    + sa.func.coalesce(ITEMS.c.call_id, ""),
-)
+# Items a word search reads, newest first: a common word lists the traces of its newest
+# matches instead of reading every match.
+MAX_WORD_MATCHES = 2000
+MAX_PREFIX_MATCHES = 2000  # rows of one id column a prefix reads
+# The stored words of an item (revision 0006) and their GIN index: nothing is recomputed.
+_PG_WORDS_MATCH = "items.search_words @@ plainto_tsquery('simple', :words)"
+
+
+def tokens(text: str) -> list[str]:
+    """The words of `text` as FTS5's unicode61 tokenizer cuts them: runs of letters, digits
+    and private-use characters. Each is one FTS5 term, never a phrase."""
+    found: list[str] = []
+    current: list[str] = []
+    for char in text[:MAX_QUERY]:
+        category = unicodedata.category(char)
+        if category[0] in "LN" or category == "Co":
+            current.append(char)
+        elif current:
+            found.append("".join(current))
+            current = []
+    if current:
+        found.append("".join(current))
+    return found
 
 
 def fts5_query(text: str) -> str | None:
     """Every word of `text` as a quoted FTS5 term (all must match), or None without words.
 
-    Quoting keeps a user's `"`, `*`, `-` or `NEAR` from being read as FTS5 syntax.
+    Quoting keeps a user's `*`, `-`, `NEAR` or `AND` from being read as FTS5 syntax.
     """
-    words = _WORD.findall(text[:MAX_QUERY])
-    return " ".join(f'"{word}"' for word in words) or None
+    return " ".join(f'"{word}"' for word in tokens(text)) or None
 
 
-def _prefix(column: Any, text: str) -> Any:
-    return column.startswith(text, autoescape=True)
+def next_prefix(prefix: str) -> str:
+    """The smallest string above every string that starts with `prefix` (code point order)."""
+    last = ord(prefix[-1]) + 1
+    if 0xD800 <= last <= 0xDFFF:  # surrogates cannot be stored: skip to the next character
+        last = 0xE000
+    if last > 0x10FFFF:
+        return next_prefix(prefix[:-1]) if len(prefix) > 1 else prefix + "\U0010ffff"
+    return prefix[:-1] + chr(last)
 
 
-def matches(text: str, dialect: str) -> Any:
-    """A condition on TRACES: the trace holds `text` as words, or an id starting with it."""
+def prefix_condition(column: Any, prefix: str) -> Any:
+    """`column` starts with `prefix`, as a range an index seeks; the exact test after it
+    keeps a collation that orders other strings inside the range from matching."""
+    return sa.and_(
+        column >= prefix,
+        column < next_prefix(prefix),
+        sa.func.substr(column, 1, len(prefix)) == prefix,
+    )
+
+
+def matching_trace_ids(conn: Connection, text: str) -> set[str]:
+    """Traces holding every word of `text`, or an id starting with it: at most a few
+    thousand, each found through an index."""
     text = text.strip()[:MAX_QUERY]
+    if not text:
+        return set()
+    return _by_words(conn, text) | set(conn.scalars(_by_prefix(text)))
+
+
+def _by_prefix(text: str) -> sa.CompoundSelect[str]:
+    """One statement: each id column's range seek, bounded, as a branch of a union."""
     s, i = STEPS.c, ITEMS.c
-    by_id = sa.or_(
-        _prefix(TRACES.c.id, text),
-        sa.exists().where(
-            s.trace_id == TRACES.c.id,
-            sa.or_(
-                _prefix(s.id, text),
-                _prefix(s.response_id, text),
-                s.provider_request_id == text,
-            ),
+    calls = sa.select(i.step_id).where(prefix_condition(i.call_id, text))
+    branches = [
+        sa.select(TRACES.c.id.label("trace_id")).where(prefix_condition(TRACES.c.id, text)),
+        *(
+            sa.select(s.trace_id).where(prefix_condition(column, text))
+            for column in (s.id, s.response_id, s.provider_request_id)
         ),
-        sa.exists().where(s.trace_id == TRACES.c.id, i.step_id == s.id, _prefix(i.call_id, text)),
-    )
-    words = _words(text, dialect)
-    return by_id if words is None else sa.or_(by_id, TRACES.c.id.in_(words))
+        sa.select(s.trace_id).where(s.id.in_(calls.limit(MAX_PREFIX_MATCHES).scalar_subquery())),
+    ]
+    # Each branch its own subquery: SQLite takes no LIMIT on a member of a compound SELECT.
+    bounded = [b.limit(MAX_PREFIX_MATCHES).subquery() for b in branches]
+    return sa.union(*(sa.select(sub.c.trace_id) for sub in bounded))
 
 
-def _words(text: str, dialect: str) -> Any:
-    """The ids of traces whose items hold every word of `text`, or None without words."""
-    if dialect == "postgresql":
-        if not _WORD.search(text):
-            return None
-        matched = _PG_DOCUMENT.op("@@")(
-            sa.func.plainto_tsquery(sa.literal_column("'simple'"), text)
+def _by_words(conn: Connection, text: str) -> set[str]:
+    """The traces of the newest items that hold every word of `text`."""
+    if conn.dialect.name == "postgresql":
+        if not tokens(text):
+            return set()
+        steps = (
+            sa.select(ITEMS.c.step_id)
+            .where(sa.text(_PG_WORDS_MATCH).bindparams(words=text))
+            .order_by(ITEMS.c.id.desc())
+            .limit(MAX_WORD_MATCHES)
         )
-        return sa.select(STEPS.c.trace_id).join(ITEMS, ITEMS.c.step_id == STEPS.c.id).where(matched)
-    query = fts5_query(text)
-    if query is None:
-        return None
-    fts = sa.table("items_fts", sa.column("rowid"))
-    rowids = (
-        sa.select(fts.c.rowid).where(sa.text("items_fts MATCH :fts_query")).params(fts_query=query)
-    )
-    return (
-        sa.select(STEPS.c.trace_id)
-        .join(ITEMS, ITEMS.c.step_id == STEPS.c.id)
-        .where(ITEMS.c.id.in_(rowids))
-    )
+    else:
+        query = fts5_query(text)
+        if query is None:
+            return set()
+        rowids = sa.text(
+            "SELECT rowid FROM items_fts WHERE items_fts MATCH :fts_query "
+            "ORDER BY rowid DESC LIMIT :matches"
+        ).bindparams(fts_query=query, matches=MAX_WORD_MATCHES)
+        steps = sa.select(ITEMS.c.step_id).where(
+            ITEMS.c.id.in_(rowids.columns(sa.column("rowid", sa.Integer)).scalar_subquery())
+        )
+    traces = sa.select(STEPS.c.trace_id).where(STEPS.c.id.in_(steps.scalar_subquery()))
+    return set(conn.scalars(traces.distinct()))

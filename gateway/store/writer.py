@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection, Engine
 from gateway.items import Violation
 from gateway.runs.status import TraceStatus
 from gateway.step import RefusalRecord, StepRecord
+from gateway.store import fulltext
 from gateway.store.engine import dialect_insert, write_connection
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
 from gateway.store.rows import insert_many, item_rows, step_row
@@ -285,6 +286,7 @@ def _insert_steps(
             items.extend(item_rows(record.id, "output", record.output_items))
     insert_many(conn, STEPS, step_rows)
     insert_many(conn, ITEMS, items)
+    fulltext.index_steps(conn, [row["id"] for row in step_rows])
 
 
 def _insert_violations(conn: Connection, records: list[Record]) -> None:

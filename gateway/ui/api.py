@@ -9,11 +9,12 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.errors import BadRequest, NotFound
+from gateway.errors import BadRequest, NotFound, SearchTimedOut
 from gateway.items import ViolationKind
 from gateway.mcp.checks import KINDS as MCP_KINDS
 from gateway.runs.status import TraceStatus
 from gateway.store import queries, session_list
+from gateway.store.deadline import ReadTimedOut
 from gateway.store.filters import TraceFilters
 from gateway.ui import mcp_api
 from gateway.ui.deps import ReadDeps
@@ -89,6 +90,7 @@ async def list_traces(request: web.Request, deps: ReadDeps) -> web.Response:
         filters=_filters(request),
         now=deps.clock(),
         idle_seconds=deps.settings.trace_idle_seconds,
+        search_timeout=deps.settings.search_timeout_s,
     )
     return await _json(result)
 
@@ -133,6 +135,8 @@ async def _read(function: Any, deps: ReadDeps, *args: Any, **kwargs: Any) -> Any
         return await asyncio.to_thread(function, deps.engine, *args, **kwargs)
     except ValueError as exc:  # a malformed cursor
         raise BadRequest(str(exc), param="cursor") from None
+    except ReadTimedOut as exc:
+        raise SearchTimedOut(str(exc), param="q") from None
 
 
 async def _json(result: Any) -> web.Response:

@@ -11,6 +11,7 @@ from aiohttp import web
 
 from gateway.items import ViolationKind
 from gateway.store import listing, queries, session_list
+from gateway.store.deadline import ReadTimedOut
 from gateway.ui import status as statuses
 from gateway.ui.deps import ReadDeps
 from gateway.ui.listview import session_row, trace_row
@@ -142,6 +143,7 @@ async def traces_page(request: web.Request, deps: ReadDeps) -> web.Response:
     q = list_query(request, now)
     kwargs = {**_store_filters(q), "limit": _page_size(request), "now": now}
     kwargs["idle_seconds"] = idle_seconds(deps)
+    kwargs["search_timeout"] = deps.settings.search_timeout_s
     kwargs["cursor"] = request.query.get("cursor") or None
     if search and searchable:
         kwargs["q"] = search
@@ -149,6 +151,9 @@ async def traces_page(request: web.Request, deps: ReadDeps) -> web.Response:
         page = await read(_list_page, deps, kwargs)
     except ValueError:
         return await error_page(request, deps, 400, "That page link is invalid.")
+    except ReadTimedOut:
+        message = "The search took too long and was stopped. Try more specific words."
+        return await error_page(request, deps, 503, message)
     found = page["traces"]
     if search and len(found) == 1 and found[0]["id"].startswith(search):
         raise web.HTTPFound(trace_href(found[0]["id"]))  # the one trace that id begins

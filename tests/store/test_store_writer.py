@@ -302,7 +302,7 @@ def test_batch_of_many_items_is_one_executemany(engine: Engine, make_step: MakeS
     statements: list[Any] = []
 
     def spy(conn: Any, cursor: Any, statement: str, params: Any, context: Any, many: bool) -> None:
-        if statement.lstrip().upper().startswith("INSERT INTO ITEMS"):
+        if statement.lstrip().upper().startswith("INSERT INTO ITEMS ("):  # not items_fts
             statements.append(many)
 
     sa.event.listen(engine, "before_cursor_execute", spy)

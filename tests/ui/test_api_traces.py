@@ -110,3 +110,37 @@ async def test_sessions(seeded: Gateway) -> None:
     assert [s["session_id"] for s in page["sessions"]] == ["s1"]
     status, rest = await _get(seeded, "/api/sessions", limit="1", cursor=page["next_cursor"])
     assert [s["session_id"] for s in rest["sessions"]] == ["s2"] and rest["next_cursor"] is None
+
+
+async def test_a_search_past_its_time_limit_answers_503(
+    database: Database, make_gateway: GatewayFactory
+) -> None:
+    engine = make_engine(database.url)
+    create_schema(engine)
+    hello = [Item(ItemKind.USER, role="user", text="hello there, world")]
+    steps = [build_step(f"t{n}", input_items=hello, items=0) for n in range(60)]
+    StoreWriter(engine).write_batch(steps)
+    engine.dispose()
+    blocker = None
+    if database.dialect == "sqlite":  # past the deadline at the first look at the clock
+        gw = await make_gateway(search_timeout_s=1e-9)
+    else:  # a lock keeps the search waiting until PostgreSQL's statement timeout ends it
+        gw = await make_gateway(search_timeout_s=0.05)
+        blocker = database.raw_connect()
+        blocker.execute("BEGIN")
+        blocker.execute("LOCK TABLE items IN ACCESS EXCLUSIVE MODE")
+    try:
+        status, body = await _get(gw, "/api/traces", q="hello")
+    finally:
+        if blocker is not None:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+    assert status == 503
+    assert body["error"]["code"] == "search_timeout"
+    assert body["error"]["param"] == "q"
+    assert "stopped" in body["error"]["message"]
+    assert len(await _ids(gw, limit="100")) == 60  # lists without q are not limited
+    if blocker is None:  # the list page says so too
+        async with aiohttp.ClientSession() as session, session.get(gw.url + "/?q=hello") as page:
+            assert page.status == 503
+            assert "took too long" in await page.text()

@@ -1,0 +1,196 @@
+"""Search (`q=`) on SQLite and PostgreSQL: words, ids by prefix, purged traces, the time limit,
+the full-text index as the writer keeps it, and stores upgraded from the revision before."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+from alembic import command
+from sqlalchemy.engine import Engine
+
+from gateway.items import Item, ItemKind
+from gateway.store.deadline import ReadTimedOut
+from gateway.store.engine import create_schema, make_engine
+from gateway.store.filters import TraceFilters
+from gateway.store.migrate import alembic_config
+from gateway.store.queries import list_traces
+from gateway.store.retention import purge_batch
+from gateway.store.search import fts5_query, next_prefix, tokens
+from gateway.store.writer import StoreWriter
+from tests.conftest import Database
+from tests.factories import T0, build_step
+
+COMMON = "common"  # in every trace below
+
+
+def _found(engine: Engine, q: str, **kwargs: object) -> list[str]:
+    page = list_traces(engine, filters=TraceFilters(q=q), limit=200, **kwargs)  # type: ignore[arg-type]
+    return [trace["id"] for trace in page["traces"]]
+
+
+def _trace(trace_id: str, minute: int, words: str) -> list[object]:
+    """Two steps: a tool result holding `words`, then a tool call with a named call id."""
+    result = Item(ItemKind.TOOL_RESULT, role="tool", text=f"{COMMON} {words}", call_id="c0")
+    call = Item(
+        ItemKind.TOOL_CALL, role="assistant", call_id=f"call_{trace_id}", tool_name="read_file"
+    )
+    at = T0 + timedelta(minutes=minute)
+    return [
+        build_step(trace_id, step_id=f"step-{trace_id}-1", at=at, input_items=[result]),
+        build_step(trace_id, step_id=f"step-{trace_id}-2", at=at, output_items=[call]),
+    ]
+
+
+@pytest.fixture
+def stored(engine: Engine) -> Iterator[Engine]:
+    """Thirty traces `t00`..`t29`, newest last; `t07` alone mentions Zanzibar."""
+    records: list[object] = []
+    for n in range(30):
+        words = "sunny in Zanzibar today" if n == 7 else f"cloudy day number{n}"
+        records += _trace(f"t{n:02d}", n, words)
+    StoreWriter(engine).write_batch(records)  # type: ignore[arg-type]
+    yield engine
+
+
+def test_a_rare_word_finds_its_trace(stored: Engine) -> None:
+    assert _found(stored, "zanzibar") == ["t07"]  # any case
+    assert _found(stored, "Zanzibar sunny") == ["t07"]  # every word, any order
+    assert _found(stored, "zanzibar cloudy") == []  # one item must hold them all
+    assert _found(stored, "read_file") == [f"t{n:02d}" for n in reversed(range(30))]
+
+
+def test_a_common_word_lists_its_traces_newest_first(stored: Engine) -> None:
+    assert _found(stored, COMMON) == [f"t{n:02d}" for n in reversed(range(30))]
+    page = list_traces(stored, filters=TraceFilters(q=COMMON), limit=10)
+    rest = list_traces(stored, filters=TraceFilters(q=COMMON), limit=50, cursor=page["next_cursor"])
+    assert [t["id"] for t in page["traces"] + rest["traces"]] == _found(stored, COMMON)
+
+
+def test_ids_are_found_by_prefix(stored: Engine) -> None:
+    assert _found(stored, "t1") == [f"t{n}" for n in range(19, 9, -1)]  # trace ids
+    assert _found(stored, "step-t07-") == ["t07"]  # step ids
+    assert _found(stored, "call_t2") == [f"t{n}" for n in range(29, 19, -1)]  # call ids
+    assert _found(stored, "req_") == []  # no provider request ids were recorded
+    assert _found(stored, "STEP-T07-") == []  # ids are exact about case
+
+
+def test_nothing_matches(stored: Engine) -> None:
+    assert _found(stored, "nowhere") == []
+    assert _found(stored, "zanzibar nowhere") == []
+    assert _found(stored, '"*-') == []  # no words, no id: nothing, never an error
+    assert _found(stored, "NEAR(zanzibar) AND") == []  # FTS5 syntax is read as words
+
+
+def test_purged_traces_vanish_from_search(stored: Engine, database: Database) -> None:
+    assert purge_batch(stored, T0 + timedelta(minutes=10), limit=100) == 10
+    assert _found(stored, "zanzibar") == []
+    assert _found(stored, COMMON) == [f"t{n:02d}" for n in reversed(range(10, 30))]
+    StoreWriter(stored).write_batch(_trace("fresh", 60, "Zanzibar again"))  # type: ignore[arg-type]
+    assert _found(stored, "zanzibar") == ["fresh"]
+    if database.dialect == "sqlite":  # the index agrees with the items it covers, row by row
+        with stored.begin() as conn:
+            conn.exec_driver_sql(
+                "INSERT INTO items_fts(items_fts, rank) VALUES ('integrity-check', 1)"
+            )
+
+
+def test_a_search_past_its_time_limit_is_stopped(stored: Engine, database: Database) -> None:
+    if database.dialect == "sqlite":  # the progress handler sees the deadline already passed
+        with pytest.raises(ReadTimedOut):
+            _found(stored, COMMON, search_timeout=1e-9)
+    else:  # a lock keeps the search waiting until PostgreSQL's statement timeout ends it
+        blocker = database.raw_connect()
+        blocker.execute("BEGIN")
+        blocker.execute("LOCK TABLE items IN ACCESS EXCLUSIVE MODE")
+        try:
+            with pytest.raises(ReadTimedOut, match=r"0\.05 s"):
+                _found(stored, COMMON, search_timeout=0.05)
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+    assert _found(stored, "zanzibar") == ["t07"]  # the connection is usable again, unlimited
+    assert list_traces(stored, limit=1)["traces"][0]["id"] == "t29"  # reads without q
+
+
+def test_queries_imported_before_any_dialect_search(database: Database) -> None:
+    engine = make_engine(database.url)
+    create_schema(engine)
+    StoreWriter(engine).write_batch(_trace("only", 1, "Zanzibar"))  # type: ignore[arg-type]
+    engine.dispose()
+    program = textwrap.dedent(
+        """
+        import sys
+        from gateway.store import search  # first: before any dialect is loaded
+        assert "sqlalchemy.dialects.postgresql" not in sys.modules
+        from gateway.store.engine import make_engine
+        from gateway.store.filters import TraceFilters
+        from gateway.store.queries import list_traces
+        engine = make_engine(sys.argv[1])
+        page = list_traces(engine, filters=TraceFilters(q="zanzibar"))
+        print(",".join(t["id"] for t in page["traces"]))
+        """
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", program, database.url], capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "only"
+
+
+def test_a_store_at_the_revision_before_upgrades_and_finds_old_data(database: Database) -> None:
+    engine = make_engine(database.url)
+    with engine.begin() as conn:
+        command.upgrade(alembic_config(conn), "0005")
+    records: list[object] = []
+    for n in range(3):
+        records += _trace(f"old{n}", n, "Zanzibar" if n == 1 else "plain")
+    StoreWriter(engine).write_batch(records)  # type: ignore[arg-type]
+    create_schema(engine)  # the start-up upgrade
+    assert _found(engine, "zanzibar") == ["old1"]
+    assert _found(engine, "old") == ["old2", "old1", "old0"]
+    with engine.connect() as conn:
+        triggers = "SELECT name FROM sqlite_master WHERE type = 'trigger'"
+        if database.dialect == "sqlite":
+            assert conn.exec_driver_sql(triggers).all() == []
+            counted = conn.exec_driver_sql("SELECT count(*) FROM items_fts('zanzibar')")
+            assert counted.scalar() == 1  # once: not by a trigger and the writer both
+    assert purge_batch(engine, T0 + timedelta(minutes=2), limit=10) == 2
+    assert _found(engine, "zanzibar") == []
+    engine.dispose()
+
+
+def test_batch_indexes_its_items_in_one_statement(engine: Engine, database: Database) -> None:
+    statements: list[str] = []
+
+    def spy(*args: object) -> None:
+        statement = str(args[2]).lstrip().upper()
+        if "ITEMS_FTS" in statement:
+            statements.append(statement)
+
+    sa.event.listen(engine, "before_cursor_execute", spy)
+    try:
+        StoreWriter(engine).write_batch([build_step(f"b{n}", items=5) for n in range(20)])
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", spy)
+    assert len(statements) == (1 if database.dialect == "sqlite" else 0)
+
+
+def test_query_words_are_single_terms() -> None:
+    assert tokens("get_weather, call-abc123 Zürich") == [
+        "get",
+        "weather",
+        "call",
+        "abc123",
+        "Zürich",
+    ]
+    assert fts5_query('say "hi" NEAR') == '"say" "hi" "NEAR"'
+    assert fts5_query("--- ***") is None
+    assert next_prefix("ab") == "ac"
+    assert next_prefix("a\U0010ffff") == "b"
+    assert next_prefix("a\ud7ff") == "a\ue000"
