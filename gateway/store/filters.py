@@ -1,9 +1,11 @@
 """The traces list's filters as SQL conditions on TRACES, each served by an index where the
-list is large: status by its time-free split (gateway.runs.status), session, time, search.
+list is large: status by its time-free split (gateway.runs.status), models by trace_models,
+session, last activity, search.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -11,7 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from gateway.runs.status import TraceStatus
-from gateway.store import search
+from gateway.store import search, trace_models
 from gateway.store.models import TRACES, VIOLATIONS
 
 
@@ -25,7 +27,7 @@ class TraceFilters:
     has_violations: bool | None = None
     session: str | None = None
     since: datetime | None = None  # last activity at or after
-    until: datetime | None = None  # started at or before: with since, active during the range
+    until: datetime | None = None  # last activity at or before
     q: str | None = None  # gateway.store.search
 
     def merged(self, **values: Any) -> TraceFilters:
@@ -33,15 +35,19 @@ class TraceFilters:
 
 
 def trace_conditions(
-    filters: TraceFilters, dialect: str, now: datetime, idle_seconds: float
+    filters: TraceFilters,
+    dialect: str,
+    now: datetime,
+    idle_seconds: float,
+    model_names: Sequence[str] = (),
 ) -> list[Any]:
+    """`model_names`: the names `filters.model` matches (trace_models.matching)."""
     t = TRACES.c
     conditions: list[Any] = []
     if filters.status:
         conditions.append(status_condition(TraceStatus(filters.status), now, idle_seconds))
     if filters.model:
-        models = sa.cast(t.models, sa.Text)
-        conditions.append(models.icontains(filters.model, autoescape=True))
+        conditions.append(trace_models.used_any(model_names))
     if filters.violation:
         v = VIOLATIONS.c
         conditions.append(sa.exists().where(v.trace_id == t.id, v.kind == filters.violation))
@@ -53,7 +59,7 @@ def trace_conditions(
     if filters.since is not None:
         conditions.append(t.updated_at >= filters.since)
     if filters.until is not None:
-        conditions.append(t.started_at <= filters.until)
+        conditions.append(t.updated_at <= filters.until)
     if filters.q and filters.q.strip():
         conditions.append(search.matches(filters.q, dialect))
     return conditions
