@@ -5,7 +5,6 @@ session, last activity, search.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -13,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from gateway.runs.status import TraceStatus
-from gateway.store import search, trace_models
+from gateway.store import search
 from gateway.store.models import TRACES, VIOLATIONS
 
 
@@ -39,15 +38,16 @@ def trace_conditions(
     dialect: str,
     now: datetime,
     idle_seconds: float,
-    model_names: Sequence[str] = (),
+    models: Any = None,
 ) -> list[Any]:
-    """`model_names`: the names `filters.model` matches (trace_models.matching)."""
+    """`models`: the condition of `filters.model`, which reads the store to be shaped
+    (trace_models.filter_on)."""
     t = TRACES.c
     conditions: list[Any] = []
     if filters.status:
         conditions.append(status_condition(TraceStatus(filters.status), now, idle_seconds))
     if filters.model:
-        conditions.append(trace_models.used_any(model_names))
+        conditions.append(sa.false() if models is None else models)
     if filters.violation:
         v = VIOLATIONS.c
         conditions.append(sa.exists().where(v.trace_id == t.id, v.kind == filters.violation))

@@ -110,8 +110,8 @@ def list_traces(
         q=q,
     )
     with reading(engine) as conn:
-        names = trace_models.matching(conn, filters.model) if filters.model else []
-        conditions = trace_conditions(filters, engine.dialect.name, now, idle_seconds, names)
+        models = trace_models.filter_on(conn, filters.model) if filters.model else None
+        conditions = trace_conditions(filters, engine.dialect.name, now, idle_seconds, models)
         query = sa.select(TRACES).where(*conditions)
         if sort == "time":
             rows, next_cursor = page(conn, query, (t.updated_at, t.id), limit, cursor)

@@ -59,7 +59,11 @@ def test_since_and_until_bound_the_last_activity(engine: Engine) -> None:
     assert _ids(list_traces(engine, since=edge, until=edge)) == ["after"]  # both inclusive
 
 
-def test_model_filter_reads_each_traces_models(engine: Engine) -> None:
+@pytest.mark.parametrize("few", [trace_models.FEW, 1], ids=["few-read-by-id", "many-walked"])
+def test_model_filter_reads_each_traces_models(
+    engine: Engine, few: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(trace_models, "FEW", few)
     writer = StoreWriter(engine)
     writer.write_batch(
         [
@@ -218,15 +222,24 @@ def test_a_time_range_seeks_the_last_activity_index(engine: Engine) -> None:
         assert "updated_at >=" in plan and "updated_at <=" in plan, plan
 
 
-def test_the_model_filter_seeks_the_model_table(engine: Engine) -> None:
+@pytest.mark.parametrize("few", [trace_models.FEW, 1], ids=["few-read-by-id", "many-walked"])
+def test_the_model_filter_seeks_the_model_table(
+    engine: Engine, few: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(trace_models, "FEW", few)
     _seed_for_plans(engine)
     with _statements(engine) as seen:
         assert len(list_traces(engine, model="gpt")["traces"]) == 9
-    names, listing = (s for s in seen if "trace_models" in s[0])
+    names, count, listing = (s for s in seen if "trace_models" in s[0])
     assert "RECURSIVE" in names[0]  # the few names, a seek each
+    assert "count(" in count[0].lower()  # how many traces they have, up to FEW
     plan = _plan(engine, *listing)
-    if engine.dialect.name == "sqlite":
-        assert "SEARCH trace_models USING COVERING INDEX" in plan, plan
+    if engine.dialect.name == "sqlite" and few > 1:  # the traces of the model, by id
+        assert "SEARCH trace_models USING COVERING INDEX ix_trace_models_model" in plan, plan
+        assert "SEARCH traces USING INDEX sqlite_autoindex_traces_1 (id=?)" in plan, plan
+    elif engine.dialect.name == "sqlite":  # newest first, each trace's (trace, model) key
+        assert "SCAN traces USING INDEX ix_traces_updated" in plan, plan
+        assert "SEARCH trace_models USING COVERING INDEX sqlite_autoindex" in plan, plan
     else:  # from either side: by model name, or each listed trace's (trace, model) key
         assert "using ix_trace_models_model on trace_models" in plan or "pkey" in plan, plan
         assert "Seq Scan" not in plan, plan
