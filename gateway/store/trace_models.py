@@ -78,7 +78,7 @@ def used_any(conn: Connection, names: Sequence[str]) -> Any:
     m = TRACE_MODELS.c
     used = sa.select(m.trace_id).where(m.model.in_(list(names)))
     few = sa.select(sa.func.count()).select_from(used.limit(FEW).subquery())
-    if conn.scalar(few) < FEW:
+    if (conn.scalar(few) or 0) < FEW:
         return TRACES.c.id.in_(used)
     return sa.exists().where(m.trace_id == TRACES.c.id, m.model.in_(list(names)))
 
