@@ -164,11 +164,14 @@ def forget(conn: Connection, trace_ids: Sequence[str]) -> None:
     affected = [g.session_id for g in gone]
     conn.execute(SESSIONS.delete().where(s.session_id.in_(affected), s.trace_count <= 0))
     staying = sa.and_(t.session_id == s.session_id, t.id.not_in(trace_ids))
+    first = sa.select(sa.func.min(t.started_at)).where(staying).scalar_subquery()
+    last = sa.select(sa.func.max(t.updated_at)).where(staying).scalar_subquery()
+    # Kept as they were should no trace stay (rows deleted by hand): never a null time.
     conn.execute(
         SESSIONS.update()
         .where(s.session_id.in_(affected))
         .values(
-            started_at=sa.select(sa.func.min(t.started_at)).where(staying).scalar_subquery(),
-            last_activity=sa.select(sa.func.max(t.updated_at)).where(staying).scalar_subquery(),
+            started_at=sa.func.coalesce(first, s.started_at),
+            last_activity=sa.func.coalesce(last, s.last_activity),
         )
     )
