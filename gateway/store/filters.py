@@ -6,7 +6,7 @@ session, last activity, search.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -39,13 +39,17 @@ def trace_conditions(
     now: datetime,
     idle_seconds: float,
     models: Any = None,
+    below: datetime | None = None,
 ) -> list[Any]:
     """`models`: the condition of `filters.model`, which reads the store to be shaped
-    (trace_models.filter_on)."""
+    (trace_models.filter_on). `below`: the last activity of the newest-first list's cursor;
+    a ceiling on the last activity it already implies is left out, so the database starts
+    its index scan at the cursor instead of at the ceiling (two bounds it cannot compare)."""
     t = TRACES.c
     conditions: list[Any] = []
     if filters.status:
-        conditions.append(status_condition(TraceStatus(filters.status), now, idle_seconds))
+        status = TraceStatus(filters.status)
+        conditions.append(status_condition(status, now, idle_seconds, below))
     if filters.model:
         conditions.append(sa.false() if models is None else models)
     if filters.violation:
@@ -58,23 +62,36 @@ def trace_conditions(
         conditions.append(t.session_id == filters.session)
     if filters.since is not None:
         conditions.append(t.updated_at >= filters.since)
-    if filters.until is not None:
+    if filters.until is not None and not _implied(filters.until, below):
         conditions.append(t.updated_at <= filters.until)
     if filters.q and filters.q.strip():
         conditions.append(search.matches(filters.q, dialect))
     return conditions
 
 
-def status_condition(status: TraceStatus, now: datetime, idle_seconds: float) -> Any:
+def status_condition(
+    status: TraceStatus, now: datetime, idle_seconds: float, below: datetime | None = None
+) -> Any:
     """The SQL twin of trace_status.status_at, per status, with cut = now - idle."""
     t = TRACES.c
     cut = now - timedelta(seconds=idle_seconds)
     if status is TraceStatus.RUNNING:
         return sa.and_(t.status_final.is_(False), t.updated_at > cut)
     if status is TraceStatus.ABANDONED:
+        if _implied(cut, below):
+            return t.status == status.value
         return sa.and_(t.status == status.value, t.updated_at <= cut)
     if status is TraceStatus.COMPLETED:
         return sa.and_(
             t.status == status.value, sa.or_(t.status_final.is_(True), t.updated_at <= cut)
         )
     return t.status == status.value
+
+
+def _implied(ceiling: datetime, below: datetime | None) -> bool:
+    """Whether `updated_at <= ceiling` holds for every row the cursor's seek reads."""
+    return below is not None and _utc(below) <= _utc(ceiling)
+
+
+def _utc(when: datetime) -> datetime:
+    return when if when.tzinfo else when.replace(tzinfo=UTC)

@@ -111,7 +111,10 @@ def list_traces(
     )
     with reading(engine) as conn:
         models = trace_models.filter_on(conn, filters.model) if filters.model else None
-        conditions = trace_conditions(filters, engine.dialect.name, now, idle_seconds, models)
+        below = decode_cursor(cursor)[0] if cursor and sort == "time" else None
+        conditions = trace_conditions(
+            filters, engine.dialect.name, now, idle_seconds, models, below
+        )
         query = sa.select(TRACES).where(*conditions)
         if sort == "time":
             rows, next_cursor = page(conn, query, (t.updated_at, t.id), limit, cursor)

@@ -16,7 +16,7 @@ from sqlalchemy.engine import Engine
 from gateway.items import StopReason, Violation, ViolationKind
 from gateway.step import RefusalRecord, StepRecord
 from gateway.store import session_list, trace_models
-from gateway.store.queries import list_traces, list_violations
+from gateway.store.queries import encode_cursor, list_traces, list_violations
 from gateway.store.writer import StoreWriter
 from tests.factories import T0, build_step
 
@@ -57,6 +57,10 @@ def test_since_and_until_bound_the_last_activity(engine: Engine) -> None:
     ]
     edge = datetime.fromisoformat(list_traces(engine, limit=1)["traces"][0]["updated_at"])
     assert _ids(list_traces(engine, since=edge, until=edge)) == ["after"]  # both inclusive
+    later = encode_cursor(until + 3 * hour, "~")  # a cursor past `until` does not lift it
+    assert _ids(list_traces(engine, until=until, cursor=later)) == _ids(
+        list_traces(engine, until=until)
+    )
 
 
 @pytest.mark.parametrize("few", [trace_models.FEW, 1], ids=["few-read-by-id", "many-walked"])
@@ -186,6 +190,9 @@ SEEKS = [
     (list_traces, {"sort": "cost"}, "traces", "ix_traces_cost"),
     (list_traces, {"sort": "duration"}, "traces", "ix_traces_span"),
     (list_traces, {"status": "failed"}, "traces", "ix_traces_status_updated"),
+    # A ceiling on the last activity (idle for abandoned, until) is the cursor's to carry.
+    (list_traces, {"status": "abandoned"}, "traces", "ix_traces_status_updated"),
+    (list_traces, {"until": T0 + timedelta(days=1)}, "traces", "ix_traces_updated"),
     (list_traces, {"session": "s1"}, "traces", "ix_traces_session_updated"),
     (session_list.sessions_page, {}, "sessions", "ix_sessions_activity"),
     (list_violations, {}, "violations", "ix_violations_created"),
