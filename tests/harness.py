@@ -54,7 +54,13 @@ class Gateway:
             return await r.json()
 
     async def trace(self, trace_id: str) -> dict[str, Any]:
+        """The trace with all its steps, following the API's pages of steps."""
         result: dict[str, Any] = await self.get(f"/api/traces/{trace_id}")
+        while result["next_steps_after"] is not None:
+            params = {"steps_after": str(result["next_steps_after"])}
+            more = await self.get(f"/api/traces/{trace_id}", params=params)
+            result["steps"] += more["steps"]
+            result["next_steps_after"] = more["next_steps_after"]
         return result
 
     async def traces(self, **params: str) -> list[dict[str, Any]]:

@@ -1,11 +1,12 @@
 """The traces list's filters as SQL conditions on TRACES, each served by an index where the
-list is large: status by its time-free split (gateway.runs.status), session, time, search.
+list is large: status by its time-free split (gateway.runs.status), models by trace_models,
+session, last activity, search.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -24,7 +25,7 @@ class TraceFilters:
     has_violations: bool | None = None
     session: str | None = None
     since: datetime | None = None  # last activity at or after
-    until: datetime | None = None  # started at or before: with since, active during the range
+    until: datetime | None = None  # last activity at or before
     q: str | None = None  # gateway.store.search: applied by queries.list_traces
 
     def merged(self, **values: Any) -> TraceFilters:
@@ -32,15 +33,24 @@ class TraceFilters:
 
 
 def trace_conditions(
-    filters: TraceFilters, dialect: str, now: datetime, idle_seconds: float
+    filters: TraceFilters,
+    dialect: str,
+    now: datetime,
+    idle_seconds: float,
+    models: Any = None,
+    below: datetime | None = None,
 ) -> list[Any]:
+    """`models`: the condition of `filters.model`, which reads the store to be shaped
+    (trace_models.filter_on). `below`: the last activity of the newest-first list's cursor;
+    a ceiling on the last activity it already implies is left out, so the database starts
+    its index scan at the cursor instead of at the ceiling (two bounds it cannot compare)."""
     t = TRACES.c
     conditions: list[Any] = []
     if filters.status:
-        conditions.append(status_condition(TraceStatus(filters.status), now, idle_seconds))
+        status = TraceStatus(filters.status)
+        conditions.append(status_condition(status, now, idle_seconds, below))
     if filters.model:
-        models = sa.cast(t.models, sa.Text)
-        conditions.append(models.icontains(filters.model, autoescape=True))
+        conditions.append(sa.false() if models is None else models)
     if filters.violation:
         v = VIOLATIONS.c
         conditions.append(sa.exists().where(v.trace_id == t.id, v.kind == filters.violation))
@@ -51,21 +61,34 @@ def trace_conditions(
         conditions.append(t.session_id == filters.session)
     if filters.since is not None:
         conditions.append(t.updated_at >= filters.since)
-    if filters.until is not None:
-        conditions.append(t.started_at <= filters.until)
+    if filters.until is not None and not _implied(filters.until, below):
+        conditions.append(t.updated_at <= filters.until)
     return conditions
 
 
-def status_condition(status: TraceStatus, now: datetime, idle_seconds: float) -> Any:
-    """The SQL twin of gateway.runs.status.status_at, per status, with cut = now - idle."""
+def status_condition(
+    status: TraceStatus, now: datetime, idle_seconds: float, below: datetime | None = None
+) -> Any:
+    """The SQL twin of trace_status.status_at, per status, with cut = now - idle."""
     t = TRACES.c
     cut = now - timedelta(seconds=idle_seconds)
     if status is TraceStatus.RUNNING:
         return sa.and_(t.status_final.is_(False), t.updated_at > cut)
     if status is TraceStatus.ABANDONED:
+        if _implied(cut, below):
+            return t.status == status.value
         return sa.and_(t.status == status.value, t.updated_at <= cut)
     if status is TraceStatus.COMPLETED:
         return sa.and_(
             t.status == status.value, sa.or_(t.status_final.is_(True), t.updated_at <= cut)
         )
     return t.status == status.value
+
+
+def _implied(ceiling: datetime, below: datetime | None) -> bool:
+    """Whether `updated_at <= ceiling` holds for every row the cursor's seek reads."""
+    return below is not None and _utc(below) <= _utc(ceiling)
+
+
+def _utc(when: datetime) -> datetime:
+    return when if when.tzinfo else when.replace(tzinfo=UTC)

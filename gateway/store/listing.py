@@ -1,26 +1,18 @@
-"""The traces list's filters, sort orders and per-row extras (first user text, refusals).
-
-Columns a store may not have yet (session, cost, duration) are used when the table has them.
-"""
+"""The traces list's sort orders and per-row extras (first user text, refusals)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from gateway.store import cursor as cursor_codec
+from gateway.store import keyset
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
 from gateway.store.search import prefix_condition
 
 PREVIEW_CHARS = 300  # of the first user text; the page shows one line of it
-
-
-def _column(name: str) -> Any:
-    return TRACES.c.get(name)
 
 
 def sorts() -> tuple[str, ...]:
@@ -28,81 +20,42 @@ def sorts() -> tuple[str, ...]:
     return ("time", "duration", "steps", "cost")
 
 
-def narrow(
-    query: sa.Select[Any],
-    *,
-    status: str | Sequence[str] | None = None,
-    model: str | None = None,
-    session: str | None = None,
-    has_violations: bool | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
-) -> sa.Select[Any]:
-    """The list's filters; a trace is in a time range when it was active during it."""
-    t = TRACES.c
-    if status:
-        query = query.where(t.status.in_([status] if isinstance(status, str) else status))
-    if model:
-        # The trace's model list as JSON text: one table, no join; any case, any part.
-        text = sa.func.lower(sa.cast(t.models, sa.Text))
-        query = query.where(text.contains(model.lower(), autoescape=True))
-    if session:
-        column = _column("session_id")
-        query = query.where(sa.false() if column is None else column == session)
-    if has_violations is not None:
-        query = query.where(t.violation_count > 0 if has_violations else t.violation_count == 0)
-    if since is not None:
-        query = query.where(t.updated_at >= since)
-    if until is not None:
-        query = query.where(t.started_at <= until)
-    return query
+# Each order's key column; an index on (key, id) serves each (gateway.store.models).
+_SORT_KEYS = {"steps": "step_count", "cost": "cost_nano", "duration": "span_ms"}
 
 
-def _sort_key(conn: Connection, sort: str) -> Any:
-    if sort == "steps":
-        return TRACES.c.step_count
-    if sort == "cost":
-        return TRACES.c.cost_nano
-    if sort != "duration":
+def _sort_key(sort: str) -> Any:
+    if sort not in _SORT_KEYS:
         raise ValueError(f"unknown sort: {sort}")
-    t = TRACES.c
-    end = sa.func.coalesce(t.last_response_end, t.updated_at)
-    # Whole milliseconds: equal durations tie exactly (then ordered by id), whatever the
-    # rounding of the day fractions or epochs they are computed from.
-    if conn.dialect.name == "postgresql":
-        seconds = sa.extract("epoch", end - t.started_at)
-        return sa.cast(sa.func.round(seconds * 1000), sa.Float)
-    days = sa.func.julianday(end) - sa.func.julianday(t.started_at)
-    return sa.cast(sa.func.round(days * 86_400_000), sa.Float)
+    return TRACES.c[_SORT_KEYS[sort]]
 
 
 def sorted_page(
     conn: Connection, query: sa.Select[Any], sort: str, limit: int, cursor: str | None
 ) -> tuple[list[RowMapping], str | None]:
     """Keyset pagination, largest first by `sort` then by id: stable while rows arrive."""
-    key = _sort_key(conn, sort).label("sort_key")
-    query = query.add_columns(key)
+    key = _sort_key(sort)
     if cursor:
-        value, row_id = _decode(cursor, sort)
-        query = query.where(sa.or_(key < value, sa.and_(key == value, TRACES.c.id < row_id)))
+        query = query.where(keyset.before((key, TRACES.c.id), _decode(cursor, sort)))
     query = query.order_by(key.desc(), TRACES.c.id.desc()).limit(limit + 1)
     rows = list(conn.execute(query).mappings())
     if len(rows) <= limit:
         return rows, None
     last = rows[limit - 1]
-    return rows[:limit], _encode(sort, last["sort_key"], last["id"])
+    return rows[:limit], _encode(sort, last[key.name], last["id"])
 
 
 def _encode(sort: str, value: Any, row_id: str) -> str:
     return cursor_codec.encode([sort, value, row_id])
 
 
-def _decode(cursor: str, sort: str) -> tuple[float, str]:
-    def read(values: list[Any]) -> tuple[float, str]:
+def _decode(cursor: str, sort: str) -> tuple[int | float, str]:
+    def read(values: list[Any]) -> tuple[int | float, str]:
         named, value, row_id = values
-        if named != sort or not isinstance(value, int | float):
+        if named != sort or isinstance(value, bool) or not isinstance(value, int | float):
             raise ValueError
-        return float(value), str(row_id)
+        # Bound as the key column's type: counts and nano-dollars are whole numbers.
+        return (float(value) if sort == "duration" else int(value)), str(row_id)
 
     return cursor_codec.decode(cursor, read)
 

@@ -1,4 +1,5 @@
-"""Tables of the trace store: traces, steps, tool sets, items, violations and meta."""
+"""Tables of the trace store: traces, steps, tool sets, items, violations, the per-trace
+model list, the sessions summary and meta."""
 
 from __future__ import annotations
 
@@ -61,6 +62,12 @@ class TraceRow(SQLModel, table=True):
         sa.Index("ix_traces_updated", "updated_at", "id"),
         sa.Index("ix_traces_status_updated", "status", "updated_at", "id"),
         sa.Index("ix_traces_session_updated", "session_id", "updated_at", "id"),
+        # The list's other sort orders, largest first, each with its keyset cursor.
+        sa.Index("ix_traces_steps", "step_count", "id"),
+        sa.Index("ix_traces_cost", "cost_nano", "id"),
+        sa.Index("ix_traces_span", "span_ms", "id"),
+        # A session's first activity again once retention took its oldest traces.
+        sa.Index("ix_traces_session_started", "session_id", "started_at"),
     )
 
     id: str = _id(primary_key=True)
@@ -105,6 +112,11 @@ class TraceRow(SQLModel, table=True):
     last_response_end: datetime | None = Field(
         default=None, sa_column=sa.Column(UTCDateTime(), nullable=True)
     )
+    # Whole milliseconds from the first request to the last response end (or the last
+    # activity without one): the duration sort's key, so equal durations tie exactly.
+    span_ms: float = Field(
+        default=0.0, sa_column=sa.Column(sa.Float, nullable=False, server_default="0")
+    )
     session_id: str | None = Field(default=None, sa_column=sa.Column(sa.String(256)))
     first_user_text: str | None = Field(default=None, sa_column=sa.Column(sa.Text))
 
@@ -113,8 +125,6 @@ class StepRow(SQLModel, table=True):
     __tablename__ = "steps"
     __table_args__ = (
         sa.UniqueConstraint("trace_id", "seq", name="uq_steps_trace_seq"),
-        # The list's model filter is a semi-join from the model side.
-        sa.Index("ix_steps_model_trace", "model", "trace_id"),
         # Retention keeps a tool set while any step still refers to it.
         sa.Index("ix_steps_tool_set", "tool_set"),
     )
@@ -228,6 +238,39 @@ class ViolationRow(SQLModel, table=True):
     items: list[dict[str, Any]] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
 
 
+class TraceModelRow(SQLModel, table=True):
+    """Each model a trace used: the list's `model=` filter seeks these by name."""
+
+    __tablename__ = "trace_models"
+    __table_args__ = (sa.Index("ix_trace_models_model", "model", "trace_id"),)
+
+    trace_id: str = Field(
+        sa_column=sa.Column(
+            sa.String(ID_LENGTH),
+            sa.ForeignKey("traces.id", ondelete="CASCADE"),
+            primary_key=True,
+        )
+    )
+    model: str = Field(sa_column=sa.Column(sa.String(256), primary_key=True))
+
+
+class SessionRow(SQLModel, table=True):
+    """One session's traces summed up, kept by the writer and by retention."""
+
+    __tablename__ = "sessions"
+    # The sessions list: newest activity first, with its keyset cursor.
+    __table_args__ = (sa.Index("ix_sessions_activity", "last_activity", "session_id"),)
+
+    session_id: str = Field(sa_column=sa.Column(sa.String(256), primary_key=True))
+    trace_count: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    step_count: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    total_tokens: int = Field(sa_column=sa.Column(sa.BigInteger, nullable=False))
+    violation_count: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    cost_nano: int = Field(sa_column=sa.Column(sa.BigInteger, nullable=False))
+    started_at: datetime = _time()
+    last_activity: datetime = _time()
+
+
 class MetaRow(SQLModel, table=True):
     __tablename__ = "meta"
 
@@ -241,3 +284,5 @@ ITEMS: sa.Table = SQLModel.metadata.tables["items"]
 VIOLATIONS: sa.Table = SQLModel.metadata.tables["violations"]
 META: sa.Table = SQLModel.metadata.tables["meta"]
 TOOL_SETS: sa.Table = SQLModel.metadata.tables["tool_sets"]
+TRACE_MODELS: sa.Table = SQLModel.metadata.tables["trace_models"]
+SESSIONS: sa.Table = SQLModel.metadata.tables["sessions"]

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection, Engine, RowMapping
 from gateway.items import Item, ItemKind
 from gateway.runs.status import DEFAULT_IDLE_SECONDS
 from gateway.store import cursor as cursor_codec
-from gateway.store import search
+from gateway.store import keyset, search, trace_models
 from gateway.store.deadline import time_limit
 from gateway.store.filters import TraceFilters, trace_conditions
 from gateway.store.mcp_tables import MCP_VIOLATIONS
@@ -68,8 +68,7 @@ def page(
     when_col, id_col = columns
     limit = max(1, min(limit, MAX_LIMIT))
     if cursor:
-        when, row_id = decode_cursor(cursor)
-        query = query.where(sa.or_(when_col < when, sa.and_(when_col == when, id_col < row_id)))
+        query = query.where(keyset.before(columns, decode_cursor(cursor)))
     query = query.order_by(when_col.desc(), id_col.desc()).limit(limit + 1)
     rows = list(conn.execute(query).mappings())
     if len(rows) <= limit:
@@ -112,10 +111,13 @@ def list_traces(
         until=until,
         q=q,
     )
-    query = sa.select(TRACES)
-    for condition in trace_conditions(filters, engine.dialect.name, now, idle_seconds):
-        query = query.where(condition)
     with reading(engine) as conn, _limited(conn, filters.q, search_timeout):
+        models = trace_models.filter_on(conn, filters.model) if filters.model else None
+        below = decode_cursor(cursor)[0] if cursor and sort == "time" else None
+        conditions = trace_conditions(
+            filters, engine.dialect.name, now, idle_seconds, models, below
+        )
+        query = sa.select(TRACES).where(*conditions)
         if filters.q:  # find, then fetch: the page reads only the traces found
             query = query.where(t.id.in_(sorted(search.matching_trace_ids(conn, filters.q))))
         rows, next_cursor = _sorted_page(conn, query, sort, limit, cursor)
@@ -154,40 +156,59 @@ def get_trace(
     trace_id: str,
     now: datetime | None = None,
     idle_seconds: float = DEFAULT_IDLE_SECONDS,
+    *,
+    steps_after: int = 0,
+    steps_limit: int | None = None,
 ) -> dict[str, Any] | None:
+    """The trace with its violations, refusals and steps: those numbered after `steps_after`,
+    at most `steps_limit` of them (None: all). `next_steps_after` is the last step number
+    given when more steps follow, else None."""
     with reading(engine) as conn:
         row = conn.execute(sa.select(TRACES).where(TRACES.c.id == trace_id)).mappings().first()
         if row is None:
             return None
-        steps = conn.execute(
-            sa.select(STEPS).where(STEPS.c.trace_id == trace_id).order_by(STEPS.c.seq)
-        ).mappings()
-        items = conn.execute(
-            sa.select(ITEMS)
-            .join(STEPS, STEPS.c.id == ITEMS.c.step_id)
-            .where(STEPS.c.trace_id == trace_id)
-            .order_by(ITEMS.c.step_id, ITEMS.c.direction, ITEMS.c.position)
-        ).mappings()
+        steps, more = _steps(conn, trace_id, steps_after, steps_limit)
         violations = conn.execute(
             sa.select(VIOLATIONS)
             .where(VIOLATIONS.c.trace_id == trace_id)
             .order_by(VIOLATIONS.c.created_at, VIOLATIONS.c.id)
         ).mappings()
-        step_dicts = [step_json(step) for step in steps]
-        tool_sets = read_tool_sets(conn, (step["tool_set"] for step in step_dicts))
-        for step in step_dicts:
-            step["tools"] = tool_sets.get(step["tool_set"] or "")
-        by_step = {step["id"]: step for step in step_dicts}
-        for item in items:
-            by_step[item["step_id"]][item["direction"] + "_items"].append(item_json(item))
         result = trace_json(row, now, idle_seconds)
-        result["steps"] = step_dicts
+        result["steps"] = steps
+        result["next_steps_after"] = steps[-1]["seq"] if more else None
         stored = list(violations)
         result["violations"] = [violation_json(v) for v in stored]
         result["refusals"] = [
             refusal_json(v) for v in stored if v["step_id"] is None and v["enforced"]
         ]
     return result
+
+
+def _steps(
+    conn: Connection, trace_id: str, after: int, limit: int | None
+) -> tuple[list[dict[str, Any]], bool]:
+    """A page of the trace's steps in order, with their items and tools; and whether more
+    steps follow it. Read by the (trace_id, seq) index and the items' step index."""
+    s, i = STEPS.c, ITEMS.c
+    query = sa.select(STEPS).where(s.trace_id == trace_id, s.seq > after).order_by(s.seq)
+    if limit is not None:
+        query = query.limit(limit + 1)
+    steps = [step_json(step) for step in conn.execute(query).mappings()]
+    more = limit is not None and len(steps) > limit
+    steps = steps[:limit] if more else steps
+    if limit is None:  # the rest of the trace: one join, whatever its length
+        items = sa.select(ITEMS).join(STEPS, s.id == i.step_id)
+        items = items.where(s.trace_id == trace_id, s.seq > after)
+    else:
+        items = sa.select(ITEMS).where(i.step_id.in_([step["id"] for step in steps]))
+    rows = conn.execute(items.order_by(i.step_id, i.direction, i.position)).mappings()
+    by_step = {step["id"]: step for step in steps}
+    for item in rows:
+        by_step[item["step_id"]][item["direction"] + "_items"].append(item_json(item))
+    tool_sets = read_tool_sets(conn, (step["tool_set"] for step in steps))
+    for step in steps:
+        step["tools"] = tool_sets.get(step["tool_set"] or "")
+    return steps, more
 
 
 def find_continuation(engine: Engine, keys: list[str]) -> tuple[str, str, str] | None:

@@ -1,6 +1,6 @@
 """Retention: a background purge of traces idle longer than `retention_days`, with every row
-that belongs to them (steps, items, violations, budget ledger, MCP executions) and the tool
-sets no step left refers to.
+that belongs to them (steps, items, violations, budget ledger, MCP executions, models) and
+the tool sets no step left refers to; their sessions' summaries are adjusted.
 
 Bounded: a pass deletes at most `batch_size` traces in one short transaction in a worker
 thread, passes are separated by a pause, and once nothing is left the next sweep waits.
@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from gateway.store import fulltext, mcp_purge
+from gateway.store import fulltext, mcp_purge, session_summary, trace_models
 from gateway.store.engine import write_connection
 from gateway.store.ledger import BudgetLedgerRow
 from gateway.store.models import ITEMS, STEPS, TOOL_SETS, TRACES, VIOLATIONS
@@ -56,6 +56,8 @@ def purge_batch(engine: Engine, cutoff: datetime, limit: int) -> int:
         _drop_unused_tool_sets(conn, tool_sets)
         conn.execute(LEDGER.delete().where(LEDGER.c.trace_id.in_(ids)))
         mcp_purge.purge_traces(conn, ids)
+        trace_models.forget(conn, ids)
+        session_summary.forget(conn, ids)
         conn.execute(TRACES.delete().where(TRACES.c.id.in_(ids)))
     return len(ids)
 

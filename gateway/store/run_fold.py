@@ -1,12 +1,12 @@
 """How one batch moves a trace's run summary: its status fold (gateway.runs.status), tool
-time (gateway.runs.timing), last response end and first user text. Pure: the stored row in,
-column values out.
+time (gateway.runs.timing), last response end, span and first user text. Pure: the stored row
+in, column values out.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from gateway.items import ItemKind, StopReason
@@ -29,7 +29,8 @@ class Folded:
 def fold(
     row: Any, steps: list[StepRecord], refusals: list[RefusalRecord], first_batch: bool
 ) -> Folded:
-    """Fold a batch's records into the summary stored in `row` (read under its row lock).
+    """Fold a batch's records into the summary stored in `row` (read under its row lock,
+    its start and last activity already merged with the batch's).
 
     `first_batch`: the trace had no step before this batch, so its first step is here.
     """
@@ -62,11 +63,17 @@ def fold(
         "last_refusal_at": summary.last_refusal_at,
         "last_refusal_kind": None if summary.last_refusal is None else summary.last_refusal.value,
         "last_response_end": last_end,
+        "span_ms": span_ms(row.started_at, last_end or row.updated_at),
         "first_user_text": row.first_user_text
         if row.first_user_text is not None or not first_batch or not ordered
         else first_user_text(ordered[0]),
     }
     return folded
+
+
+def span_ms(started_at: datetime, ended_at: datetime) -> float:
+    """Whole milliseconds, so runs of equal length tie exactly (and order by id)."""
+    return float(round((ended_at - started_at) / timedelta(milliseconds=1)))
 
 
 def first_user_text(step: StepRecord) -> str | None:

@@ -1,44 +1,23 @@
 """The one sessions query, for the read API (GET /api/sessions, paged) and the sessions
-page: each session with its trace count, cost and times."""
+page: each session with its trace count, cost and times, read from the summary the writer
+keeps (gateway.store.session_summary), newest activity first."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine, RowMapping
 
-from gateway.store.models import TRACES
+from gateway.store.models import SESSIONS
 from gateway.store.queries import DEFAULT_LIMIT, page, reading
 from gateway.store.shapes import cost_usd, iso
 
 
-def _grouped() -> sa.Subquery:
-    """The one sessions query: every session with its traces' counts, cost and times."""
-    t = TRACES.c
-    return (
-        sa.select(
-            t.session_id,
-            sa.func.count().label("trace_count"),
-            sa.func.sum(t.cost_nano).label("cost_nano"),
-            sa.func.sum(t.step_count).label("step_count"),
-            sa.func.sum(t.total_tokens).label("total_tokens"),
-            sa.func.sum(t.violation_count).label("violation_count"),
-            sa.func.max(t.updated_at).label("last_activity"),
-            sa.func.min(t.started_at).label("started_at"),
-        )
-        .where(t.session_id.is_not(None))
-        .group_by(t.session_id)
-        .subquery()
-    )
-
-
-def _rows(engine: Engine, limit: int, cursor: str | None) -> tuple[list[Any], str | None]:
-    grouped = _grouped()
-    columns = (grouped.c.last_activity, grouped.c.session_id)
+def _rows(engine: Engine, limit: int, cursor: str | None) -> tuple[list[RowMapping], str | None]:
+    s = SESSIONS.c
     with reading(engine) as conn:
-        return page(conn, sa.select(grouped), columns, limit, cursor)
+        return page(conn, sa.select(SESSIONS), (s.last_activity, s.session_id), limit, cursor)
 
 
 def sessions_page(
@@ -49,10 +28,10 @@ def sessions_page(
     sessions = [
         {
             "session_id": row["session_id"],
-            "trace_count": int(row["trace_count"]),
-            "cost_usd": cost_usd(_int(row["cost_nano"]), _int(row["step_count"])),
-            "last_activity": iso(_utc(row["last_activity"])),
-            "started_at": iso(_utc(row["started_at"])),
+            "trace_count": row["trace_count"],
+            "cost_usd": cost_usd(row["cost_nano"], row["step_count"]),
+            "last_activity": iso(row["last_activity"]),
+            "started_at": iso(row["started_at"]),
         }
         for row in rows
     ]
@@ -71,19 +50,7 @@ def session_summaries(engine: Engine, *, limit: int = DEFAULT_LIMIT) -> list[dic
             "violation_count": row["violation_count"],
             "started_at": row["started_at"],
             "updated_at": row["last_activity"],
-            "cost_usd": cost_usd(_int(row["cost_nano"]), _int(row["step_count"])),
+            "cost_usd": cost_usd(row["cost_nano"], row["step_count"]),
         }
         for row in rows
     ]
-
-
-def _int(value: Any) -> int:
-    """Sums come back as Decimal on PostgreSQL and None over no rows."""
-    return int(value or 0)
-
-
-def _utc(value: Any) -> Any:
-    """Aggregates may lose the column type on SQLite: text or naive values are UTC."""
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    return value if value is None or value.tzinfo else value.replace(tzinfo=UTC)

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection, Engine
 from gateway.items import Violation
 from gateway.runs.status import TraceStatus
 from gateway.step import RefusalRecord, StepRecord
-from gateway.store import fulltext
+from gateway.store import fulltext, session_summary, trace_models
 from gateway.store.engine import dialect_insert, write_connection
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
 from gateway.store.rows import insert_many, item_rows, step_row
@@ -206,7 +206,7 @@ def _trace_row(delta: _TraceDelta) -> dict[str, Any]:
         "cost_nano": delta.cost_nano,
         "unpriced_steps": delta.unpriced_steps,
         "model_ms": delta.model_ms,
-        "session_id": delta.session_id,
+        "session_id": None,  # set by the fold: session_summary sees a trace join its session
         **dict.fromkeys(_SUMMARY_COLUMNS),
         "open_calls": 0,
     }
@@ -227,10 +227,10 @@ def _merge(conn: Connection) -> Any:
         "updated_at": sa.case((new.updated_at > t.updated_at, new.updated_at), else_=t.updated_at),
         "budget_max_steps": sa.func.coalesce(new.budget_max_steps, t.budget_max_steps),
         "budget_max_tokens": sa.func.coalesce(new.budget_max_tokens, t.budget_max_tokens),
-        "session_id": sa.func.coalesce(t.session_id, new.session_id),
     }
     upsert = dialect_insert(conn, TRACES).on_conflict_do_update(index_elements=["id"], set_=merged)
     summary = [t[name] for name in _SUMMARY_COLUMNS]
+    summary += [t[name] for name in session_summary.RETURNED]
     return upsert.returning(t.id, t.step_count, t.models, *summary, sort_by_parameter_order=True)
 
 
@@ -243,7 +243,7 @@ def _fold_update() -> Any:
     return TRACES.update().where(t.id == sa.bindparam("trace_id")).values(values)
 
 
-_FOLDED_COLUMNS = (*_SUMMARY_COLUMNS, "status", "status_final", "models")
+_FOLDED_COLUMNS = (*_SUMMARY_COLUMNS, "status", "status_final", "models", "span_ms", "session_id")
 
 
 def _merge_traces(
@@ -262,11 +262,14 @@ def _merge_traces(
         stored = list(row.models or [])
         # The row lock is held until commit, so `stored` cannot go stale.
         models = stored + [m for m in delta.models if m not in stored]
+        session = session_summary.session_of(row, delta)
         updates.append(
             {**folded.values, "models": models, "add_tool_ms": folded.tool_ms}
-            | {"trace_id": delta.trace_id}
+            | {"trace_id": delta.trace_id, "session_id": session}
         )
     conn.execute(_fold_update(), updates)
+    trace_models.record(conn, deltas)
+    session_summary.record(conn, zip(deltas, rows, strict=True))
     return before, folds
 
 

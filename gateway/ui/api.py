@@ -20,13 +20,19 @@ from gateway.ui import mcp_api
 from gateway.ui.deps import ReadDeps
 
 MAX_LIMIT = 200
+STEPS_LIMIT = 100  # steps in one answer of GET /api/traces/{id}, unless asked otherwise
+MAX_STEPS_LIMIT = 500
+
+
+def _whole(request: web.Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query.get(name, str(default))
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        raise BadRequest(f"{name} must be a whole number from {low} to {high}", param=name)
+    return int(raw)
 
 
 def _limit(request: web.Request) -> int:
-    raw = request.query.get("limit", "50")
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
-        raise BadRequest(f"limit must be a whole number from 1 to {MAX_LIMIT}", param="limit")
-    return int(raw)
+    return _whole(request, "limit", 50, 1, MAX_LIMIT)
 
 
 def _violation_kind(request: web.Request) -> str | None:
@@ -112,6 +118,8 @@ async def get_trace(request: web.Request, deps: ReadDeps) -> web.Response:
         request.match_info["trace_id"],
         now=deps.clock(),
         idle_seconds=deps.settings.trace_idle_seconds,
+        steps_after=_whole(request, "steps_after", 0, 0, 2**31 - 1),
+        steps_limit=_whole(request, "steps_limit", STEPS_LIMIT, 1, MAX_STEPS_LIMIT),
     )
     if trace is None:
         raise NotFound(f"no trace {request.match_info['trace_id']}")

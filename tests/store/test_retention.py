@@ -28,10 +28,17 @@ OLD = NOW - timedelta(days=40)
 RECENT = NOW - timedelta(days=2)
 # Every table and how its rows belong to a trace; a new table must be placed here (and
 # purged by retention.purge_batch), or this fails.
-OWNED = {"traces": "id", "steps": "trace_id", "violations": "trace_id", "budget_ledger": "trace_id"}
+OWNED = {
+    "traces": "id",
+    "steps": "trace_id",
+    "violations": "trace_id",
+    "budget_ledger": "trace_id",
+    "trace_models": "trace_id",
+}
 BY_STEP = {"items": "step_id"}
 SHARED = {"tool_sets"}  # by content: kept while any step refers to one
 UNOWNED = {"meta", "mcp_tools"}
+SUMMARIES = {"sessions"}  # their traces' sums: adjusted when traces go (test_session_summary)
 # Purged with their trace, or by age when they belong to none (tests/mcp/test_mcp_retention.py).
 MCP_OWNED = {"mcp_executions", "mcp_methods", "mcp_violations"}
 TOOLS_OLD = [{"type": "function", "function": {"name": "only_old_runs_had_this"}}]
@@ -90,7 +97,7 @@ def assert_no_orphans(engine: Engine) -> None:
 
 
 def test_every_table_is_known_to_retention() -> None:
-    tables = {*OWNED, *BY_STEP, *SHARED, *UNOWNED, *MCP_OWNED}
+    tables = {*OWNED, *BY_STEP, *SHARED, *UNOWNED, *MCP_OWNED, *SUMMARIES}
     assert set(METADATA.tables) == tables, "teach retention the new table"
 
 

@@ -108,6 +108,8 @@ TABLES_OF_LATER_REVISIONS = {
     "mcp_methods",
     "mcp_tools",
     "mcp_violations",
+    "trace_models",  # 0007
+    "sessions",
 }
 
 

@@ -115,10 +115,10 @@ def test_list_model_substring_time_range_and_violations(
     assert _all_pages(engine, 3, has_violations=True) == flagged  # type: ignore[arg-type]
     clean = [t for t in newest_first if t not in flagged]
     assert _all_pages(engine, 3, has_violations=False) == clean  # type: ignore[arg-type]
-    started = {t["id"]: t["started_at"] for t in list_traces(engine, limit=200)["traces"]}
-    since, until = (datetime.fromisoformat(started[t]) for t in ("tr-003", "tr-005"))
+    active = {t["id"]: t["updated_at"] for t in list_traces(engine, limit=200)["traces"]}
+    since, until = (datetime.fromisoformat(active[t]) for t in ("tr-003", "tr-005"))
     window = list_traces(engine, since=since, until=until)["traces"]
-    assert [t["id"] for t in window] == ["tr-005", "tr-004", "tr-003"]
+    assert [t["id"] for t in window] == ["tr-005", "tr-004", "tr-003"]  # inclusive
     assert list_traces(engine, session="no such session")["traces"] == []
 
 

@@ -144,3 +144,44 @@ async def test_a_search_past_its_time_limit_answers_503(
         async with aiohttp.ClientSession() as session, session.get(gw.url + "/?q=hello") as page:
             assert page.status == 503
             assert "took too long" in await page.text()
+
+
+async def test_a_long_trace_comes_in_pages_of_steps(
+    database: Database, make_gateway: GatewayFactory
+) -> None:
+    engine = make_engine(database.url)
+    create_schema(engine)
+    dup = Violation(ViolationKind.DUPLICATE_CALL_ID, "twice", call_id="c")
+    steps = [build_step("long", items=1, violations=[dup] if n == 0 else []) for n in range(230)]
+    StoreWriter(engine).write_batch(steps)
+    StoreWriter(engine).write_batch([build_step("short")])
+    engine.dispose()
+    gw = await make_gateway()
+
+    status, first = await _get(gw, "/api/traces/long")  # as before, for runs up to 100 steps
+    assert status == 200 and first["step_count"] == 230
+    assert [s["seq"] for s in first["steps"]] == list(range(1, 101))
+    assert first["next_steps_after"] == 100
+    assert first["steps"][0]["input_items"][0]["text"].startswith("question")
+    assert [v["kind"] for v in first["violations"]] == ["duplicate_call_id"]
+    _, second = await _get(gw, "/api/traces/long", steps_after="100", steps_limit="120")
+    assert [s["seq"] for s in second["steps"]] == list(range(101, 221))
+    assert second["next_steps_after"] == 220 and second["violations"] == first["violations"]
+    _, last = await _get(gw, "/api/traces/long", steps_after="220")
+    assert [s["seq"] for s in last["steps"]] == list(range(221, 231))
+    assert last["next_steps_after"] is None
+    assert all(len(s["output_items"]) == 2 for s in last["steps"])
+    _, whole = await _get(gw, "/api/traces/long", steps_limit="500")
+    assert len(whole["steps"]) == 230 and whole["next_steps_after"] is None
+    _, short = await _get(gw, "/api/traces/short")
+    assert len(short["steps"]) == 1 and short["next_steps_after"] is None
+    assert len((await gw.trace("long"))["steps"]) == 230  # the harness follows the pages
+
+
+@pytest.mark.parametrize(
+    ("param", "value"), [("steps_limit", "0"), ("steps_limit", "501"), ("steps_after", "-1")]
+)
+async def test_a_bad_step_page_is_named(seeded: Gateway, param: str, value: str) -> None:
+    status, body = await _get(seeded, "/api/traces/live", **{param: value})
+    assert status == 400
+    assert body["error"].get("param") == param or param in body["error"]["message"]

@@ -1,0 +1,177 @@
+"""The sessions summary: a row per session with its traces' count, steps, tokens, violations,
+cost, first and last activity. The writer adds each batch to it and retention takes purged
+traces out, so the sessions list reads a page of rows instead of grouping every trace.
+
+Exact under replicas: a session row changes only by increments (and by min/max of times)
+under its row lock, taken after the batch's trace rows and in session id order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from gateway.store.engine import dialect_insert
+from gateway.store.models import SESSIONS, TRACES
+
+# Trace columns the writer's merge returns for this module (besides step_count), as they
+# are after the merge: a trace joining a session brings all it has.
+RETURNED = (
+    "session_id",
+    "started_at",
+    "updated_at",
+    "total_tokens",
+    "violation_count",
+    "cost_nano",
+)
+_SUMS = ("trace_count", "step_count", "total_tokens", "violation_count", "cost_nano")
+
+
+class TraceChange(Protocol):
+    """What one batch adds to one trace (the writer's delta)."""
+
+    @property
+    def session_id(self) -> str | None: ...
+    @property
+    def steps(self) -> Sequence[Any]: ...
+    @property
+    def tokens(self) -> dict[str, int]: ...
+    @property
+    def violations(self) -> int: ...
+    @property
+    def cost_nano(self) -> int: ...
+    @property
+    def started_at(self) -> datetime: ...
+    @property
+    def updated_at(self) -> datetime: ...
+
+
+@dataclass(slots=True)
+class _Sums:
+    trace_count: int
+    step_count: int
+    total_tokens: int
+    violation_count: int
+    cost_nano: int
+    started_at: datetime
+    last_activity: datetime
+
+    def add(self, other: _Sums) -> None:
+        for name in _SUMS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.started_at = min(self.started_at, other.started_at)
+        self.last_activity = max(self.last_activity, other.last_activity)
+
+
+def session_of(row: Any, delta: TraceChange) -> str | None:
+    """The trace's session after the batch: the first one it was seen with stays."""
+    session: str | None = row.session_id or delta.session_id
+    return session
+
+
+def record(conn: Connection, changes: Iterable[tuple[TraceChange, Any]]) -> None:
+    """Add a batch to the summary: (delta, merged trace row) per trace, the row's session
+    as stored before the batch (the writer sets it after this)."""
+    sessions: dict[str, _Sums] = {}
+    for delta, row in changes:
+        if row.session_id is not None:
+            _into(sessions, row.session_id, _delta_sums(delta))
+        elif delta.session_id is not None:  # the trace joins its session now, whole
+            _into(sessions, delta.session_id, _trace_sums(row))
+    if sessions:
+        rows = [{"session_id": s, **_values(sums)} for s, sums in sorted(sessions.items())]
+        conn.execute(_upsert(conn), rows)
+
+
+def _into(sessions: dict[str, _Sums], session_id: str, sums: _Sums) -> None:
+    if session_id in sessions:
+        sessions[session_id].add(sums)
+    else:
+        sessions[session_id] = sums
+
+
+def _delta_sums(delta: TraceChange) -> _Sums:
+    return _Sums(
+        trace_count=0,
+        step_count=len(delta.steps),
+        total_tokens=delta.tokens.get("total_tokens", 0),
+        violation_count=delta.violations,
+        cost_nano=delta.cost_nano,
+        started_at=delta.started_at,
+        last_activity=delta.updated_at,
+    )
+
+
+def _trace_sums(row: Any) -> _Sums:
+    return _Sums(
+        trace_count=1,
+        step_count=int(row.step_count),
+        total_tokens=int(row.total_tokens),
+        violation_count=int(row.violation_count),
+        cost_nano=int(row.cost_nano),
+        started_at=row.started_at,
+        last_activity=row.updated_at,
+    )
+
+
+def _values(sums: _Sums) -> dict[str, Any]:
+    return {name: getattr(sums, name) for name in (*_SUMS, "started_at", "last_activity")}
+
+
+def _upsert(conn: Connection) -> Any:
+    s, new = SESSIONS.c, dialect_insert(conn, SESSIONS).excluded
+    merged: dict[str, Any] = {name: s[name] + new[name] for name in _SUMS}
+    merged["started_at"] = sa.case(
+        (new.started_at < s.started_at, new.started_at), else_=s.started_at
+    )
+    merged["last_activity"] = sa.case(
+        (new.last_activity > s.last_activity, new.last_activity), else_=s.last_activity
+    )
+    insert = dialect_insert(conn, SESSIONS)
+    return insert.on_conflict_do_update(index_elements=["session_id"], set_=merged)
+
+
+def forget(conn: Connection, trace_ids: Sequence[str]) -> None:
+    """Take traces retention is deleting out of their sessions (in its transaction, before
+    it deletes them): counts go down, times are read again from the traces that stay, and
+    a session left with no trace goes."""
+    t, s = TRACES.c, SESSIONS.c
+    gone = conn.execute(
+        sa.select(
+            t.session_id,
+            sa.func.count().label("trace_count"),
+            *(sa.func.sum(t[name]).label(name) for name in _SUMS[1:]),
+        )
+        .where(t.id.in_(trace_ids), t.session_id.is_not(None))
+        .group_by(t.session_id)
+        .order_by(t.session_id)
+    ).all()
+    if not gone:
+        return
+    less = {name: s[name] - sa.bindparam(f"less_{name}", type_=s[name].type) for name in _SUMS}
+    conn.execute(
+        SESSIONS.update().where(s.session_id == sa.bindparam("sid")).values(less),
+        [
+            {"sid": g.session_id, **{f"less_{n}": int(getattr(g, n) or 0) for n in _SUMS}}
+            for g in gone
+        ],
+    )
+    affected = [g.session_id for g in gone]
+    conn.execute(SESSIONS.delete().where(s.session_id.in_(affected), s.trace_count <= 0))
+    staying = sa.and_(t.session_id == s.session_id, t.id.not_in(trace_ids))
+    first = sa.select(sa.func.min(t.started_at)).where(staying).scalar_subquery()
+    last = sa.select(sa.func.max(t.updated_at)).where(staying).scalar_subquery()
+    # Kept as they were should no trace stay (rows deleted by hand): never a null time.
+    conn.execute(
+        SESSIONS.update()
+        .where(s.session_id.in_(affected))
+        .values(
+            started_at=sa.func.coalesce(first, s.started_at),
+            last_activity=sa.func.coalesce(last, s.last_activity),
+        )
+    )
