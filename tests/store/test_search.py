@@ -8,11 +8,12 @@ import sys
 import textwrap
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from alembic import command
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from gateway.items import Item, ItemKind
 from gateway.store.deadline import ReadTimedOut
@@ -21,12 +22,18 @@ from gateway.store.filters import TraceFilters
 from gateway.store.migrate import alembic_config
 from gateway.store.queries import list_traces
 from gateway.store.retention import purge_batch
+from gateway.store.rows import insert_many, item_rows, step_row
 from gateway.store.search import fts5_query, next_prefix, tokens
 from gateway.store.writer import StoreWriter
 from tests.conftest import Database
 from tests.factories import T0, build_step
 
 COMMON = "common"  # in every trace below
+TABLES = ("traces", "steps", "items")
+TRACE_DEFAULTS = {"status_final": False, "step_count": 2, "models": [], "violation_count": 0,
+                  "cost_nano": 0} | dict.fromkeys(
+    ("prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens", "reasoning_tokens"), 0
+)  # fmt: skip
 
 
 def _found(engine: Engine, q: str, **kwargs: object) -> list[str]:
@@ -147,10 +154,10 @@ def test_a_store_at_the_revision_before_upgrades_and_finds_old_data(database: Da
     engine = make_engine(database.url)
     with engine.begin() as conn:
         command.upgrade(alembic_config(conn), "0005")
-    records: list[object] = []
-    for n in range(3):
-        records += _trace(f"old{n}", n, "Zanzibar" if n == 1 else "plain")
-    StoreWriter(engine).write_batch(records)  # type: ignore[arg-type]
+        records: list[Any] = []
+        for n in range(3):
+            records += _trace(f"old{n}", n, "Zanzibar" if n == 1 else "plain")
+        _store_as_then(conn, records)
     create_schema(engine)  # the start-up upgrade
     assert _found(engine, "zanzibar") == ["old1"]
     assert _found(engine, "old") == ["old2", "old1", "old0"]
@@ -163,6 +170,26 @@ def test_a_store_at_the_revision_before_upgrades_and_finds_old_data(database: Da
     assert purge_batch(engine, T0 + timedelta(minutes=2), limit=10) == 2
     assert _found(engine, "zanzibar") == []
     engine.dispose()
+
+
+def _store_as_then(conn: Connection, records: list[Any]) -> None:
+    """Rows as the revision before stores them: today's rows cut to the columns it has."""
+    tables = sa.MetaData()
+    traces, steps, items = (sa.Table(n, tables, autoload_with=conn) for n in TABLES)
+    for seq, record in enumerate(records, start=1):
+        at = record.started_at.replace(tzinfo=None)
+        trace = {"id": record.trace_id, "started_at": at, "updated_at": at, "status": "running"}
+        trace |= TRACE_DEFAULTS
+        if seq % 2:
+            conn.execute(traces.insert(), [_known(traces, trace)])
+        insert_many(conn, steps, [_known(steps, step_row(record, 2 - seq % 2))])
+        for direction in ("input", "output"):
+            rows = item_rows(record.id, direction, getattr(record, f"{direction}_items"))
+            insert_many(conn, items, [_known(items, row) for row in rows])
+
+
+def _known(table: sa.Table, row: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in row.items() if key in table.c}
 
 
 def test_batch_indexes_its_items_in_one_statement(engine: Engine, database: Database) -> None:
