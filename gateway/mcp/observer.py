@@ -246,8 +246,7 @@ class McpObserver:
         self._remember(self._by_call, execution.call_id, execution)
         self._pending("delivery", execution)
 
-    def _pending(self, kind: str, execution: Execution) -> None:
-        """For the store's look-ups: what memory may not join (or see delivered)."""
+    def _pending(self, kind: str, execution: Execution) -> None:  # for the store's look-ups
         self.fresh.append((kind, execution))
         del self.fresh[:-MAX_WAITING]
 
@@ -300,8 +299,7 @@ class McpObserver:
             if item.kind is ItemKind.TOOL_RESULT and item.call_id is not None:
                 self.delivered(item.call_id, item.text or "", out)
 
-    def forget_old(self, now: float) -> None:
-        """Executions past the window join nothing now (the oldest first)."""
+    def forget_old(self, now: float) -> None:  # past the window, nothing joins them now
         while self._waiting:
             oldest = next(iter(self._waiting.values()))
             if now - oldest.started <= self._window:
@@ -345,13 +343,15 @@ class McpObserver:
             execution.join = "content"
         self._joined(execution, out)
 
-    def delivered(self, call_id: str, given: str, out: Outbox) -> None:
-        """The model was given `given` as this call's result (in a step, or in the store)."""
+    def delivered(
+        self, call_id: str, given: str, out: Outbox, as_given: Callable[[str], str] = str
+    ) -> None:
+        """The model got `given` as this call's result (`as_given`: the text as stored)."""
         execution = self._by_call.get(call_id)
         if execution is None or execution.outcome not in ("ok", "tool_error"):
             return
         del self._by_call[call_id]
-        execution.delivery = delivery(given, result_text(execution.result))
+        execution.delivery = delivery(given, as_given(result_text(execution.result)))
         out.add(execution)
 
     def _join_late(self, execution: Execution) -> bool:

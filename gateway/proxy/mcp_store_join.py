@@ -114,7 +114,8 @@ class StoreJoins:
                 elif calls:
                     observer.joined_in_store(execution_id, None, None, out)
             for call_id, text in given.items():
-                observer.delivered(call_id, text, out)
+                # The store holds a tool result as redacted (JSON compacted): compared so.
+                observer.delivered(call_id, text, out, self._redactor.redact_json_text)
             self._emit(out)
             self._again([e for e in live if observer.pending(e[2], e[3])])
 
