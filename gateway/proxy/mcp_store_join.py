@@ -67,10 +67,14 @@ class StoreJoins:
             self._task = None
 
     async def look_up_now(self) -> None:
-        """Everything waiting, looked up at once (a flush wants to see the store's joins)."""
-        self._take_fresh()
-        entries, self._due = self._due, []
-        await self._look_up(entries)
+        """Everything waiting, looked up at once (a flush wants to see the store's joins);
+        a call joined so looks its delivery up in a second round."""
+        for _ in range(2):
+            self._take_fresh()
+            entries, self._due = self._due, []
+            await self._look_up(entries)
+            if not self._observer.fresh:
+                return
 
     async def _run(self) -> None:
         while True:
