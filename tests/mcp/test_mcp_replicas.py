@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.app import MCP
+from gateway.app import DEPS, MCP
+from gateway.proxy.mcp_runtime import McpSink
 from tests.fakes.chat import call, completion
 from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noqa: F401
 from tests.mcp.mcp_harness import mcp_gateway, mcp_url  # noqa: F401
@@ -25,6 +26,7 @@ async def test_a_call_answered_by_another_gateway_joins_and_is_delivered(
 ) -> None:
     model_side = await mcp_gateway(make_gateway, mcp_url)
     mcp_side = await mcp_gateway(make_gateway, mcp_url)
+    assert [sink for sink in mcp_side.app[DEPS].sinks if isinstance(sink, McpSink)]
     model_side.provider.queue(
         completion(tool_calls=[call("call_r1", "tools__read_text_file", {"path": "/r"})]),
         completion("Two lines."),
