@@ -48,6 +48,7 @@ class StoreJoins:
         self._redactor = redactor
         self._window = window
         self._due: list[Entry] = []  # a heap, soonest first
+        self._keys: dict[str, frozenset[str]] = {}  # by execution: computed once
         self._order = itertools.count()
         self._woken = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -107,6 +108,8 @@ class StoreJoins:
         async with self._looking:
             observer.forget_old(observer.monotonic())
             live = [e for e in entries if observer.pending(e[2], e[3])]
+            for gone in {e[3].id for e in entries} - {e[3].id for e in live}:
+                self._keys.pop(gone, None)
             joins = {e[3].id: e[3] for e in live if e[2] == "join"}
             deliveries = {e[3].call_id: e[3] for e in live if e[2] == "delivery" and e[3].call_id}
             wanted = [self._wanted(execution) for execution in joins.values()]
@@ -132,13 +135,17 @@ class StoreJoins:
 
     def _wanted(self, execution: Execution) -> Wanted:
         """Its arguments' keys as sent and as the store holds a model's (redacted)."""
-        arguments = execution.arguments
-        redacted = self._redactor.redact_value(arguments)
-        as_text = self._redactor.redact_text(jsoncodec.dumps_text(arguments))
+        keys = self._keys.get(execution.id)
+        if keys is None:
+            arguments = execution.arguments
+            redacted = self._redactor.redact_value(arguments)
+            as_text = self._redactor.redact_text(jsoncodec.dumps_text(arguments))
+            keys = frozenset({args_key(arguments), args_key(redacted), args_key(as_text)})
+            self._keys[execution.id] = keys
         return Wanted(
             execution_id=execution.id,
             tool=execution.tool,
-            keys=frozenset({args_key(arguments), args_key(redacted), args_key(as_text)}),
+            keys=keys,
             since=execution.started_at - timedelta(seconds=self._window),
             trace_id=execution.trace_id,
             call_id=execution.call_id,
@@ -149,6 +156,7 @@ class StoreJoins:
         now, observed = time.monotonic(), self._observer.monotonic()
         for _, _, kind, execution, delay in entries:
             if observed - execution.started > self._window:
+                self._keys.pop(execution.id, None)
                 continue
             later = min(delay * 2, MAX_DELAY)
             heapq.heappush(self._due, (now + later, next(self._order), kind, execution, later))
