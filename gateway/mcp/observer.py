@@ -27,13 +27,12 @@ from gateway.mcp.records import (
 )
 from gateway.mcp.requests import Context, Refusal, Tracked
 from gateway.mcp.sessions import ToolLists, Versions
-from gateway.mcp.texts import delivery, mcp_names, result_text
+from gateway.mcp.texts import mcp_names
+from gateway.mcp.waiting import MAX_WAITING, Waiting
 from gateway.step import StepRecord
 
-MAX_WAITING = 10_000  # executions waiting for a join or a delivery, oldest forgotten first
 
-
-class McpObserver:
+class McpObserver(Waiting):
     def __init__(
         self,
         *,
@@ -49,15 +48,10 @@ class McpObserver:
         self.tools = self.lists.tools  # by server: its tools as last listed
         self.versions = Versions()
         self._checker = checker or ToolChecker()
-        self._window = window
         self._enforce = enforce
         self._clock = clock or (lambda: datetime.now(UTC))
         self._now = monotonic
-        self._waiting: OrderedDict[str, Execution] = OrderedDict()  # joining later
-        self._by_call: OrderedDict[str, Execution] = OrderedDict()  # waiting for delivery
-        # Violations of executions not joined yet: they count on the run it joins.
-        self._held: OrderedDict[str, list[McpViolation]] = OrderedDict()
-        self.fresh: list[tuple[str, Execution]] = []  # newly waiting: ("join"|"delivery", …)
+        super().__init__(window)
         self._over_budget: OrderedDict[str, str] = OrderedDict()  # trace -> violation kind
 
     # -- a request -------------------------------------------------------------------------
@@ -106,15 +100,14 @@ class McpObserver:
         return tracked
 
     def _problems(self, execution: Execution, enforce: bool) -> list[tuple[str, str]]:
-        """(kind, detail) of what this call breaks, the rule to name first."""
+        """(kind, detail) of what this call breaks, the rule to name first. Observed only,
+        a call of a named run no model call asked for is judged once the store was asked
+        too (`not_in_store`): the model's step may have gone through another process."""
         problems = checks.call_problems(
             self._checker, self.tools.get(execution.server), execution.tool, execution.arguments
         )
-        if execution.call_id is None and (execution.explicit or enforce):
-            detail = (
-                f"No model tool call asked for MCP tool {execution.tool!r} with these arguments."
-            )
-            problems.insert(0, (checks.UNREQUESTED, detail))
+        if execution.call_id is None and enforce:
+            problems.insert(0, checks.unrequested(execution.tool))
         spent = self._over_budget.get(execution.trace_id or "")
         if enforce and spent is not None:
             detail = f"Its run is over its budget ({spent}): its tool calls are refused too."
@@ -241,15 +234,6 @@ class McpObserver:
         if execution.call_id is not None:
             self._await_delivery(execution)
 
-    def _await_delivery(self, execution: Execution) -> None:
-        assert execution.call_id is not None
-        self._remember(self._by_call, execution.call_id, execution)
-        self._pending("delivery", execution)
-
-    def _pending(self, kind: str, execution: Execution) -> None:  # for the store's look-ups
-        self.fresh.append((kind, execution))
-        del self.fresh[:-MAX_WAITING]
-
     def failed(self, tracked: Tracked, reason: str, out: Outbox) -> None:
         """No JSON-RPC answer: an HTTP error status, or the exchange broke."""
         if tracked.execution is not None:
@@ -299,14 +283,6 @@ class McpObserver:
             if item.kind is ItemKind.TOOL_RESULT and item.call_id is not None:
                 self.delivered(item.call_id, item.text or "", out)
 
-    def forget_old(self, now: float) -> None:  # past the window, nothing joins them now
-        while self._waiting:
-            oldest = next(iter(self._waiting.values()))
-            if now - oldest.started <= self._window:
-                break
-            del self._waiting[oldest.id]
-            self._held.pop(oldest.id, None)
-
     def _joined(self, execution: Execution, out: Outbox) -> None:
         """A waiting execution found its run: recorded again, its violations with it."""
         self.lists.used(execution.server, execution.trace_id)
@@ -318,11 +294,6 @@ class McpObserver:
                 self._await_delivery(execution)
 
     # -- what the store tells (another gateway process saw the model's side) --------------
-
-    def pending(self, kind: str, execution: Execution) -> bool:
-        """Whether it still waits for its join (`join`) or its delivery."""
-        table, key = (self._waiting, execution.id) if kind == "join" else (self._by_call, "")
-        return table.get(key or execution.call_id or "") is execution
 
     def joined_in_store(
         self, execution_id: str, trace_id: str | None, call_id: str | None, out: Outbox
@@ -343,16 +314,19 @@ class McpObserver:
             execution.join = "content"
         self._joined(execution, out)
 
-    def delivered(
-        self, call_id: str, given: str, out: Outbox, as_given: Callable[[str], str] = str
-    ) -> None:
-        """The model got `given` as this call's result (`as_given`: the text as stored)."""
-        execution = self._by_call.get(call_id)
-        if execution is None or execution.outcome not in ("ok", "tool_error"):
-            return
-        del self._by_call[call_id]
-        execution.delivery = delivery(given, as_given(result_text(execution.result)))
-        out.add(execution)
+    def not_in_store(self, execution_id: str, out: Outbox) -> None:
+        """The store knows no model call of its run for this answered execution either: no
+        model call asked for it (judged once; a later join still names the call)."""
+        execution = self._waiting.get(execution_id)
+        if (
+            execution is not None
+            and execution.explicit
+            and execution.call_id is None
+            and execution.outcome in ("ok", "tool_error", "rpc_error")
+            and not execution.judged_unrequested
+        ):
+            execution.judged_unrequested = True
+            out.add(self._violation(execution, *checks.unrequested(execution.tool)))
 
     def _join_late(self, execution: Execution) -> bool:
         if execution.call_id is not None and execution.trace_id is None:
@@ -384,17 +358,9 @@ class McpObserver:
     def monotonic(self) -> float:
         return self._now()
 
-    def _remember(self, table: OrderedDict[str, Execution], key: str, execution: Execution) -> None:
-        table[key] = execution
-        while len(table) > MAX_WAITING:
-            table.popitem(last=False)
-
     def _violation(
         self, execution: Execution, kind: str, detail: str, *, enforced: bool = False
     ) -> McpViolation:
         violation = violation_of(execution, kind, detail, self._clock(), enforced=enforced)
-        if execution.trace_id is None and execution.id in self._waiting:
-            self._held.setdefault(execution.id, []).append(violation)
-            while len(self._held) > MAX_WAITING:
-                self._held.popitem(last=False)
+        self._hold(execution, violation)
         return violation

@@ -37,6 +37,7 @@ class Execution:
     delivery: str | None = None
     started: float = 0.0  # monotonic seconds, for the duration
     explicit: bool = False  # joined by header, _meta or traceparent: content only names a call
+    judged_unrequested: bool = False  # its run's model calls were looked for, in vain
 
     def snapshot(self) -> Execution:
         return replace(self, arguments=self.arguments, result=self.result)

@@ -116,7 +116,9 @@ class StoreJoins:
             found, given = await asyncio.to_thread(self._read, wanted, set(deliveries))
             out = Outbox()
             for execution_id, calls in found.items():
-                if len(calls) == 1:
+                if not calls:
+                    observer.not_in_store(execution_id, out)
+                elif len(calls) == 1:
                     observer.joined_in_store(execution_id, calls[0].trace_id, calls[0].call_id, out)
                 elif calls:
                     observer.joined_in_store(execution_id, None, None, out)

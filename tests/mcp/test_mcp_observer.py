@@ -202,10 +202,16 @@ def test_a_trace_named_by_header_without_a_matching_call_is_unrequested() -> Non
     seen, _ = observer()
     seen.step(step("tr-1", calls=(("call_1", "read_text_file", '{"path":"/other"}'),)), Outbox())
     tracked, _ = call(seen, "read_text_file", {"path": "/a"}, context=Context("fs", "tr-1"))
-    out = answer(seen, tracked, OK)  # observed, not enforced: judged once answered
-    assert kinds(out) == [checks.UNREQUESTED]
+    out = answer(seen, tracked, OK)  # observed, not enforced: judged once the store was asked
+    assert kinds(out) == []
     execution = latest(out)
     assert (execution.trace_id, execution.call_id, execution.join) == ("tr-1", None, "header")
+    judged = Outbox()
+    seen.not_in_store(execution.id, judged)
+    seen.not_in_store(execution.id, judged)  # judged once
+    assert kinds(judged) == [checks.UNREQUESTED]
+    [violation] = judged.records
+    assert isinstance(violation, McpViolation) and violation.trace_id == "tr-1"
 
 
 def test_schema_and_declaration_violations() -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from gateway.app import DEPS, MCP
 from gateway.proxy.mcp_runtime import McpSink
 from tests.fakes.chat import call, completion
@@ -21,8 +23,9 @@ async def _stored(model_side: Gateway, mcp_side: Gateway) -> None:
     assert await mcp_side.app[MCP].flush()
 
 
+@pytest.mark.parametrize("join", ["content", "header"])
 async def test_a_call_answered_by_another_gateway_joins_and_is_delivered(
-    make_gateway: GatewayFactory, mcp_url: str
+    make_gateway: GatewayFactory, mcp_url: str, join: str
 ) -> None:
     model_side = await mcp_gateway(make_gateway, mcp_url)
     mcp_side = await mcp_gateway(make_gateway, mcp_url)
@@ -38,16 +41,20 @@ async def test_a_call_answered_by_another_gateway_joins_and_is_delivered(
     )
     trace_id = raw.headers["X-Loopwatch-Trace-Id"]
     await model_side.flush()  # the step is in the store, not in the other gateway's memory
-    async with mcp_client(mcp_side) as client:
+    named = {"X-Loopwatch-Trace-Id": trace_id} if join == "header" else {}
+    async with mcp_client(mcp_side, named) as client:
         result = await client.call_tool("read_text_file", {"path": "/r"})
     text = result.content[0].text  # type: ignore[union-attr]
     messages.append(raw.parse().choices[0].message.model_dump(exclude_none=True))
     messages.append({"role": "tool", "tool_call_id": "call_r1", "content": text})
     await sdk.chat.completions.create(model="gpt-4o", messages=messages, tools=TOOLS)
     await _stored(model_side, mcp_side)
-    [execution] = (await model_side.trace(trace_id))["tool_executions"]
-    assert (execution["call_id"], execution["join"]) == ("call_r1", "content")
+    trace = await model_side.trace(trace_id)
+    [execution] = trace["tool_executions"]
+    assert (execution["call_id"], execution["join"]) == ("call_r1", join)
     assert execution["outcome"] == "ok" and execution["delivery"] == "delivered"
+    # The model asked for it, though in another process: no unrequested_tool_execution.
+    assert trace["violations"] == [] and trace["violation_count"] == 0
     assert (await model_side.get("/api/mcp/executions"))["executions"] == []
 
 
