@@ -6,12 +6,14 @@ field added later takes its default when an older line is replayed.
 
 from __future__ import annotations
 
+import json
 from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
 import orjson
 
+from gateway import jsoncodec
 from gateway.mcp.records import Execution, McpViolation, MethodCall, Record, ToolList
 
 TAG = b"M"
@@ -28,13 +30,22 @@ _TIMES = frozenset({"started_at", "seen_at", "created_at"})
 
 def encode(record: Record) -> bytes:
     cls = type(record)
-    values = {name: getattr(record, name) for name in _FIELDS[cls]}
-    return TAG + orjson.dumps([_KIND_OF[cls], values]) + b"\n"
+    row = [_KIND_OF[cls], {name: getattr(record, name) for name in _FIELDS[cls]}]
+    try:
+        return TAG + orjson.dumps(row) + b"\n"
+    except TypeError:  # a lone surrogate or a non-string key in what a client sent
+        return TAG + json.dumps(row, default=_iso, separators=(",", ":")).encode() + b"\n"
+
+
+def _iso(value: object) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def decode(body: bytes) -> Record:
     """The record of a line's body (after its tag); ValueError when it is not one."""
-    kind, values = orjson.loads(body)
+    kind, values = jsoncodec.loads(body)
     cls = _KINDS.get(kind)
     if cls is None or not isinstance(values, dict):
         raise ValueError(f"spooled MCP record of unknown kind {kind!r}")

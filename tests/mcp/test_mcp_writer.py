@@ -59,6 +59,7 @@ async def test_rows_are_redacted_upserted_and_a_bad_record_is_dropped_alone(
 def test_every_mcp_record_survives_the_spool_line() -> None:
     records = [
         execution("ex-1", trace_id="tr-1", result={"content": [{"type": "text", "text": "é"}]}),
+        execution("ex-2", arguments={"text": "half a pair: \ud800"}),  # as a client may send
         MethodCall("fs", "ping", T0, 1.5, "ok", "tr-1", "2025-11-25"),
         ToolList("fs", [{"name": "read", "inputSchema": {"type": "object"}}], T0),
         McpViolation("mv-1", "undeclared_tool", "detail", T0, "fs", execution_id="ex-1"),
