@@ -53,14 +53,16 @@ class StoreJoins:
         self._woken = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._looking = asyncio.Lock()
+        self._closed = False
 
     def wake(self) -> None:
         """New executions may wait: schedule their first look-up."""
         self._woken.set()
-        if self._task is None:
+        if not self._closed and (self._task is None or self._task.done()):
             self._task = asyncio.get_running_loop().create_task(self._run(), name="mcp-joins")
 
     async def close(self) -> None:
+        self._closed = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -92,10 +94,7 @@ class StoreJoins:
             now, entries = time.monotonic(), []
             while self._due and self._due[0][0] <= now:
                 entries.append(heapq.heappop(self._due))
-            try:
-                await self._look_up(entries)
-            except Exception:
-                log.exception("looking MCP joins up in the store failed")
+            await self._look_up(entries)
 
     def _take_fresh(self) -> None:
         fresh, self._observer.fresh = self._observer.fresh, []
@@ -110,17 +109,24 @@ class StoreJoins:
             live = [e for e in entries if observer.pending(e[2], e[3])]
             for gone in {e[3].id for e in entries} - {e[3].id for e in live}:
                 self._keys.pop(gone, None)
+            if not live:
+                return
             joins = {e[3].id: e[3] for e in live if e[2] == "join"}
             deliveries = {e[3].call_id: e[3] for e in live if e[2] == "delivery" and e[3].call_id}
             wanted = [self._wanted(execution) for execution in joins.values()]
-            found, given = await asyncio.to_thread(self._read, wanted, set(deliveries))
+            try:
+                found, given = await asyncio.to_thread(self._read, wanted, set(deliveries))
+            except Exception:  # the store is away: these wait for their next look
+                log.warning("looking MCP joins up in the store failed", exc_info=True)
+                self._again(live)
+                return
             out = Outbox()
             for execution_id, calls in found.items():
                 if not calls:
                     observer.not_in_store(execution_id, out)
                 elif len(calls) == 1:
                     observer.joined_in_store(execution_id, calls[0].trace_id, calls[0].call_id, out)
-                elif calls:
+                else:  # several qualify: never guessed
                     observer.joined_in_store(execution_id, None, None, out)
             for call_id, text in given.items():
                 # The store holds a tool result as redacted (JSON compacted): compared so.
