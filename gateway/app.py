@@ -29,7 +29,7 @@ from gateway.proxy.deps import Deps
 from gateway.proxy.mcp_runtime import McpRuntime, McpSink
 from gateway.proxy.upstream import Upstream
 from gateway.recording.setup import recording as recording_for
-from gateway.recording.spooler import spooled_keys
+from gateway.recording.spooler import SpoolRecorder, spooled_keys
 from gateway.redaction.redactor import Redactor
 from gateway.routing import provider_of
 from gateway.runs.pricing import Pricer
@@ -123,7 +123,12 @@ async def _lifecycle(
     metrics.watch_recorder(recording)
     webhooks = await _start_webhooks(settings, redactor, metrics)
     otlp = _start_otlp(settings, redactor, metrics)
-    mcp = app[MCP] = await _started_mcp(settings, engine, redactor, metrics, otlp, webhooks, clock)
+    mcp = app[MCP] = await _started_mcp(
+        settings, engine, redactor, recording, metrics, otlp, webhooks, clock
+    )
+    # Decided once: with no MCP server configured, a model step costs the MCP side nothing
+    # (a stdio bridge's calls are joined through the store).
+    mcp_sink = McpSink(mcp) if settings.mcp_servers else None
     app[DEPS] = Deps(
         settings=settings,
         upstream=upstream,
@@ -134,7 +139,7 @@ async def _lifecycle(
         secret=secret,
         recent=RecentSteps(),
         clock=clock or (lambda: datetime.now(UTC)),
-        sinks=tuple(s for s in (metrics, webhooks, otlp, McpSink(mcp)) if s is not None),
+        sinks=tuple(s for s in (metrics, webhooks, otlp, mcp_sink) if s is not None),
         metrics=metrics,
         known_keys=known_keys,
         pricer=Pricer(settings.prices),
@@ -152,12 +157,13 @@ async def _started_mcp(
     settings: Settings,
     engine: Engine,
     redactor: Redactor,
+    recording: SpoolRecorder,
     metrics: MetricsSink,
     otlp: OtlpSink | None,
     webhooks: WebhookSink | None,
     clock: Callable[[], datetime] | None,
 ) -> McpRuntime:
-    mcp = McpRuntime(settings, engine, redactor, metrics=metrics, clock=clock)
+    mcp = McpRuntime(settings, engine, redactor, recording, metrics=metrics, clock=clock)
     if otlp is not None:
         mcp.on_finished.append(otlp.mcp_execution)
     if webhooks is not None:

@@ -17,6 +17,10 @@ LIST_CHANGED = "tool_list_changed"
 KINDS = (UNREQUESTED, INVALID_ARGUMENTS, INVALID_OUTPUT, UNDECLARED, LIST_CHANGED)
 
 
+def unrequested(tool: str) -> tuple[str, str]:
+    return UNREQUESTED, f"No model tool call asked for MCP tool {tool!r} with these arguments."
+
+
 def tools_by_name(tools: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {t["name"]: t for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str)}
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,16 +16,23 @@ from gateway.items import ItemKind
 from gateway.mcp import checks
 from gateway.mcp.joining import ModelCalls, otel_trace_id
 from gateway.mcp.messages import McpRequest
-from gateway.mcp.records import Execution, McpViolation, MethodCall, Outbox, ToolList
+from gateway.mcp.records import (
+    Execution,
+    McpViolation,
+    MethodCall,
+    Outbox,
+    ToolList,
+    new_violation,
+    violation_of,
+)
 from gateway.mcp.requests import Context, Refusal, Tracked
-from gateway.mcp.texts import delivery, mcp_names, result_text
+from gateway.mcp.sessions import ToolLists, Versions
+from gateway.mcp.texts import mcp_names
+from gateway.mcp.waiting import MAX_WAITING, Waiting
 from gateway.step import StepRecord
 
-PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
-MAX_WAITING = 10_000  # executions waiting for a join or a delivery, oldest forgotten first
 
-
-class McpObserver:
+class McpObserver(Waiting):
     def __init__(
         self,
         *,
@@ -36,16 +44,14 @@ class McpObserver:
         otel_id: Callable[[str], int] | None = None,
     ) -> None:
         self.calls = ModelCalls(window, otel_id)
-        self.tools: dict[str, dict[str, dict[str, Any]]] = {}
+        self.lists = ToolLists(window, monotonic)
+        self.tools = self.lists.tools  # by server: its tools as last listed
+        self.versions = Versions()
         self._checker = checker or ToolChecker()
-        self._window = window
         self._enforce = enforce
         self._clock = clock or (lambda: datetime.now(UTC))
         self._now = monotonic
-        self._waiting: OrderedDict[str, Execution] = OrderedDict()  # joining later
-        self._by_call: OrderedDict[str, Execution] = OrderedDict()  # waiting for delivery
-        self._server_traces: dict[str, dict[str, float]] = {}
-        self._versions: OrderedDict[str, str] = OrderedDict()  # by session, newest last
+        super().__init__(window)
         self._over_budget: OrderedDict[str, str] = OrderedDict()  # trace -> violation kind
 
     # -- a request -------------------------------------------------------------------------
@@ -75,7 +81,7 @@ class McpObserver:
             arguments=request.arguments,
             started_at=tracked.started_at,
             rpc_id=request.rpc_id,
-            protocol_version=self.version_of(context) or _meta_version(request.meta),
+            protocol_version=self.versions.of(context, request.meta),
             session_id=context.session_id,
             started=tracked.started,
         )
@@ -86,21 +92,22 @@ class McpObserver:
             if problems:
                 return self._refuse(execution, problems, out)
             tracked.judged = True
-        self._note_server_trace(execution)
+        self.lists.used(execution.server, execution.trace_id)
         if execution.trace_id is None or execution.call_id is None:
             self._remember(self._waiting, execution.id, execution)
+            if execution.join != "ambiguous":
+                self._pending("join", execution)
         return tracked
 
     def _problems(self, execution: Execution, enforce: bool) -> list[tuple[str, str]]:
-        """(kind, detail) of what this call breaks, the rule to name first."""
+        """(kind, detail) of what this call breaks, the rule to name first. Observed only,
+        a call of a named run no model call asked for is judged once the store was asked
+        too (`not_in_store`): the model's step may have gone through another process."""
         problems = checks.call_problems(
             self._checker, self.tools.get(execution.server), execution.tool, execution.arguments
         )
-        if execution.call_id is None and (execution.explicit or enforce):
-            detail = (
-                f"No model tool call asked for MCP tool {execution.tool!r} with these arguments."
-            )
-            problems.insert(0, (checks.UNREQUESTED, detail))
+        if execution.call_id is None and enforce:
+            problems.insert(0, checks.unrequested(execution.tool))
         spent = self._over_budget.get(execution.trace_id or "")
         if enforce and spent is not None:
             detail = f"Its run is over its budget ({spent}): its tool calls are refused too."
@@ -179,14 +186,14 @@ class McpObserver:
         error = message.get("error") if message is not None else None
         result = message.get("result") if message is not None else None
         if request.method == "initialize" and isinstance(result, dict):
-            self._note_version(tracked.context, result)
+            self.versions.initialized(tracked.context, result)
         if request.method == "tools/list" and isinstance(result, dict):
             self._tool_list(tracked, request, result, out)
         if tracked.execution is not None:
             self._executed(tracked, milliseconds, message, out)
             return
         outcome = "ok" if message is not None and error is None else "rpc_error"
-        version = self.version_of(tracked.context)
+        version = self.versions.of(tracked.context)
         out.add(
             MethodCall(
                 tracked.context.server,
@@ -225,7 +232,7 @@ class McpObserver:
                 out.add(self._violation(execution, *problem))
         out.finish(execution)
         if execution.call_id is not None:
-            self._remember(self._by_call, execution.call_id, execution)
+            self._await_delivery(execution)
 
     def failed(self, tracked: Tracked, reason: str, out: Outbox) -> None:
         """No JSON-RPC answer: an HTTP error status, or the exchange broke."""
@@ -240,33 +247,21 @@ class McpObserver:
         if not isinstance(listed, list):
             return
         server = tracked.context.server
-        page = checks.tools_by_name(listed)
-        before = self.tools.get(server)
-        if "cursor" in request.params and before is not None:
-            after = {**before, **page}  # a later page adds to the list
-        else:
-            after = page
-            for tool, change in checks.list_changes(before, after) if before is not None else []:
-                self._list_changed(server, tracked.trace_id, tool, change, out)
-        self.tools[server] = after
-        out.add(ToolList(server, list(after.values()), self._clock()))
+        for tool, change in self.lists.listed(server, "cursor" in request.params, listed):
+            self._list_changed(server, tracked.trace_id, tool, change, out)
+        out.add(ToolList(server, list(self.tools[server].values()), self._clock()))
 
     def _list_changed(
         self, server: str, trace_id: str | None, tool: str, change: str, out: Outbox
     ) -> None:
-        now = self._now()
-        running = {
-            t
-            for t, seen in self._server_traces.get(server, {}).items()
-            if now - seen <= self._window
-        }
+        running, now = self.lists.running(server), self._clock()
         detail = f"MCP server {server!r} changed its tool list: tool {tool!r} {change}."
         for trace in sorted(running | ({trace_id} if trace_id else set())):
             out.add(
-                self._new_violation(server, checks.LIST_CHANGED, detail, trace_id=trace, tool=tool)
+                new_violation(server, checks.LIST_CHANGED, detail, now, trace_id=trace, tool=tool)
             )
         if not running and trace_id is None:
-            out.add(self._new_violation(server, checks.LIST_CHANGED, detail, tool=tool))
+            out.add(new_violation(server, checks.LIST_CHANGED, detail, now, tool=tool))
 
     # -- a model step ----------------------------------------------------------------------
 
@@ -275,11 +270,7 @@ class McpObserver:
         tool results may deliver executed ones to the model."""
         now = self._now()
         added = self.calls.add(step.trace_id, step.output_items, now)
-        while self._waiting:  # the oldest first: those past the window join nothing now
-            oldest = next(iter(self._waiting.values()))
-            if now - oldest.started <= self._window:
-                break
-            del self._waiting[oldest.id]
+        self.forget_old(now)
         names = {name for call in added for name in mcp_names(call.tool_name)}
         call_ids = {call.call_id for call in added}
         for key, execution in list(self._waiting.items() if added else ()):
@@ -287,21 +278,55 @@ class McpObserver:
                 continue
             if self._join_late(execution):
                 del self._waiting[key]
-                self._note_server_trace(execution)
-                if execution.outcome is not None:
-                    out.add(execution)
-                    self._remember(self._by_call, execution.call_id or "", execution)
+                self._joined(execution, out)
         for item in step.input_items:
             if item.kind is ItemKind.TOOL_RESULT and item.call_id is not None:
-                self._delivered(item.call_id, item.text or "", out)
+                self.delivered(item.call_id, item.text or "", out)
 
-    def _delivered(self, call_id: str, given: str, out: Outbox) -> None:
-        execution = self._by_call.get(call_id)
-        if execution is None or execution.outcome not in ("ok", "tool_error"):
+    def _joined(self, execution: Execution, out: Outbox) -> None:
+        """A waiting execution found its run: recorded again, its violations with it."""
+        self.lists.used(execution.server, execution.trace_id)
+        for violation in self._held.pop(execution.id, ()):
+            out.add(replace(violation, trace_id=execution.trace_id, call_id=execution.call_id))
+        if execution.outcome is not None:
+            out.add(execution)
+            if execution.call_id is not None:
+                self._await_delivery(execution)
+
+    # -- what the store tells (another gateway process saw the model's side) --------------
+
+    def joined_in_store(
+        self, execution_id: str, trace_id: str | None, call_id: str | None, out: Outbox
+    ) -> None:
+        """The store names the model call (None: several qualify) of a waiting execution."""
+        execution = self._waiting.pop(execution_id, None)
+        if execution is None:
             return
-        del self._by_call[call_id]
-        execution.delivery = delivery(given, result_text(execution.result))
-        out.add(execution)
+        if call_id is None or trace_id is None:
+            if execution.trace_id is None:
+                execution.join = "ambiguous"
+                self._held.pop(execution.id, None)
+                if execution.outcome is not None:
+                    out.add(execution)
+            return
+        execution.trace_id, execution.call_id = trace_id, call_id
+        if execution.join in ("none", "ambiguous"):
+            execution.join = "content"
+        self._joined(execution, out)
+
+    def not_in_store(self, execution_id: str, out: Outbox) -> None:
+        """The store knows no model call of its run for this answered execution either: no
+        model call asked for it (judged once; a later join still names the call)."""
+        execution = self._waiting.get(execution_id)
+        if (
+            execution is not None
+            and execution.explicit
+            and execution.call_id is None
+            and execution.outcome in ("ok", "tool_error", "rpc_error")
+            and not execution.judged_unrequested
+        ):
+            execution.judged_unrequested = True
+            out.add(self._violation(execution, *checks.unrequested(execution.tool)))
 
     def _join_late(self, execution: Execution) -> bool:
         if execution.call_id is not None and execution.trace_id is None:
@@ -333,56 +358,9 @@ class McpObserver:
     def monotonic(self) -> float:
         return self._now()
 
-    def version_of(self, context: Context) -> str | None:
-        if context.protocol_version:
-            return context.protocol_version
-        return self._versions.get(context.session_id or "")
-
-    def _note_version(self, context: Context, result: dict[str, Any]) -> None:
-        version = result.get("protocolVersion")
-        if isinstance(version, str) and context.session_id:
-            self._versions[context.session_id] = version
-            while len(self._versions) > MAX_WAITING:
-                self._versions.popitem(last=False)
-
-    def _note_server_trace(self, execution: Execution) -> None:
-        if execution.trace_id is not None:
-            traces = self._server_traces.setdefault(execution.server, {})
-            traces[execution.trace_id] = self._now()
-            if len(traces) > MAX_WAITING:
-                traces.pop(next(iter(traces)))
-
-    def _remember(self, table: OrderedDict[str, Execution], key: str, execution: Execution) -> None:
-        table[key] = execution
-        while len(table) > MAX_WAITING:
-            table.popitem(last=False)
-
     def _violation(
         self, execution: Execution, kind: str, detail: str, *, enforced: bool = False
     ) -> McpViolation:
-        return self._new_violation(
-            execution.server,
-            kind,
-            detail,
-            trace_id=execution.trace_id,
-            execution_id=execution.id,
-            call_id=execution.call_id,
-            tool=execution.tool,
-            enforced=enforced,
-        )
-
-    def _new_violation(self, server: str, kind: str, detail: str, **fields: Any) -> McpViolation:
-        return McpViolation(
-            id="mv-" + ids.new_step_id()[3:],
-            kind=kind,
-            detail=detail,
-            created_at=self._clock(),
-            server=server,
-            **fields,
-        )
-
-
-def _meta_version(meta: dict[str, Any]) -> str | None:
-    """The 2026-07-28 protocol names its version in each request's `_meta`."""
-    version = meta.get(PROTOCOL_VERSION_META)
-    return version if isinstance(version, str) else None
+        violation = violation_of(execution, kind, detail, self._clock(), enforced=enforced)
+        self._hold(execution, violation)
+        return violation

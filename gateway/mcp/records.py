@@ -6,6 +6,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from gateway import ids
+
 # How an execution joined a trace; `none` and `ambiguous` joined none.
 JOINS = ("header", "meta", "traceparent", "content", "none", "ambiguous")
 OUTCOMES = ("ok", "tool_error", "rpc_error", "refused")
@@ -35,6 +37,7 @@ class Execution:
     delivery: str | None = None
     started: float = 0.0  # monotonic seconds, for the duration
     explicit: bool = False  # joined by header, _meta or traceparent: content only names a call
+    judged_unrequested: bool = False  # its run's model calls were looked for, in vain
 
     def snapshot(self) -> Execution:
         return replace(self, arguments=self.arguments, result=self.result)
@@ -96,6 +99,36 @@ class McpViolation:
 
 
 Record = Execution | MethodCall | ToolList | McpViolation
+
+
+def new_violation(
+    server: str, kind: str, detail: str, created_at: datetime, **fields: Any
+) -> McpViolation:
+    return McpViolation(
+        id="mv-" + ids.new_step_id()[3:],
+        kind=kind,
+        detail=detail,
+        created_at=created_at,
+        server=server,
+        **fields,
+    )
+
+
+def violation_of(
+    execution: Execution, kind: str, detail: str, created_at: datetime, *, enforced: bool
+) -> McpViolation:
+    """A violation of one execution, on its run and call as far as they are known."""
+    return new_violation(
+        execution.server,
+        kind,
+        detail,
+        created_at,
+        trace_id=execution.trace_id,
+        execution_id=execution.id,
+        call_id=execution.call_id,
+        tool=execution.tool,
+        enforced=enforced,
+    )
 
 
 @dataclass(slots=True)

@@ -3,6 +3,7 @@ and a result's text to compare with what the model was given."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -37,6 +38,11 @@ def canonical(arguments: Any) -> str:
         except (ValueError, RecursionError):
             return text.strip()
     return canonical_value({} if arguments is None else arguments)
+
+
+def args_key(arguments: Any) -> str:
+    """A short hash of the canonical arguments: what a stored model call is found by."""
+    return hashlib.sha256(canonical(arguments).encode()).hexdigest()[:32]
 
 
 def canonical_value(value: Any) -> str:

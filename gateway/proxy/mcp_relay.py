@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -134,17 +133,17 @@ async def _relay(
     reader = ResponseReader(answer.content_type) if tracked and not encoded else None
     session = answer.headers.get("Mcp-Session-Id")
     ending = f"the server answered HTTP {answer.status} without a JSON-RPC response"
-    read: list[tuple[list[dict[str, Any]], float]] = []  # messages, when they came
     gone = False
     try:
         await response.prepare(request)
         async for chunk in answer.content.iter_any():
             await response.write(chunk)  # the client first; observing after
             if reader is not None and (found := reader.feed(chunk)):
-                read.append((found, runtime.now()))
-        await response.write_eof()
+                # Judged and spooled as soon as read: before the response is complete.
+                runtime.messages(tracked, found, session)
         if reader is not None:
-            read.append((reader.end(), runtime.now()))
+            runtime.messages(tracked, reader.end(), session)
+        await response.write_eof()
     except _CLIENT_GONE:
         answer.close()  # the client went away: so does the server's request
         gone, ending = True, "the client went away"
@@ -153,10 +152,7 @@ async def _relay(
         ending = "the server connection broke"
     finally:
         answer.release()
-    # Judged and recorded once the client has the whole answer (or left: a client may
-    # leave as soon as it has its answer, and answers that came before a break count).
-    for found, at in read:
-        runtime.messages(tracked, found, session, at)
+    # Requests left without an answer (the client left, the server broke off) end here.
     runtime.unanswered(tracked, ending)
     if gone and handler_cancelled():
         raise asyncio.CancelledError

@@ -1,5 +1,5 @@
-"""The MCP side as the app holds it: configured servers, the observer, the writer, and where
-each observed event's records go (store, metrics, spans). Runs on the event loop."""
+"""The MCP side as the app holds it: configured servers, the observer, and where each observed
+event's records go (the spool, as steps do; metrics; spans). Runs on the event loop."""
 
 from __future__ import annotations
 
@@ -20,12 +20,13 @@ from gateway.mcp.messages import id_key, is_response, read_requests
 from gateway.mcp.observer import McpObserver
 from gateway.mcp.records import Execution, McpViolation, Outbox
 from gateway.mcp.requests import Context, Refusal, Tracked
+from gateway.proxy.mcp_store_join import StoreJoins
+from gateway.recording.spooler import SpoolRecorder
 from gateway.redaction.redactor import Redactor
 from gateway.sinks.metrics import MetricsSink
 from gateway.sinks.otlp.ids import trace_id_of
 from gateway.step import RefusalRecord, StepRecord
 from gateway.store import mcp_reads as reads
-from gateway.store.mcp_writer import McpWriter
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ class McpRuntime:
         settings: Settings,
         engine: Engine,
         redactor: Redactor,
+        recorder: SpoolRecorder,
         *,
         metrics: MetricsSink | None = None,
         clock: Callable[[], datetime] | None = None,
@@ -52,8 +54,12 @@ class McpRuntime:
             clock=clock,
             otel_id=trace_id_of,
         )
-        self.writer = McpWriter(engine, redactor)
+        self._recorder = recorder  # MCP records are spooled like steps: crash-safe
         self._engine = engine
+        # Joins and deliveries the process's memory cannot make: looked up in the store.
+        self.store_joins = StoreJoins(
+            self.observer, self.emit, engine, redactor, settings.mcp_match_window_s
+        )
         self._metrics = metrics
         # Requests reported by stdio bridges, waiting for their answers, by bridge.
         self.stdio: OrderedDict[str, dict[str, Tracked]] = OrderedDict()
@@ -64,7 +70,6 @@ class McpRuntime:
         self.on_violation: list[ViolationHook] = []  # e.g. the webhooks
 
     async def start(self) -> None:
-        self.writer.start()
         try:
             known = await asyncio.to_thread(reads.tool_lists, self._engine)
         except Exception:
@@ -74,7 +79,7 @@ class McpRuntime:
             self.observer.tools.setdefault(server, tools)
 
     async def close(self) -> None:
-        await asyncio.to_thread(self.writer.close)
+        await self.store_joins.close()
 
     @contextlib.contextmanager
     def observing(self) -> Iterator[None]:
@@ -89,13 +94,17 @@ class McpRuntime:
                 self._settled.set()
 
     async def flush(self, timeout: float = 10.0) -> bool:
-        """Everything observed so far is stored: the POSTs being proxied are finished and
-        their records written."""
+        """Everything observed so far is stored: the POSTs being proxied are finished, their
+        records written, and the joins and deliveries the store can tell looked up."""
         try:
-            await asyncio.wait_for(self._settled.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._settled.wait()
+                await self._recorder.flush()
+                await self.store_joins.look_up_now()
+                await self._recorder.flush()
         except TimeoutError:
             return False
-        return await asyncio.to_thread(self.writer.flush, timeout)
+        return True
 
     # -- events ----------------------------------------------------------------------------
 
@@ -128,7 +137,7 @@ class McpRuntime:
                 refusals.append(seen)
             else:
                 tracked[id_key(request.rpc_id)] = seen
-        self._emit(out)
+        self.emit(out)
         return tracked, refusals
 
     def now(self) -> float:
@@ -153,19 +162,19 @@ class McpRuntime:
             if waiting.request.method == "initialize" and session:
                 waiting.context = replace(waiting.context, session_id=session)
             self._safely(self.observer.answered, waiting, message, out, at)
-        self._emit(out)
+        self.emit(out)
 
     def unanswered(self, tracked: dict[str, Tracked], reason: str) -> None:
         out = Outbox()
         for waiting in tracked.values():
             self._safely(self.observer.failed, waiting, reason, out)
         tracked.clear()
-        self._emit(out)
+        self.emit(out)
 
     def step(self, step: StepRecord) -> None:
         out = Outbox()
         self._safely(self.observer.step, step, out)
-        self._emit(out)
+        self.emit(out)
 
     @staticmethod
     def _safely(event: Callable[..., None], *args: Any) -> None:
@@ -175,9 +184,13 @@ class McpRuntime:
         except Exception:
             log.exception("observing an MCP message failed")
 
-    def _emit(self, out: Outbox) -> None:
-        if out.records:
-            self.writer.submit(out.records)
+    def emit(self, out: Outbox) -> None:
+        """Spool what an event produced (before its client's answer is complete), count it,
+        and look up in the store the joins and deliveries memory could not make."""
+        for record in out.records:
+            self._recorder.submit(record)
+        if self.observer.fresh:
+            self.store_joins.wake()
         for record in out.records:
             if isinstance(record, McpViolation):
                 self._violation(record)

@@ -1,4 +1,4 @@
-"""Step and refusal records as one line of JSON each, and back: the spool's format.
+"""Step, refusal and MCP records as one line of JSON each, and back: the spool's format.
 
 A record is a JSON array of its fields in the order `gateway.step` declares them (compact,
 and one orjson call); decoding rebuilds the same frozen records, so a replayed record is
@@ -12,9 +12,11 @@ from typing import Any
 import orjson
 
 from gateway.jsoncodec import plain
+from gateway.mcp import records as mcp
+from gateway.recording import mcp_codec
 from gateway.step import REFUSAL_FIELDS, STEP_FIELDS, Persisted, RefusalRecord, StepRecord
 
-Record = StepRecord | RefusalRecord
+Record = StepRecord | RefusalRecord | mcp.Record
 _STEP, _REFUSAL = b"S", b"R"
 _KEY_AT = next(i for i, f in enumerate(STEP_FIELDS) if f.name == "continuation_key")
 # The oldest step line known ends with the session id (retry_of came after it).
@@ -23,6 +25,8 @@ _OLDEST = 1 + next(i for i, f in enumerate(STEP_FIELDS) if f.name == "session_id
 
 def encode(record: Record) -> bytes:
     """One line: a type tag, the record, a newline (orjson never writes a raw newline)."""
+    if not isinstance(record, StepRecord | RefusalRecord):
+        return mcp_codec.encode(record)
     tag, table = (
         (_STEP, STEP_FIELDS) if isinstance(record, StepRecord) else (_REFUSAL, REFUSAL_FIELDS)
     )
@@ -32,8 +36,11 @@ def encode(record: Record) -> bytes:
 
 def decode(line: bytes) -> Record:
     """The record of one line (newline optional); ValueError when it is not one."""
-    tag, row = line[:1], orjson.loads(line[1:])
+    tag = line[:1]
     try:
+        if tag == mcp_codec.TAG:
+            return mcp_codec.decode(line[1:])
+        row = orjson.loads(line[1:])
         if tag == _STEP:
             return StepRecord(**_values(row, STEP_FIELDS, _OLDEST))
         if tag == _REFUSAL:

@@ -13,14 +13,17 @@ import pickle
 import signal
 import subprocess
 import sys
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
 from gateway.config import Settings
+from gateway.mcp.redacted import redact_record
 from gateway.recording import codec as records
 from gateway.recording import ownership
+from gateway.recording.codec import Record
 from gateway.recording.drain import Drain
 from gateway.recording.progress import empty_fifo, open_fifo_reader
 from gateway.recording.recorder import Recorder, Submitted
@@ -28,11 +31,11 @@ from gateway.recording.spooler import SpoolRecorder
 from gateway.redaction.redactor import Redactor, without_reasoning_summaries
 from gateway.step import RefusalRecord, StepRecord
 from gateway.store.engine import make_engine
+from gateway.store.mcp_writer import McpStore
 from gateway.store.writer import StoreWriter
 
 log = logging.getLogger(__name__)
 
-Record = StepRecord | RefusalRecord
 STOP_SECONDS = 10.0  # how long a stopping drain may take to store what is spooled
 _NICENESS = 5  # the gateway's requests come first; the recorder catches up when they pause
 
@@ -44,13 +47,34 @@ def transform(redactor: Redactor, keep_summaries: bool, item: Submitted) -> Reco
         if not keep_summaries:
             record = without_reasoning_summaries(record)
         return redactor.redact_step(record)
-    return redactor.redact_refusal(record)
+    if isinstance(record, RefusalRecord):
+        return redactor.redact_refusal(record)
+    return redact_record(redactor, record)
+
+
+class StoreWriters:
+    """A batch's steps and refusals go to the step writer, its MCP records to the MCP
+    writer (after them: an execution may name a step of the same batch). Both are
+    idempotent, so a batch retried after a partial write is stored once."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._steps = StoreWriter(engine)
+        self._mcp = McpStore(engine)
+
+    def write_batch(self, records: Sequence[Record]) -> None:
+        steps = [r for r in records if isinstance(r, StepRecord | RefusalRecord)]
+        if steps:
+            self._steps.write_batch(steps)
+        if len(steps) < len(records):
+            self._mcp.write_batch(
+                [r for r in records if not isinstance(r, StepRecord | RefusalRecord)]
+            )
 
 
 def make_recorder(settings: Settings, engine: Engine | None = None) -> Recorder:
     redactor = Redactor(settings.redaction)
     return Recorder(
-        StoreWriter(engine or make_engine(settings.database_url)),
+        StoreWriters(engine or make_engine(settings.database_url)),
         transform=partial(transform, redactor, settings.store_reasoning_summary),
         queue_size=settings.recorder_queue_size,
         batch_size=settings.recorder_batch_size,

@@ -14,12 +14,11 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar
 
-from gateway.step import RefusalRecord, StepRecord
+from gateway.recording.codec import Record
 from gateway.store.writer import is_transient
 
 log = logging.getLogger(__name__)
 
-Record = StepRecord | RefusalRecord
 Submitted = Record | bytes  # a record, or its spooled line for the transform to decode
 Transform = Callable[[Submitted], Record]
 BatchHook = Callable[[float, int], None]

@@ -20,11 +20,10 @@ from gateway.recording import codec as records
 from gateway.recording import ownership
 from gateway.recording.progress import Progress, Waker, progress_path
 from gateway.recording.spool import Position, SpoolReader, SpoolWriter, segments, writer_names
-from gateway.step import RefusalRecord, StepRecord
 
 log = logging.getLogger(__name__)
 
-Record = StepRecord | RefusalRecord
+Record = records.Record
 WRITER_NAME = "w0"  # a single gateway process; workers are w0 … w<N-1>
 
 

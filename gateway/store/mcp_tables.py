@@ -46,6 +46,7 @@ MCP_METHODS = sa.Table(
     sa.Column("duration_ms", sa.Float, nullable=True),
     sa.Column("protocol_version", sa.String(32), nullable=True),
     sa.Column("started_at", UTCDateTime(), nullable=False),
+    sa.Index("ix_mcp_methods_server_started", "server", "started_at"),
 )
 
 MCP_TOOLS = sa.Table(

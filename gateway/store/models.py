@@ -204,6 +204,9 @@ class ItemRow(SQLModel, table=True):
     call_id: str | None = Field(default=None, sa_column=sa.Column(sa.String(256), index=True))
     tool_name: str | None = Field(default=None, sa_column=sa.Column(sa.String(256)))
     arguments: str | None = Field(default=None, sa_column=sa.Column(sa.Text))
+    # A model tool call's canonical arguments, hashed: an MCP call recorded by another
+    # gateway process finds the call it executes by it.
+    args_key: str | None = Field(default=None, sa_column=sa.Column(sa.String(32), index=True))
     is_error: bool | None = Field(default=None, sa_column=sa.Column(sa.Boolean))
     attrs: dict[str, Any] = Field(
         default_factory=dict, sa_column=sa.Column(sa.JSON, nullable=False)

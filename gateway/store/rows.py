@@ -12,7 +12,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from gateway import jsoncodec
-from gateway.items import Item
+from gateway.items import Item, ItemKind
+from gateway.mcp.texts import args_key
 from gateway.step import STEP_FIELDS, StepRecord
 from gateway.store.models import UTCDateTime
 
@@ -81,8 +82,16 @@ def item_rows(step_id: str, direction: str, items: Iterable[Item]) -> list[dict[
             "call_id": item.call_id,
             "tool_name": item.tool_name,
             "arguments": item.arguments,
+            "args_key": _args_key(direction, item),
             "is_error": item.is_error,
             "attrs": item.attrs,
         }
         for position, item in enumerate(items)
     ]
+
+
+def _args_key(direction: str, item: Item) -> str | None:
+    """Only the calls a step made: a history re-sends them, already keyed."""
+    if direction != "output" or item.kind is not ItemKind.TOOL_CALL:
+        return None
+    return args_key(item.arguments)

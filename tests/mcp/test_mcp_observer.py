@@ -154,6 +154,42 @@ def test_a_meta_call_id_named_before_its_step_gets_its_trace_later() -> None:
     assert (latest(late).trace_id, latest(late).join) == ("tr-3", "meta")
 
 
+def test_a_violation_found_before_the_join_goes_to_the_run_it_joins() -> None:
+    seen, _ = observer()
+    listed(seen, TOOLS)
+    tracked, _ = call(seen, "read_text_file", {"path": 3})
+    [found] = [r for r in answer(seen, tracked, OK).records if isinstance(r, McpViolation)]
+    assert found.trace_id is None  # no run yet
+    late = Outbox()
+    seen.step(step("tr-4", calls=(("call_4", "read_text_file", '{"path":3}'),)), late)
+    [counted] = [r for r in late.records if isinstance(r, McpViolation)]
+    assert (counted.id, counted.trace_id, counted.call_id) == (found.id, "tr-4", "call_4")
+    again = Outbox()
+    seen.step(step("tr-4", calls=(("call_5", "read_text_file", '{"path":3}'),)), again)
+    assert again.records == []  # joined once
+
+
+def test_the_store_joins_and_delivers_what_memory_could_not() -> None:
+    seen, _ = observer()
+    tracked, _ = call(seen, "read_text_file", {"path": "/a"})
+    first = latest(answer(seen, tracked, OK))
+    assert [kind for kind, e in seen.fresh] == ["join"]
+    assert seen.pending("join", seen.fresh[0][1])
+    out = Outbox()
+    seen.joined_in_store(first.id, "tr-5", "call_5", out)
+    joined = latest(out)
+    assert (joined.trace_id, joined.call_id, joined.join) == ("tr-5", "call_5", "content")
+    assert [kind for kind, e in seen.fresh][-1] == "delivery"
+    delivered = Outbox()
+    seen.delivered("call_5", "line one line two", delivered, lambda text: text.replace("\n", " "))
+    assert latest(delivered).delivery == "delivered"
+    tracked, _ = call(seen, "read_text_file", {"path": "/b"})
+    unjoined = latest(answer(seen, tracked, OK))
+    several = Outbox()
+    seen.joined_in_store(unjoined.id, None, None, several)
+    assert latest(several).join == "ambiguous"
+
+
 def test_outside_the_window_nothing_joins() -> None:
     seen, clock = observer()
     seen.step(step("tr-1", calls=(("call_1", "read_text_file", '{"path":"/a"}'),)), Outbox())
@@ -166,10 +202,16 @@ def test_a_trace_named_by_header_without_a_matching_call_is_unrequested() -> Non
     seen, _ = observer()
     seen.step(step("tr-1", calls=(("call_1", "read_text_file", '{"path":"/other"}'),)), Outbox())
     tracked, _ = call(seen, "read_text_file", {"path": "/a"}, context=Context("fs", "tr-1"))
-    out = answer(seen, tracked, OK)  # observed, not enforced: judged once answered
-    assert kinds(out) == [checks.UNREQUESTED]
+    out = answer(seen, tracked, OK)  # observed, not enforced: judged once the store was asked
+    assert kinds(out) == []
     execution = latest(out)
     assert (execution.trace_id, execution.call_id, execution.join) == ("tr-1", None, "header")
+    judged = Outbox()
+    seen.not_in_store(execution.id, judged)
+    seen.not_in_store(execution.id, judged)  # judged once
+    assert kinds(judged) == [checks.UNREQUESTED]
+    [violation] = judged.records
+    assert isinstance(violation, McpViolation) and violation.trace_id == "tr-1"
 
 
 def test_schema_and_declaration_violations() -> None:

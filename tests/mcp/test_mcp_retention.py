@@ -8,11 +8,9 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from gateway.config import RedactionSettings
 from gateway.mcp.records import Execution, McpViolation, MethodCall, ToolList
-from gateway.redaction.redactor import Redactor
 from gateway.store.mcp_tables import MCP_EXECUTIONS, MCP_METHODS, MCP_TOOLS, MCP_VIOLATIONS
-from gateway.store.mcp_writer import McpWriter
+from gateway.store.mcp_writer import McpStore
 from gateway.store.retention import purge_batch
 from gateway.store.writer import StoreWriter
 from tests.factories import build_step
@@ -31,22 +29,16 @@ def _mcp_rows(trace: str | None, at: datetime, tag: str) -> list[object]:
 
 def test_mcp_rows_go_with_their_trace_or_by_age(engine: Engine) -> None:
     StoreWriter(engine).write_batch([build_step("old", at=OLD), build_step("recent", at=RECENT)])
-    writer = McpWriter(engine, Redactor(RedactionSettings()))
-    writer.start()
-    try:
-        writer.submit(
-            [
-                *_mcp_rows("old", OLD, "old"),
-                *_mcp_rows("recent", RECENT, "recent"),
-                *_mcp_rows(None, OLD, "loose-old"),
-                *_mcp_rows("mcp-only", OLD, "named-old"),
-                *_mcp_rows(None, RECENT, "loose-recent"),
-                ToolList("fs", [{"name": "read"}], OLD),
-            ]
-        )
-        assert writer.flush()
-    finally:
-        writer.close()
+    McpStore(engine).write_batch(
+        [
+            *_mcp_rows("old", OLD, "old"),
+            *_mcp_rows("recent", RECENT, "recent"),
+            *_mcp_rows(None, OLD, "loose-old"),
+            *_mcp_rows("mcp-only", OLD, "named-old"),
+            *_mcp_rows(None, RECENT, "loose-recent"),
+            ToolList("fs", [{"name": "read"}], OLD),
+        ]
+    )
     cutoff = NOW - timedelta(days=30)
     # "old" and "named-old": a run with only MCP activity is a stored trace of its own.
     assert purge_batch(engine, cutoff, 500) == 2

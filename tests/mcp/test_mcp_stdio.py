@@ -8,6 +8,8 @@ import sys
 import pytest
 from mcp import Client, StdioServerParameters
 
+from gateway.app import DEPS
+from gateway.proxy.mcp_runtime import McpSink
 from gateway.store import mcp_reads as reads
 from tests.fakes.chat import call, completion
 from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noqa: F401
@@ -44,6 +46,8 @@ async def test_a_stdio_tool_call_is_recorded_joined_and_delivered(
     make_gateway: GatewayFactory,
 ) -> None:
     gateway = await make_gateway()
+    # No MCP server configured: model steps cost the MCP side nothing, joins go by the store.
+    assert not [sink for sink in gateway.app[DEPS].sinks if isinstance(sink, McpSink)]
     gateway.provider.queue(
         completion(tool_calls=[call("call_s1", "local__weather", {"city": "Oslo"})]),
         completion("It is mild in Oslo."),
