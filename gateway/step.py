@@ -135,10 +135,14 @@ class StepStart:
     budget_max_tokens: int | None = None
     traceparent: str | None = None
     session_id: str | None = None
-    tools: dict[str, Any] | None = None  # declared function tools (ParsedRequest.tools)
+    tools: Mapping[str, Any] | None = None  # declared function tools (ParsedRequest.tools)
     upstream_url: str | None = None  # where it went: names the provider for prices
     declared_tools: tuple[Any, ...] | None = None  # as sent (protocols.request_facts)
     params: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        _freeze(self, ("input_items", "violations", "declared_tools"))
+        _read_only(self, ("tools", "params"))
 
 
 # The step's shape, declared once

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from gateway.config import RedactionSettings
 from gateway.items import Item, ItemKind, Usage
 from gateway.redaction.redactor import Redactor
-from gateway.step import NOT_SPOOLED, REFUSAL_FIELDS, STEP_FIELDS, RefusalRecord, StepRecord
+from gateway.step import (
+    NOT_SPOOLED,
+    REFUSAL_FIELDS,
+    STEP_FIELDS,
+    RefusalRecord,
+    StepRecord,
+    StepStart,
+)
 from tests.factories import build_step
 
 TOOLS = [{"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}]
@@ -76,6 +83,26 @@ def test_a_redacted_copy_is_read_only_too_and_leaves_the_original_as_built() -> 
     unredacted = Redactor(RedactionSettings(enabled=False)).redact_step(step)
     _json_values_are_read_only(unredacted)
     assert unredacted == step
+
+
+def test_a_steps_start_is_as_read_only_as_its_record() -> None:
+    start = StepStart(
+        "step-1",
+        "trace-1",
+        "chat",
+        "POST",
+        "/v1/chat/completions",
+        datetime(2025, 1, 1, tzinfo=UTC),
+        input_items=[Item(ItemKind.USER, text="hi")],
+        tools={"search": {"type": "object"}},
+        declared_tools=TOOLS,
+        params={"temperature": 0.2},
+    )
+    assert isinstance(start.input_items, tuple) and isinstance(start.declared_tools, tuple)
+    assert start.tools == {"search": {"type": "object"}} and start.params == {"temperature": 0.2}
+    for mapping in (start.tools, start.params):
+        with pytest.raises(TypeError):
+            mapping["changed"] = True  # type: ignore[index]
 
 
 def test_a_step_ends_when_its_response_ended() -> None:
