@@ -16,6 +16,7 @@ from alembic import command
 from sqlalchemy.engine import Connection, Engine
 
 from gateway.items import Item, ItemKind
+from gateway.store import search
 from gateway.store.deadline import ReadTimedOut
 from gateway.store.engine import create_schema, make_engine
 from gateway.store.filters import TraceFilters
@@ -77,6 +78,14 @@ def test_a_common_word_lists_its_traces_newest_first(stored: Engine) -> None:
     page = list_traces(stored, filters=TraceFilters(q=COMMON), limit=10)
     rest = list_traces(stored, filters=TraceFilters(q=COMMON), limit=50, cursor=page["next_cursor"])
     assert [t["id"] for t in page["traces"] + rest["traces"]] == _found(stored, COMMON)
+
+
+def test_a_word_in_more_items_than_read_lists_its_newest(
+    stored: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(search, "MAX_WORD_MATCHES", 3)  # items: t29's, t28's and t27's
+    assert _found(stored, COMMON) == ["t29", "t28", "t27"]
+    assert _found(stored, "zanzibar") == ["t07"]  # a rarer word still finds all its traces
 
 
 def test_ids_are_found_by_prefix(stored: Engine) -> None:
