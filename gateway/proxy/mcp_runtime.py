@@ -22,7 +22,7 @@ from gateway.mcp.records import Execution, McpViolation, Outbox
 from gateway.mcp.requests import Context, Refusal, Tracked
 from gateway.redaction.redactor import Redactor
 from gateway.sinks.metrics import MetricsSink
-from gateway.sinks.otlp.ids import trace_id_of
+from gateway.sinks.otlp.trace_ids import trace_id_of
 from gateway.step import RefusalRecord, StepRecord
 from gateway.store import mcp_reads as reads
 from gateway.store.mcp_writer import McpWriter
