@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 from sqlalchemy.engine import Engine
@@ -34,7 +35,6 @@ from gateway.redaction.redactor import Redactor
 from gateway.routing import provider_of
 from gateway.runs.pricing import Pricer
 from gateway.sinks.metrics import MetricsSink, metrics_response
-from gateway.sinks.otlp.sink import OtlpSink
 from gateway.sinks.webhooks import WebhookSink
 from gateway.store import queries
 from gateway.store.engine import create_schema, install_secret, make_engine
@@ -43,10 +43,12 @@ from gateway.store.ledger import Ledger, ThreadLedger
 from gateway.store.ledger_fallback import FallbackLedger
 from gateway.store.ledger_file import separate_sqlite_ledger
 from gateway.store.ledger_memory import MemoryLedger
-from gateway.store.ledger_pg import PostgresLedger
 from gateway.store.retention import Retention
 from gateway.ui import api, auth, mcp_api, views
 from gateway.ui.health import Readiness
+
+if TYPE_CHECKING:  # imported where configured: a default `serve` loads neither
+    from gateway.sinks.otlp.sink import OtlpSink
 
 log = logging.getLogger(__name__)
 
@@ -234,6 +236,8 @@ async def _open_ledger(settings: Settings, engine: Engine, injected: bool) -> Le
         if own is not None and settings.workers == 1:  # the sole writer: counts in memory
             return FallbackLedger(MemoryLedger(own))
         return FallbackLedger(ThreadLedger(own or engine))
+    from gateway.store.ledger_pg import PostgresLedger  # psycopg: PostgreSQL stores only
+
     postgres = PostgresLedger(settings.database_url)
     await postgres.open()
     return FallbackLedger(postgres)
@@ -258,6 +262,8 @@ async def _start_webhooks(
 def _start_otlp(settings: Settings, redactor: Redactor, metrics: MetricsSink) -> OtlpSink | None:
     if settings.otlp_endpoint is None:
         return None
+    from gateway.sinks.otlp.sink import OtlpSink  # OpenTelemetry: loaded when exporting
+
     otlp = OtlpSink(
         settings,
         redactor=redactor,

@@ -151,7 +151,7 @@ def _existing_secret(database_url: str) -> bytes:
     so a missing database or secret is refused, never created."""
     from sqlalchemy.engine import make_url
 
-    from gateway.ops.serving import STORE_ERRORS, store_failure
+    from gateway.ops.serving import store_errors, store_failure
     from gateway.store.engine import read_only_engine, read_secret
 
     path = make_url(database_url).database if database_url.startswith("sqlite") else None
@@ -163,7 +163,7 @@ def _existing_secret(database_url: str) -> bytes:
     engine = read_only_engine(database_url)
     try:
         secret = read_secret(engine)
-    except STORE_ERRORS as exc:
+    except store_errors() as exc:
         raise store_failure(database_url, exc) from exc
     finally:
         engine.dispose()

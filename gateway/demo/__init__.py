@@ -31,7 +31,7 @@ from gateway.demo.agents import RunSummary, run_all
 from gateway.demo.provider import ScriptedProvider
 from gateway.errors import StartupError
 from gateway.ops.http_server import GatewayRunner
-from gateway.ops.serving import STORE_ERRORS, bind, store_failure, until_signal
+from gateway.ops.serving import bind, store_errors, store_failure, until_signal
 from gateway.store.holder import held_alone
 
 __all__ = ["DEMO_IDLE_SECONDS", "RunSummary", "run_demo", "serve_demo"]
@@ -76,7 +76,7 @@ async def _gateway(
             await runner.setup()
         except StartupError:
             raise
-        except STORE_ERRORS as exc:
+        except store_errors() as exc:
             raise store_failure(url, exc) from exc
         for sock in sockets:
             await web.SockSite(runner, sock).start()

@@ -229,15 +229,18 @@ class Exchange:
             return [*self._finish(Ending.BODY_ENDED), Forward(visible), EndResponse()]
         if not tap.holds_back:
             return [Forward(chunk, observe=True)]
-        visible = tap.feed(chunk)
-        head: list[Command] = [Forward(visible)] if visible else []
-        return head + self._marker()
+        # Complete events but a hidden one go out first; they are decoded in `forwarded`.
+        return [Forward(tap.release(chunk), observe=True)]
 
     def forwarded(self, chunk: bytes) -> list[Command]:
         """A chunk from a `Forward(observe=True)` is on its way to the client: observe it."""
-        if self._tap is None or self.phase is Phase.DONE:
+        tap = self._tap
+        if tap is None or self.phase is Phase.DONE:
             return []
-        self._tap.feed(chunk)
+        if tap.holds_back:
+            rest = tap.observe_released()  # bytes held, should observing have failed now
+            return [Forward(rest), *self._marker()] if rest else self._marker()
+        tap.feed(chunk)
         return self._marker()
 
     def _marker(self) -> list[Command]:

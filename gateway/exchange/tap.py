@@ -53,6 +53,7 @@ class ResponseTap:
         self._received = 0
         self._decoded = False
         self._broken: str | None = None
+        self._released: list[SSEEvent] = []  # events given to the client, not yet observed
         self._inflate = codings.decompressor(encoding) if encoding in codings.INFLATED else None
         self._inflated_bytes = 0
         if encoding not in codings.IDENTITY and self._inflate is None:
@@ -108,8 +109,39 @@ class ResponseTap:
                 out += self._sse.pending_raw
         return out
 
+    def release(self, chunk: bytes) -> bytes:
+        """While hiding: the bytes the client gets for `chunk` (its complete events but the
+        usage-only one), found without decoding them; `observe_released` decodes them once
+        they are on their way, so a chunk waits for no JSON parsing before it is sent."""
+        if not self.holds_back or self._sse is None:
+            return self.feed(chunk)
+        self._received += len(chunk)
+        held = self._sse.pending_raw
+        try:
+            events = self._sse.decode(chunk)
+            out = self._visible(events)
+        except Exception as exc:  # an observer bug must not break forwarding
+            self._give_up(exc)
+            return held + chunk
+        self._released += events
+        return out
+
+    def observe_released(self) -> bytes:
+        """Decode what `release` gave the client; bytes still held if observing failed (from
+        then on bytes pass as they come)."""
+        events, self._released = self._released, []
+        if self._broken is not None or not events:
+            return b""
+        try:
+            self._observe(events)
+        except Exception as exc:
+            self._give_up(exc)
+            return self._sse.pending_raw if self._sse is not None else b""
+        return b""
+
     def finish(self) -> bytes:
         """End of the provider's body; return any bytes still held back for the client."""
+        self.observe_released()
         if self._broken is not None or self._sse is None:
             return b""
         try:
@@ -132,6 +164,7 @@ class ResponseTap:
 
     def seen(self) -> Seen:
         """What was learned of the response; a whole body is decoded first if it was not."""
+        self.observe_released()  # released to a client that went away before observing
         if self._status >= 400:
             return Seen.ERROR_STATUS
         if self._sse is None and self._broken is None:

@@ -18,9 +18,18 @@ class ModelCall:
     trace_id: str
     call_id: str
     tool_name: str
-    arguments: str  # canonical
+    sent_arguments: str | None  # as the model sent them
     seen: float  # monotonic seconds
     matched: bool = False
+    canonical_arguments: str | None = None
+
+    @property
+    def arguments(self) -> str:
+        """Canonical, made when first compared: most calls never meet an MCP execution, and
+        every model step is added here on the event loop."""
+        if self.canonical_arguments is None:
+            self.canonical_arguments = canonical(self.sent_arguments)
+        return self.canonical_arguments
 
 
 class ModelCalls:
@@ -34,6 +43,9 @@ class ModelCalls:
         # MCP tool name -> ids of the calls it may execute, oldest first (a set in order).
         self._by_name: dict[str, dict[str, None]] = {}
         self._otel: OrderedDict[int, str] = OrderedDict()
+        # Traces seen since the last lookup by OTel id, hashed into `_otel` at that lookup
+        # (a SHA-256 a step otherwise; lookups come only with MCP traffic).
+        self._unhashed: OrderedDict[str, None] = OrderedDict()
 
     def add(self, trace_id: str, items: Iterable[Item], now: float) -> list[ModelCall]:
         self.note_trace(trace_id)
@@ -41,7 +53,7 @@ class ModelCalls:
         for item in items:
             if item.kind is not ItemKind.TOOL_CALL or not item.call_id or not item.tool_name:
                 continue
-            call = ModelCall(trace_id, item.call_id, item.tool_name, canonical(item.arguments), now)
+            call = ModelCall(trace_id, item.call_id, item.tool_name, item.arguments, now)
             self._forget(self._calls.pop(item.call_id, None))
             self._calls[item.call_id] = call
             for name in mcp_names(call.tool_name):
@@ -64,14 +76,28 @@ class ModelCalls:
     def note_trace(self, trace_id: str) -> None:
         if self._otel_id is None:
             return
-        otel = self._otel_id(trace_id)
-        self._otel[otel] = trace_id
-        self._otel.move_to_end(otel)
-        while len(self._otel) > MAX_CALLS:
-            self._otel.popitem(last=False)
+        unhashed = self._unhashed
+        unhashed[trace_id] = None
+        unhashed.move_to_end(trace_id)
+        if len(unhashed) > MAX_CALLS:  # older than any trace the map would keep
+            unhashed.popitem(last=False)
 
     def trace_of_otel(self, otel_trace_id: int) -> str | None:
+        self._hash_noted()
         return self._otel.get(otel_trace_id)
+
+    def _hash_noted(self) -> None:
+        """The traces noted since the last lookup, in the order they were seen."""
+        if self._otel_id is None:
+            return
+        otel_map, otel_id = self._otel, self._otel_id
+        for trace_id in self._unhashed:
+            otel = otel_id(trace_id)
+            otel_map[otel] = trace_id
+            otel_map.move_to_end(otel)
+        self._unhashed.clear()
+        while len(otel_map) > MAX_CALLS:
+            otel_map.popitem(last=False)
 
     def by_call_id(self, call_id: str) -> ModelCall | None:
         return self._calls.get(call_id)

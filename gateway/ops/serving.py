@@ -17,7 +17,6 @@ import sqlite3
 import sys
 from collections.abc import AsyncIterator, Callable
 
-import psycopg
 from aiohttp import web
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
@@ -31,8 +30,14 @@ from gateway.redaction.redactor import Redactor
 
 log = logging.getLogger("loopwatch")
 BACKLOG = 1024
-# What the database drivers raise when a database cannot be opened or reached.
-STORE_ERRORS = (sa_exc.SQLAlchemyError, psycopg.Error, sqlite3.Error)
+
+
+def store_errors() -> tuple[type[BaseException], ...]:
+    """What the database drivers raise when a database cannot be opened or reached. psycopg
+    is named only once loaded (by a PostgreSQL store): a SQLite gateway never imports it."""
+    psycopg = sys.modules.get("psycopg")
+    driver = (psycopg.Error,) if psycopg is not None else ()
+    return (sa_exc.SQLAlchemyError, sqlite3.Error, *driver)
 
 
 def bind(host: str, port: int) -> list[socket.socket]:
@@ -99,7 +104,7 @@ async def running(
             await runner.setup()  # the app's start-up: the store, its migrations, the ledger
         except StartupError:
             raise
-        except STORE_ERRORS as exc:
+        except store_errors() as exc:
             raise store_failure(settings.database_url, exc) from exc
         sites = [web.SockSite(runner, sock, backlog=BACKLOG) for sock in sockets]
         for site in sites:

@@ -64,6 +64,7 @@ class StepFinisher:
         self._admission = admission
         self._threading = threading
         self._provider_request_id: str | None = None
+        self._priced: tuple[Usage, str | None, Cost] | None = None  # the last cost computed
 
     def upstream_answered(self, provider_request_id: str | None) -> None:
         """The provider's response headers arrived; the record will carry its request id."""
@@ -74,8 +75,16 @@ class StepFinisher:
             settle(self._deps, self._admission, usage, self._cost(usage))
 
     def _cost(self, usage: Usage, model: str | None = None) -> Cost:
+        """The step's cost; settling and the record usually price the same usage and model,
+        so the second asks the pricer nothing."""
         start = self._start
-        return self._deps.pricer.cost(usage, model or start.model, upstream_url=start.upstream_url)
+        model = model or start.model
+        priced = self._priced
+        if priced is not None and priced[0] == usage and priced[1] == model:
+            return priced[2]
+        cost = self._deps.pricer.cost(usage, model, upstream_url=start.upstream_url)
+        self._priced = (usage, model, cost)
+        return cost
 
     def finished(self, outcome: Outcome, timing: Timing) -> None:
         try:

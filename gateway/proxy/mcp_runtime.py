@@ -24,7 +24,7 @@ from gateway.proxy.mcp_store_join import StoreJoins
 from gateway.recording.spooler import SpoolRecorder
 from gateway.redaction.redactor import Redactor
 from gateway.sinks.metrics import MetricsSink
-from gateway.sinks.otlp.ids import trace_id_of
+from gateway.sinks.otlp.trace_ids import trace_id_of
 from gateway.step import RefusalRecord, StepRecord
 from gateway.store import mcp_reads as reads
 

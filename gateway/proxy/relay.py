@@ -121,7 +121,8 @@ class _Executor:
     async def execute(self, commands: list[Command], exchange: Exchange | None = None) -> None:
         for command in commands:
             if isinstance(command, Forward):
-                await self._response.write(command.data)  # the client first, observing after
+                if command.data:  # the client first, observing after
+                    await self._response.write(command.data)
                 if command.observe and exchange is not None:
                     observing = time.perf_counter()
                     more = exchange.forwarded(command.data)

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from gateway import jsoncodec
 from gateway.config import RedactionSettings
 from gateway.items import Item, ItemKind, Violation
+from gateway.redaction.memo import Memo
 from gateway.redaction.rules import BUILTIN_RULES, TRIGGER, TextRule, marker
 from gateway.redaction.truncate import cut_middle, precut
 from gateway.step import REFUSAL_FIELDS, STEP_FIELDS, Persisted, RefusalRecord, StepRecord
@@ -66,6 +67,9 @@ class Redactor:
         self._json_keys: dict[str, str] = {}
         for name in settings.json_keys:
             self._json_keys.setdefault(normalize_key(name), name)
+        # Histories repeat: each text and JSON text is scanned once while remembered.
+        self._texts = Memo(self._scan_text)
+        self._json_texts = Memo(self._scan_json_text)
 
     @staticmethod
     def _custom_replacement(kind: str) -> Callable[[re.Match[str]], str]:
@@ -76,10 +80,11 @@ class Redactor:
     # Texts and JSON
 
     def redact_text(self, text: str) -> str:
+        return self._texts(text) if self.enabled else text
+
+    def _scan_text(self, text: str) -> str:
         """One pass over a text that holds nothing to redact (most texts): the built-in
         rules run only where one of their triggers occurs."""
-        if not self.enabled:
-            return text
         for rule in self._custom:
             text = rule.apply(text)
         if TRIGGER.search(text) is None:
@@ -90,8 +95,9 @@ class Redactor:
 
     def redact_json_text(self, text: str) -> str:
         """Redact JSON by key and every string value in it; text rules if it does not parse."""
-        if not self.enabled:
-            return text
+        return self._json_texts(text) if self.enabled else text
+
+    def _scan_json_text(self, text: str) -> str:
         if _JSON_START.match(text):
             try:
                 redacted = self.redact_value(jsoncodec.loads(text))

@@ -101,13 +101,18 @@ class TraceSummary:
         open_calls: int,
         model_step: bool = True,
     ) -> TraceSummary:
-        folded = replace(self, last_activity_at=_latest(self.last_activity_at, ended_at))
-        if not model_step:
-            return folded
-        if self.last_step_started_at is not None and started_at < self.last_step_started_at:
-            return folded  # an older step finishing late
-        return replace(
-            folded, last_step_started_at=started_at, last_stop=stop, open_calls=open_calls
+        activity = _latest(self.last_activity_at, ended_at)
+        older = self.last_step_started_at is not None and started_at < self.last_step_started_at
+        if not model_step or older:  # older: a step finishing late
+            return replace(self, last_activity_at=activity)
+        # Built directly, not by `replace`: this runs for every step on the event loop.
+        return TraceSummary(
+            last_step_started_at=started_at,
+            last_stop=stop,
+            open_calls=open_calls,
+            last_refusal_at=self.last_refusal_at,
+            last_refusal=self.last_refusal,
+            last_activity_at=activity,
         )
 
     def with_refusal(self, kind: RefusalKind, at: datetime) -> TraceSummary:

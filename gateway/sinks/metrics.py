@@ -15,10 +15,11 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest
 
-from gateway.items import StopReason, Violation
+from gateway.items import Violation
 from gateway.routing import Provider
 from gateway.sinks.collectors import OPEN_TRACES, RecorderGauges, ScrapeTime
-from gateway.sinks.instruments import BUDGETS, MODEL_PROTOCOLS, Instruments, ModelNames
+from gateway.sinks.instruments import BUDGETS, Instruments, ModelNames
+from gateway.sinks.series import MAX_KINDS, StepKind, StepSeries, build_series
 from gateway.step import RefusalRecord, StepRecord
 
 __all__ = ["MetricsSink", "ModelNames", "metrics_response", "relaying"]
@@ -27,7 +28,6 @@ UPSTREAM_CODES = {"upstream_timeout": "timeout", "upstream_unreachable": "unreac
 # The classic text format: every Prometheus version parses it (names here are all ASCII).
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 ProviderOf = Callable[[StepRecord], Provider]
-NANO_USD = Decimal(1_000_000_000)  # the records count dollars in nano-dollars
 
 
 def status_class(status: int | None) -> str:
@@ -63,6 +63,7 @@ class MetricsSink:
         self._trace_steps: OrderedDict[str, int] = OrderedDict()
         self._children: dict[tuple[object, ...], Any] = {}
         self._providers: dict[tuple[str, str | None, str], tuple[str, str]] = {}
+        self._by_kind: dict[tuple[object, ...], StepSeries] = {}
 
     def _child(self, metric: Any, *labels: str) -> Any:
         """A labelled child, cached: `labels()` costs more than the observation itself and
@@ -83,28 +84,66 @@ class MetricsSink:
         self._child(self.instruments.in_flight, protocol).dec()
 
     def step_finished(self, step: StepRecord, overhead_seconds: float) -> None:
-        m = self.instruments
-        model = self.models.label(step.model)
-        protocol = step.protocol
-        stop = step.stop_reason.value
-        self._child(m.requests, protocol, model, status_class(step.http_status), stop).inc()
-        self._child(m.overhead, protocol).observe(max(overhead_seconds, 0.0))
-        if step.latency_ms is not None:
-            self._child(m.request_duration, protocol, model).observe(step.latency_ms / 1000)
-        if step.stop_reason is StopReason.INTERRUPTED:
-            self._child(m.interrupted, protocol).inc()
-        elif step.stop_reason is StopReason.CANCELLED:
-            self._child(m.cancelled, protocol).inc()
+        series = self._series(step)
+        series.requests.inc()
+        series.overhead.observe(max(overhead_seconds, 0.0))
+        latency = step.latency_ms
+        if latency is not None:
+            series.duration.observe(latency / 1000)
+        if series.stopped is not None:
+            series.stopped.inc()
+        if series.upstream_error is not None:
+            series.upstream_error.inc()
+        if step.violations:
+            self._count_violations(step.violations)
+        genai = series.genai
+        if genai is None:
+            return
+        usage = step.usage
+        if usage.prompt_tokens is not None:
+            genai.input_tokens.observe(usage.prompt_tokens)
+        if usage.completion_tokens is not None:
+            genai.output_tokens.observe(usage.completion_tokens)
+        if latency is not None:
+            genai.duration.observe(latency / 1000)
+        if step.stream and step.ttft_ms is not None and not series.error_type:
+            genai.first_chunk.observe(step.ttft_ms / 1000)
+        self._count_trace_step(step)
+        if step.cost_nano is not None and step.cost_nano > 0:
+            # Exact: a whole number of nano-dollars over 1e9 rounds as the Decimal would.
+            self._cost_child(series.model).inc(step.cost_nano / 1e9)
+        if step.tool_ms is not None and step.tool_ms >= 0:
+            self.instruments.tool_seconds.observe(step.tool_ms / 1000)
+        self._track_open_calls(step)
+
+    def _series(self, step: StepRecord) -> StepSeries:
+        """The children this step feeds, found by its kind (built once per kind)."""
         error_class = upstream_error_class(step)
-        if error_class is not None:
-            self._child(m.upstream_errors, protocol, error_class).inc()
-        self._count_violations(step.violations)
-        if protocol in MODEL_PROTOCOLS:
-            self._observe_genai(step, model, error_class or "")
-            self._count_trace_step(step)
-            cost = None if step.cost_nano is None else Decimal(step.cost_nano) / NANO_USD
-            self.step_costed(step.model, cost, step.tool_ms)
-            self._track_open_calls(step)
+        key = (
+            step.protocol,
+            step.model,
+            step.path,
+            step.http_status,
+            step.stop_reason,
+            error_class,
+        )
+        series = self._by_kind.get(key)
+        if series is None:
+            kind = StepKind(
+                protocol=step.protocol,
+                model=self.models.label(step.model),
+                status=status_class(step.http_status),
+                stop=step.stop_reason,
+                error_class=error_class,
+                who=self._who(step),
+            )
+            series = build_series(self.instruments, kind, self._child)
+            if len(self._by_kind) < MAX_KINDS:
+                self._by_kind[key] = series
+        return series
+
+    def _cost_child(self, model_label: str) -> Any:
+        return self._child(self.instruments.cost_usd, model_label)
 
     def _track_open_calls(self, step: StepRecord) -> None:
         self._scrape.watch.step(step)
@@ -134,7 +173,7 @@ class MetricsSink:
         """A finished step's cost (None: unknown price, not counted) and the tool time
         before it (None: its trace's first step)."""
         if cost_usd is not None and cost_usd > 0:
-            self.instruments.cost_usd.labels(self.models.label(model)).inc(float(cost_usd))
+            self._cost_child(self.models.label(model)).inc(float(cost_usd))
         if tool_ms is not None and tool_ms >= 0:
             self.instruments.tool_seconds.observe(tool_ms / 1000)
 
@@ -156,20 +195,6 @@ class MetricsSink:
     def _count_violations(self, violations: Iterable[Violation]) -> None:
         for violation in violations:
             self._child(self.instruments.violations, violation.kind.value).inc()
-
-    def _observe_genai(self, step: StepRecord, model: str, error_type: str) -> None:
-        operation = "chat"  # all three wire protocols are chat-style generation
-        # One model name is recorded per step: the response's when the provider gave it.
-        labels = (operation, model, *self._who(step), model)
-        m = self.instruments
-        if step.usage.prompt_tokens is not None:
-            self._child(m.token_usage, *labels, "input").observe(step.usage.prompt_tokens)
-        if step.usage.completion_tokens is not None:
-            self._child(m.token_usage, *labels, "output").observe(step.usage.completion_tokens)
-        if step.latency_ms is not None:
-            self._child(m.operation_duration, *labels, error_type).observe(step.latency_ms / 1000)
-        if step.stream and step.ttft_ms is not None and not error_type:
-            self._child(m.time_to_first_chunk, *labels).observe(step.ttft_ms / 1000)
 
     def _who(self, step: StepRecord) -> tuple[str, str]:
         """Provider name and server address: bounded by the configured upstreams (cached,

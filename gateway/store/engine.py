@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import re
 import secrets
 import sqlite3
 import time
 import urllib.parse
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Engine
 
 from gateway.store.models import META
+
+if TYPE_CHECKING:  # a SQLite gateway never loads the PostgreSQL dialect
+    from sqlalchemy.dialects import postgresql
 
 SECRET_KEY = "continuation_secret"
 CONNECT_TIMEOUT = 10  # seconds to reach PostgreSQL (a URL's own connect_timeout wins)
@@ -96,10 +101,38 @@ def write_connection(engine: Engine) -> Connection:
 
 def create_schema(engine: Engine) -> None:
     """Bring the schema to the newest migration; safe when several processes start at once."""
+    if at_newest_revision(engine):
+        return  # the usual restart: Alembic (about 9 MB resident, for good) is not loaded
     # Imported here: the recorder process writes rows and never migrates (no alembic there).
     from gateway.store.migrate import upgrade_schema
 
     upgrade_schema(engine)
+
+
+def newest_revisions() -> set[str]:
+    """The heads of the migrations directory, read from the revision files' own lines."""
+    revisions: set[str] = set()
+    replaced: set[str] = set()
+    for path in (Path(__file__).parent / "migrations" / "versions").glob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        revisions.update(_REVISION.findall(text))
+        for line in _DOWN_REVISION.findall(text):
+            replaced.update(_QUOTED.findall(line))
+    return revisions - replaced
+
+
+_REVISION = re.compile(r'^revision\b[^=\n]*=\s*"([^"]+)"', re.MULTILINE)
+_DOWN_REVISION = re.compile(r"^down_revision\b[^=\n]*=(.*)$", re.MULTILINE)
+_QUOTED = re.compile(r'"([^"]+)"')
+
+
+def at_newest_revision(engine: Engine) -> bool:
+    """Whether the database already is at the newest migration (read with plain SQL)."""
+    with engine.connect() as conn:
+        if not sa.inspect(conn).has_table("alembic_version"):
+            return False
+        stored = conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalars()
+        return set(stored) == newest_revisions()
 
 
 def install_secret(engine: Engine) -> bytes:
@@ -128,5 +161,7 @@ def read_secret(engine: Engine) -> bytes | None:
 def dialect_insert(conn: Connection, table: sa.Table) -> postgresql.Insert | sqlite.Insert:
     """INSERT with ON CONFLICT support in the connection's dialect."""
     if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
         return postgresql.insert(table)
     return sqlite.insert(table)

@@ -93,15 +93,28 @@ def test_hidden_usage_event_is_the_only_rewrite() -> None:
         exchange,
         [
             (head(), []),
-            (receive(TEXT + STOP[:7]), [Forward(TEXT)]),  # released per complete event
-            (receive(STOP[7:] + USAGE_ONLY), [Forward(STOP)]),  # the usage-only event is held
-            (receive(DONE), [Forward(DONE), settled(7)]),
+            # Released per complete event, then decoded once on its way to the client.
+            (receive(TEXT + STOP[:7]), [observed(TEXT)]),
+            (receive(STOP[7:] + USAGE_ONLY), [observed(STOP)]),  # the usage-only event is held
+            (receive(DONE), [observed(DONE), settled(7)]),
             (end, [finished(stop_reason=StopReason.COMPLETED), EndResponse()]),
         ],
     )
     forwarded = b"".join(c.data for c in commands if isinstance(c, Forward))
     assert forwarded == b"".join(sent).replace(USAGE_ONLY, b"")
     assert outcome_of(commands).usage.total_tokens == 7
+
+
+def test_events_released_to_a_client_that_went_away_are_still_recorded() -> None:
+    """Hiding usage, events go out before they are decoded: a client gone in between still
+    leaves them in the step's record."""
+    exchange = Exchange(ADAPTER, hide_usage_event=True)
+    exchange.head(200, content_type=SSE, content_encoding=None, content_length=None)
+    assert exchange.receive(TEXT + STOP) == [Forward(TEXT + STOP, observe=True)]
+    commands = exchange.client_gone()  # the write failed: `forwarded` never came
+    outcome = outcome_of(commands)
+    assert outcome.stop_reason is StopReason.CANCELLED  # no completion marker came
+    assert [item.text for item in outcome.output_items] == ["yo"]
 
 
 def test_client_gone_mid_stream_is_cancelled_without_a_violation() -> None:

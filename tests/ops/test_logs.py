@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 import openai
 import pytest
 
-from gateway.ops.logs import JsonFormatter, configure_logging
+from gateway.ops.logs import ACCESS_LOGGER, JsonFormatter, access_line, configure_logging
 from tests import harness
 from tests.fakes.chat import completion, streamed
 from tests.fakes.provider import FakeProvider, Reply
@@ -119,3 +119,43 @@ def test_text_format_is_the_default(
     logging.getLogger("alembic.runtime.migration").info("Running upgrade")
     [line] = capsys.readouterr().err.splitlines()
     assert line.endswith(" WARNING gateway.test: plain 1")
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+@pytest.mark.parametrize(
+    ("path", "trace_id", "step_id"),
+    [
+        ("/v1/chat/completions", "tr_1", "st_1"),
+        ('/v1/files/a"b\\c%20é', None, None),
+    ],
+)
+def test_a_written_access_line_is_the_line_logging_makes(
+    root_logger: logging.Logger,
+    capsys: pytest.CaptureFixture[str],
+    log_format: Literal["text", "json"],
+    path: str,
+    trace_id: str | None,
+    step_id: str | None,
+) -> None:
+    """The line written without a LogRecord equals, but for its time, the formatter's."""
+    configure_logging("info", log_format)
+    fields = {
+        "method": "POST",
+        "path": path,
+        "status": 201,
+        "duration_ms": 12.35,
+        "trace_id": trace_id,
+        "step_id": step_id,
+    }
+    message = f"POST {path} 201 12.3ms trace={trace_id or '-'} step={step_id or '-'}"
+    logging.getLogger(ACCESS_LOGGER).info(message, extra={"fields": fields})
+    logged = capsys.readouterr().err
+    written = access_line(log_format == "json", *fields.values())  # type: ignore[arg-type]
+    if log_format == "json":
+        first, second = json.loads(logged), json.loads(written)
+        assert first.pop("time")[:16] == second.pop("time")[:16]
+        assert list(first.items()) == list(second.items())
+        assert logged.split('"level"', 1)[1] == written.split('"level"', 1)[1]
+    else:
+        assert logged.split(" ", 2)[2] == written.split(" ", 2)[2]
+        assert logged[:16] == written[:16] and written.endswith("\n")

@@ -4,12 +4,16 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import sqlite3
 from pathlib import Path
 
 import aiohttp
 
+from gateway.recording.progress import open_fifo_reader
+from gateway.recording.spooler import WAKE_COALESCE_SECONDS, SpoolRecorder
+from tests.factories import build_step
 from tests.fakes.chat import completion
 from tests.fakes.provider import FakeProvider
 from tests.harness import provider  # noqa: F401
@@ -50,3 +54,21 @@ async def test_an_idle_recorder_sleeps_and_a_record_wakes_it(
             await asyncio.sleep(0.01)
         else:
             raise AssertionError("the record was not stored within 0.8 s")
+
+
+async def test_records_spooled_together_poke_a_sleeping_drain_once(tmp_path: Path) -> None:
+    """A burst of records wakes the recorder process once, not once a record."""
+    recorder = SpoolRecorder(tmp_path, "w0", queue_size=1000)
+    reader = open_fifo_reader(tmp_path)
+    try:
+        recorder.progress.publish({"sleeping": 1})
+        for _ in range(20):
+            recorder.submit(build_step())
+        await asyncio.sleep(WAKE_COALESCE_SECONDS * 4)
+        assert os.read(reader, 100) == b"w"
+        recorder.submit(build_step())  # later, still asleep: poked again
+        await asyncio.sleep(WAKE_COALESCE_SECONDS * 4)
+        assert os.read(reader, 100) == b"w"
+    finally:
+        recorder.close()
+        os.close(reader)

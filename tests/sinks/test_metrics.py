@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.items import StopReason, Violation, ViolationKind
+from gateway.sinks import metrics as metrics_module
 from gateway.sinks.metrics import MetricsSink, ModelNames, upstream_error_class
 from gateway.step import RefusalRecord, StepRecord
 from tests import harness
@@ -215,3 +217,21 @@ def test_a_run_refused_after_its_tool_calls_is_not_counted_abandoned() -> None:
     )
     sink.count_abandoned(now=T0 + timedelta(seconds=900))
     assert sink.registry.get_sample_value("loopwatch_traces_abandoned_total") == 1
+
+
+def test_steps_count_alike_once_the_kinds_remembered_are_full(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past the kinds of step it keeps, the sink finds the series each time: same counts."""
+    monkeypatch.setattr(metrics_module, "MAX_KINDS", 1)
+    sink = MetricsSink()
+    for model in ("gpt-4o", "gpt-4o-mini", "gpt-4o-mini", "gpt-4o"):
+        sink.step_finished(build_step(model=model, cost_nano=2_000_000_000), 0.001)
+    requests = {
+        sample.labels["model"]: sample.value
+        for family in text_string_to_metric_families(sink.exposition().decode())
+        for sample in family.samples
+        if sample.name == "loopwatch_requests_total"
+    }
+    assert requests == {"gpt-4o": 2.0, "gpt-4o-mini": 2.0}
+    assert 'loopwatch_cost_usd_total{model="gpt-4o"} 4.0' in sink.exposition().decode()

@@ -16,7 +16,12 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy.engine import Engine
 
 from gateway.errors import StartupError
-from gateway.store.engine import create_schema, make_engine
+from gateway.store.engine import (
+    at_newest_revision,
+    create_schema,
+    make_engine,
+    newest_revisions,
+)
 from gateway.store.migrate import (
     METADATA,
     alembic_config,
@@ -202,6 +207,19 @@ def test_a_schema_newer_than_this_code_stops_start_up(sqlite_database: Database)
         conn.execute(sa.text("UPDATE alembic_version SET version_num = 'f00dfeed'"))
     with pytest.raises(StartupError, match="revision f00dfeed, which this loopwatch does not"):
         create_schema(engine)
+    engine.dispose()
+
+
+def test_a_restart_finds_the_newest_revision_without_alembic(sqlite_database: Database) -> None:
+    """The check a restart makes before loading Alembic agrees with Alembic's own head."""
+    engine = make_engine(sqlite_database.url)
+    assert newest_revisions() == {head()}
+    assert not at_newest_revision(engine)  # an empty database
+    create_schema(engine)
+    assert at_newest_revision(engine)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE alembic_version SET version_num = '0001'"))
+    assert not at_newest_revision(engine)
     engine.dispose()
 
 

@@ -3,26 +3,13 @@ under one trace id without asking the others."""
 
 from __future__ import annotations
 
-import hashlib
 import random
-import re
 
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
-_W3C_TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
-_DOMAIN = b"loopwatch.trace\x00"
+from gateway.sinks.otlp.trace_ids import trace_id_of
 
-
-def trace_id_of(loopwatch_trace_id: str) -> int:
-    """A Loopwatch trace id that already is a W3C trace id (32 lowercase hex digits, not all
-    zero) is used as it is, so a client can name its trace by its own OTel trace id; any
-    other is hashed (SHA-256, first 128 bits)."""
-    if _W3C_TRACE_ID.match(loopwatch_trace_id):
-        value = int(loopwatch_trace_id, 16)
-        if value:
-            return value
-    digest = hashlib.sha256(_DOMAIN + loopwatch_trace_id.encode()).digest()
-    return int.from_bytes(digest[:16], "big") or 1
+__all__ = ["StepIds", "trace_id_of"]
 
 
 class StepIds(IdGenerator):
