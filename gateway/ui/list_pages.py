@@ -141,12 +141,7 @@ async def traces_page(request: web.Request, deps: ReadDeps) -> web.Response:
         if target is not None:
             raise web.HTTPFound(target)
     q = list_query(request, now)
-    kwargs = {**_store_filters(q), "limit": _page_size(request), "now": now}
-    kwargs["idle_seconds"] = idle_seconds(deps)
-    kwargs["search_timeout"] = deps.settings.search_timeout_s
-    kwargs["cursor"] = request.query.get("cursor") or None
-    if search and searchable:
-        kwargs["q"] = search
+    kwargs = _list_arguments(request, deps, q, now, search if searchable else "")
     try:
         page = await read(_list_page, deps, kwargs)
     except ValueError:
@@ -183,6 +178,19 @@ async def traces_page(request: web.Request, deps: ReadDeps) -> web.Response:
         models=sorted({m for row in rows for m in row.models}),
         base_url=f"http://{request.host}",
     )
+
+
+def _list_arguments(
+    request: web.Request, deps: ReadDeps, q: ListQuery, now: datetime, search: str
+) -> dict[str, Any]:
+    """The store's list_traces arguments for this page's query, cursor and search."""
+    kwargs = {**_store_filters(q), "limit": _page_size(request), "now": now}
+    kwargs["idle_seconds"] = idle_seconds(deps)
+    kwargs["search_timeout"] = deps.settings.search_timeout_s
+    kwargs["cursor"] = request.query.get("cursor") or None
+    if search:
+        kwargs["q"] = search
+    return kwargs
 
 
 def _page_size(request: web.Request) -> int:
