@@ -31,6 +31,9 @@ from gateway.recording.spooler import Record, SpoolRecorder
 log = logging.getLogger(__name__)
 
 Source = tuple[Path, str]  # a spool directory and a writer in it
+# After a wake-up, how long records may gather before they are read (the recorder waits
+# `recorder_flush_seconds` for a batch to fill anyway; a flush never waits for this).
+GATHER_SECONDS = 0.01
 
 
 class Drain:
@@ -48,6 +51,7 @@ class Drain:
         queue_size: int = 10_000,
         local: SpoolRecorder | None = None,
         adopt_seconds: float = 2.0,
+        gather_seconds: float = GATHER_SECONDS,
     ) -> None:
         self._own = directory
         self._root = root  # where other owners' spools are adopted from (None: nowhere)
@@ -59,6 +63,7 @@ class Drain:
         self._batch = batch_size
         self._room = queue_size
         self._adopt_seconds = adopt_seconds
+        self._gather_seconds = gather_seconds
         self._readers: dict[Source, SpoolReader] = {}
         self._progress: dict[str, Progress] = {}
         self._inodes: dict[str, int] = {}
@@ -268,6 +273,11 @@ class Drain:
             await asyncio.wait_for(self._woken.wait(), max(0.0, seconds))
         self._wakeups += 1
         self._publish()
+        if self._woken.is_set() and not (self._stop_requested or self.flush_wanted()):
+            # Awake now (writers no longer poke): let records gather a moment, so a busy
+            # gateway pays one wake-up per pause rather than one per record, and each read
+            # and batch carries many.
+            await asyncio.sleep(self._gather_seconds)
 
     async def stop(self, timeout: float = 10.0) -> None:
         """Store what is spooled (within `timeout`); the rest waits in the spool."""
