@@ -1,5 +1,6 @@
 """JSON in and out on the hot path and in the writer: orjson, with the standard library's
-rules kept for what orjson refuses (NaN, integers past 64 bits, lone surrogates).
+rules kept for what orjson refuses (NaN, integers past 64 bits, lone surrogates). A value
+held as JSON text (`msgspec.Raw`, see `protocols.request_body`) is written as it is.
 """
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
 import orjson
 
 
@@ -22,10 +24,22 @@ def loads(data: bytes | bytearray | memoryview | str) -> Any:
 def dumps(value: Any) -> bytes:
     """Compact UTF-8 JSON, as `json.dumps(..., ensure_ascii=False, separators=(",", ":"))`."""
     try:
-        return orjson.dumps(value)
+        return orjson.dumps(value, default=_as_fragment)
     except TypeError:  # an integer past 64 bits, a non-string key, a lone surrogate
         # ASCII escapes: a lone surrogate has no UTF-8 form but is valid escaped JSON.
-        return json.dumps(value, separators=(",", ":")).encode()
+        return json.dumps(value, separators=(",", ":"), default=_as_value).encode()
+
+
+def _as_fragment(value: Any) -> orjson.Fragment:
+    if isinstance(value, msgspec.Raw):
+        return orjson.Fragment(bytes(value))
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _as_value(value: Any) -> Any:
+    if isinstance(value, msgspec.Raw):
+        return json.loads(bytes(value))
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def dumps_text(value: Any) -> str:

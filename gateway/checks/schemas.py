@@ -105,7 +105,8 @@ def compile_schema(schema: Mapping[str, Any] | bool) -> Compiled | Unusable:
 
 def _fast(schema: Mapping[str, Any] | bool) -> Any:
     try:
-        return jsonschema_rs.validator_for(schema, validate_formats=False, offline=True)
+        document = schema if isinstance(schema, bool) else dict(schema)
+        return jsonschema_rs.validator_for(document, validate_formats=False, offline=True)
     except Exception:  # it reads the schema differently: the reference validator alone
         return None
 

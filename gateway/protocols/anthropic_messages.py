@@ -193,6 +193,7 @@ class AnthropicMessagesAdapter:
     """`POST /v1/messages`, streamed or not."""
 
     name = "messages"
+    history_field: str | None = None
 
     def parse_request(self, body: Any) -> ParsedRequest:
         if not isinstance(body, dict):
