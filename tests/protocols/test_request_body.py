@@ -10,6 +10,7 @@ import pytest
 
 from gateway import jsoncodec
 from gateway.protocols import request_body
+from gateway.protocols.anthropic_messages import AnthropicMessagesAdapter
 from gateway.protocols.openai_chat import OpenAIChatAdapter
 
 CALL = {
@@ -41,6 +42,37 @@ def test_items_from_the_text_equal_items_from_the_decoded_body(history: Any) -> 
     for _ in range(2):  # the second time from what the first remembered
         read = adapter.parse_request(request_body.decode(raw, "messages"))
         assert read == decoded
+
+
+ANTHROPIC_HISTORY: list[Any] = [
+    {"role": "user", "content": "Weather in Lyon?"},
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": "never stored", "signature": "s"},
+            {"type": "tool_use", "id": "toolu_1", "name": "forecast", "input": {"city": "Lyon"}},
+        ],
+    },
+    {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "11 °C"}],
+    },
+    {"role": "system", "content": "A per-turn instruction."},
+    {"role": "narrator", "content": "a role nobody knows"},
+    {"role": "user", "content": 5},
+    ["not", "a", "message"],
+]
+
+
+def test_anthropic_items_from_the_text_equal_items_from_the_decoded_body() -> None:
+    body = {"model": "m", "max_tokens": 64, "system": "Be brief.", "messages": ANTHROPIC_HISTORY}
+    raw = json.dumps(body).encode()
+    adapter = AnthropicMessagesAdapter()
+    decoded = adapter.parse_request(json.loads(raw))
+    for _ in range(2):
+        assert adapter.parse_request(request_body.decode(raw, "messages")) == decoded
+    clamped = adapter.prepare_body(request_body.decode(raw, "messages"), decoded, max_tokens=8)
+    assert json.loads(jsoncodec.dumps(clamped.body)) == {**body, "max_tokens": 8}
 
 
 def test_what_the_decoder_refuses_is_read_as_before() -> None:
