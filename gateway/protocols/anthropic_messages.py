@@ -12,7 +12,6 @@ import msgspec
 
 from gateway.errors import BadRequest, GatewayError
 from gateway.items import Item, ItemKind
-from gateway.protocols import request_body
 from gateway.protocols.anthropic_messages_events import (
     MessagesEventDecoder,
     as_dict,
@@ -29,6 +28,7 @@ from gateway.protocols.base import (
     shape_of,
     untyped_field,
 )
+from gateway.protocols.request_body import Remembered
 from gateway.stream.deltas import Delta, EndDelta
 from gateway.stream.sse import SSEEvent
 
@@ -204,7 +204,7 @@ class AnthropicMessagesAdapter:
     history_field: str | None = "messages"
 
     def __init__(self) -> None:
-        self._remembered = request_body.Remembered()
+        self._remembered = Remembered()
 
     def parse_request(self, body: Any) -> ParsedRequest:
         if not isinstance(body, dict):
