@@ -54,9 +54,11 @@ def element(value: Any) -> Any:
 class Remembered:
     """What an adapter made of a history element, by (position, the element's text): an
     agent's next request repeats every earlier element at the same position. Bounded in
-    entries and in the size of the text kept."""
+    entries and in the size of the text kept: at most ~2 x capacity x max_chars bytes (the
+    text and the items made of it), 32 MB by default; 2,048 entries hold 64 agents' last
+    32 messages each."""
 
-    def __init__(self, capacity: int = 8192, max_chars: int = 16 * 1024) -> None:
+    def __init__(self, capacity: int = 2048, max_chars: int = 8192) -> None:
         self._entries: dict[tuple[int, bytes], Any] = {}
         self._capacity = capacity
         self._max_chars = max_chars
