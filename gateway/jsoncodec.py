@@ -1,6 +1,7 @@
 """JSON in and out on the hot path and in the writer: orjson, with the standard library's
 rules kept for what orjson refuses (NaN, integers past 64 bits, lone surrogates). Records'
-read-only mappings (`types.MappingProxyType`) are written as the objects they show.
+read-only mappings (`types.MappingProxyType`) are written as the objects they show; a value
+held as JSON text (`msgspec.Raw`, see `protocols.request_body`) is written as it is.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import json
 from types import MappingProxyType
 from typing import Any
 
+import msgspec
 import orjson
 
 
@@ -32,10 +34,22 @@ def plain(value: Any) -> Any:
 def dumps(value: Any) -> bytes:
     """Compact UTF-8 JSON, as `json.dumps(..., ensure_ascii=False, separators=(",", ":"))`."""
     try:
-        return orjson.dumps(value, default=plain)
+        return orjson.dumps(value, default=_as_fragment)
     except TypeError:  # an integer past 64 bits, a non-string key, a lone surrogate
         # ASCII escapes: a lone surrogate has no UTF-8 form but is valid escaped JSON.
-        return json.dumps(value, separators=(",", ":"), default=plain).encode()
+        return json.dumps(value, separators=(",", ":"), default=_as_value).encode()
+
+
+def _as_fragment(value: Any) -> Any:
+    if isinstance(value, msgspec.Raw):
+        return orjson.Fragment(bytes(value))
+    return plain(value)
+
+
+def _as_value(value: Any) -> Any:
+    if isinstance(value, msgspec.Raw):
+        return json.loads(bytes(value))
+    return plain(value)
 
 
 def dumps_text(value: Any) -> str:

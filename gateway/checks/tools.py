@@ -1,6 +1,7 @@
 """A step's tool calls against the tools its request declared: names never declared, and
 arguments that parse but break the declared JSON Schema. Sans-IO; each distinct schema is
-compiled once, in a bounded cache, and a broken or oversized one is skipped, never raised.
+compiled once (`checks.schemas`), in a bounded cache, and a broken or oversized one is
+skipped, never raised; the verdict on arguments already judged against a schema is kept.
 
 What the request declared reaches this module as `DeclaredTools`, name → JSON Schema of the
 parameters, filled by each protocol adapter. None as a schema: the tool takes input the
@@ -24,22 +25,18 @@ as `tool_call` items, so they are neither declared here nor judged.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from hashlib import blake2b
 from itertools import islice
 from typing import Any
 
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, relevance
-from jsonschema.protocols import Validator
-from jsonschema.validators import validator_for
 
+from gateway import jsoncodec
 from gateway.checks.output import call_label
+from gateway.checks.schemas import Compiled, Unusable, compile_schema, cut, schema_key
 from gateway.items import Item, ItemKind, Violation, ViolationKind
 
 log = logging.getLogger(__name__)
@@ -47,33 +44,30 @@ log = logging.getLogger(__name__)
 DeclaredTools = Mapping[str, Mapping[str, Any] | bool | None]
 
 CACHE_SIZE = 256  # distinct schemas kept compiled
-MAX_SCHEMA_CHARS = 256 * 1024  # a larger schema is not checked
+VERDICTS = 4096  # (schema, arguments) pairs whose verdict is kept
+MAX_REMEMBERED_ARGUMENT_CHARS = 4096  # longer arguments are judged each time, not kept
 MAX_ARGUMENT_CHARS = 256 * 1024  # larger arguments are not checked against their schema
 SHOWN_ERRORS = 3  # schema errors named in one violation's detail
 SCANNED_ERRORS = 50  # errors read from the validator, most relevant shown first
-MESSAGE_CHARS = 200  # one error's message is cut there: enum lists and values can be long
 SHOWN_NAMES = 10  # declared names listed in an undeclared_tool detail
+_UNSEEN = object()
 
-
-@dataclass(frozen=True, slots=True)
-class _Unusable:
-    """A schema that cannot be used: why, said once when it was compiled."""
-
-    reason: str
-
-
-_Compiled = Validator | _Unusable
+_Compiled = Compiled | Unusable
 
 
 class ToolChecker:
-    """Judges tool calls; holds the compiled schemas, so one serves the whole app.
+    """Judges tool calls; holds the compiled schemas and the verdicts on arguments already
+    seen (agents repeat calls; a retried request repeats all of them), so one serves the
+    whole app.
 
-    Thread-safe: the cache is guarded, validators are read-only once built.
+    Thread-safe: the caches are guarded, validators are read-only once built.
     """
 
-    def __init__(self, *, cache_size: int = CACHE_SIZE) -> None:
+    def __init__(self, *, cache_size: int = CACHE_SIZE, verdicts: int = VERDICTS) -> None:
         self._cache: OrderedDict[bytes, _Compiled] = OrderedDict()
         self._size = cache_size
+        self._verdicts: OrderedDict[tuple[bytes, str], str | None] = OrderedDict()
+        self._verdicts_size = verdicts
         self._lock = threading.Lock()
 
     def check(
@@ -112,18 +106,41 @@ class ToolChecker:
         arguments that do not parse are output_checks' to report)."""
         if schema is None:
             return None
+        key = schema_key(schema)
+        if key is None:  # too large or too deep to check
+            return None
+        text = arguments or ""
+        if len(text) > MAX_REMEMBERED_ARGUMENT_CHARS:
+            return self._judged(schema, key, arguments)
+        with self._lock:
+            verdict = self._verdicts.get((key, text), _UNSEEN)
+            if verdict is not _UNSEEN:
+                self._verdicts.move_to_end((key, text))
+                return verdict  # type: ignore[return-value]
+        verdict = self._judged(schema, key, arguments)
+        with self._lock:
+            self._verdicts[(key, text)] = verdict
+            if len(self._verdicts) > self._verdicts_size:
+                self._verdicts.popitem(last=False)
+        return verdict
+
+    def _judged(
+        self, schema: Mapping[str, Any] | bool, key: bytes, arguments: str | None
+    ) -> str | None:
         instance = _parsed(arguments)
         if instance is None:
             return None
-        validator = self.compiled(schema)
-        if isinstance(validator, _Unusable):
+        validator = self._compiled(schema, key)
+        if isinstance(validator, Unusable) or validator.is_valid_fast(instance):
             return None
         try:
             errors = sorted(
-                islice(validator.iter_errors(instance), SCANNED_ERRORS), key=relevance, reverse=True
+                islice(validator.full.iter_errors(instance), SCANNED_ERRORS),
+                key=relevance,
+                reverse=True,
             )
         except Exception as exc:  # RecursionError, unresolvable $ref, a validator's own bug
-            self._spoil(schema, f"validation failed: {exc!r}")
+            self._spoil(key, f"validation failed: {exc!r}")
             return None
         if not errors:
             return None
@@ -133,18 +150,21 @@ class ToolChecker:
         return f"do not match its declared schema: {shown}{suffix if more > 0 else ''}"
 
     def compiled(self, schema: Mapping[str, Any] | bool) -> _Compiled:
-        """The schema's validator, compiled on first sight; a broken schema is logged once
+        """The schema's validators, compiled on first sight; a broken schema is logged once
         (again only if it left the cache and came back)."""
         key = schema_key(schema)
         if key is None:
-            return _Unusable("too large or too deeply nested to check")
+            return Unusable("too large or too deeply nested to check")
+        return self._compiled(schema, key)
+
+    def _compiled(self, schema: Mapping[str, Any] | bool, key: bytes) -> _Compiled:
         with self._lock:
             found = self._cache.get(key)
             if found is not None:
                 self._cache.move_to_end(key)
                 return found
-        built = _compile(schema)
-        if isinstance(built, _Unusable):
+        built = compile_schema(schema)
+        if isinstance(built, Unusable):
             log.warning("a declared tool schema is not checked: %s", built.reason)
         with self._lock:
             self._cache[key] = built
@@ -152,38 +172,13 @@ class ToolChecker:
                 self._cache.popitem(last=False)
         return built
 
-    def _spoil(self, schema: Mapping[str, Any] | bool, reason: str) -> None:
-        key = schema_key(schema)
-        if key is None:
-            return
+    def _spoil(self, key: bytes, reason: str) -> None:
         with self._lock:
-            if isinstance(self._cache.get(key), _Unusable):
+            if isinstance(self._cache.get(key), Unusable):
                 return
-            self._cache[key] = _Unusable(reason)
+            self._cache[key] = Unusable(reason)
+            # Verdicts reached with this schema before it failed stay: they were judged.
         log.warning("a declared tool schema is not checked: %s", reason)
-
-
-def schema_key(schema: Mapping[str, Any] | bool) -> bytes | None:
-    """A digest of the schema's canonical JSON, or None when it is too big or too deep."""
-    try:
-        text = json.dumps(schema, sort_keys=True, separators=(",", ":"), default=repr)
-    except (RecursionError, ValueError, TypeError):
-        return None
-    if len(text) > MAX_SCHEMA_CHARS:
-        return None
-    return blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-
-
-def _compile(schema: Mapping[str, Any] | bool) -> _Compiled:
-    if not isinstance(schema, Mapping | bool):
-        return _Unusable(f"a schema must be an object or a boolean, not {type(schema).__name__}")
-    try:
-        cls = validator_for(schema, default=Draft202012Validator)
-        cls.check_schema(schema)  # type: ignore[arg-type]  # booleans are schemas too
-        return cls(schema)
-    except Exception as exc:  # SchemaError, a non-string $schema, RecursionError ...
-        message = getattr(exc, "message", None) or repr(exc)
-        return _Unusable(f"invalid schema: {_cut(str(message))}")
 
 
 def _parsed(arguments: str | None) -> Any:
@@ -193,7 +188,7 @@ def _parsed(arguments: str | None) -> Any:
     if len(arguments) > MAX_ARGUMENT_CHARS:
         return None
     try:
-        value = json.loads(arguments)
+        value = jsoncodec.loads(arguments)
     except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
@@ -203,11 +198,7 @@ def describe(error: ValidationError) -> str:
     """`$.path: 'rule' — message`, e.g. "$.location: 'required' — 'unit' is a required
     property"."""
     rule = error.validator if isinstance(error.validator, str) else "false"  # `false` schema
-    return f"{error.json_path}: {rule!r} — {_cut(error.message)}"
-
-
-def _cut(text: str) -> str:
-    return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 1] + "…"
+    return f"{error.json_path}: {rule!r} — {cut(error.message)}"
 
 
 def undeclared(call: Item, declared: DeclaredTools) -> Violation:

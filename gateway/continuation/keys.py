@@ -94,22 +94,15 @@ class ContinuationKeys:
         found: list[Boundary] = []
         starts: list[Boundary] = []
         state = b""
-        previous: Item | None = None
-        for index, item in enumerate(items):
-            if _skipped(item):
-                continue
-            if (
-                previous is not None
-                and item.kind in ASSISTANT_KINDS
-                and previous.kind not in ASSISTANT_KINDS
-            ):
+        kept = [index for index, item in enumerate(items) if not _skipped(item)]
+        for k, index in enumerate(kept):
+            item = items[index]
+            assistant = item.kind in ASSISTANT_KINDS
+            if k and assistant and items[kept[k - 1]].kind not in ASSISTANT_KINDS:
                 starts.append(Boundary(index, state.hex()))
             state = self._step(state, item)
-            previous = item
-            following = _next_relevant(items, index + 1)
-            if item.kind in ASSISTANT_KINDS and (
-                following is None or following.kind not in ASSISTANT_KINDS
-            ):
+            following = items[kept[k + 1]] if k + 1 < len(kept) else None
+            if assistant and (following is None or following.kind not in ASSISTANT_KINDS):
                 found.append(Boundary(_end_of_turn(items, index + 1), state.hex()))
         return Scan(found, starts, state)
 
@@ -118,13 +111,6 @@ class ContinuationKeys:
         if not any(item.kind in ASSISTANT_KINDS - _IGNORED for item in output_items):
             return None
         return self.chain(output_items, input_state).hex()
-
-
-def _next_relevant(items: list[Item], start: int) -> Item | None:
-    for item in items[start:]:
-        if not _skipped(item):
-            return item
-    return None
 
 
 def _end_of_turn(items: list[Item], position: int) -> int:

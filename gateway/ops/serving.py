@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import gc
 import logging
 import os
 import signal
@@ -29,6 +30,8 @@ from gateway.ops.logs import ACCESS_LOGGER, access_logger_class
 from gateway.redaction.redactor import Redactor
 
 log = logging.getLogger("loopwatch")
+
+GC_THRESHOLDS = (10_000, 10, 10)  # see settle_heap
 BACKLOG = 1024
 
 
@@ -109,11 +112,23 @@ async def running(
         sites = [web.SockSite(runner, sock, backlog=BACKLOG) for sock in sockets]
         for site in sites:
             await site.start()
+        settle_heap()
         yield [site.name for site in sites]
     finally:
         await runner.cleanup()
         for sock in sockets:
             sock.close()
+
+
+def settle_heap() -> None:
+    """What start-up built (modules, price tables, the app) lives as long as the process:
+    frozen out of the collector's sight, a full collection scans only what requests leave
+    behind, not the whole heap (~80 ms of stalled loop each). Requests free what they make
+    by reference counting; a young collection every 10,000 net allocations, not 700, finds
+    the few cycles as well at a tenth of the cost."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 async def serve(settings: Settings) -> None:

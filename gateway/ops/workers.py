@@ -20,7 +20,7 @@ from aiohttp import web
 
 from gateway.app import create_app
 from gateway.config import Settings
-from gateway.ops.serving import new_event_loop
+from gateway.ops.serving import new_event_loop, settle_heap
 from gateway.recording import ownership
 from gateway.recording import process as recorder_process
 from gateway.recording.spooler import writer_name
@@ -83,14 +83,20 @@ def _stop(workers: list[BaseProcess]) -> None:
             worker.join(5)
 
 
+async def _settled(app: web.Application) -> None:
+    settle_heap()
+
+
 def _worker(settings: Settings, index: int, spool: Path) -> None:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops workers with SIGTERM
     sys.setswitchinterval(0.0005)
+    app = create_app(settings, worker=index, spool=spool)
+    app.on_startup.append(_settled)  # after the app's own start-up (its cleanup contexts)
     web.run_app(
-        create_app(settings, worker=index, spool=spool),
+        app,
         host=settings.host,
         port=settings.port,
         reuse_port=True,

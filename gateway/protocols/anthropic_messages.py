@@ -5,7 +5,10 @@ Stream events and response bodies are decoded in `anthropic_messages_events`.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
+
+import msgspec
 
 from gateway.errors import BadRequest, GatewayError
 from gateway.items import Item, ItemKind
@@ -25,6 +28,7 @@ from gateway.protocols.base import (
     shape_of,
     untyped_field,
 )
+from gateway.protocols.request_body import Remembered
 from gateway.stream.deltas import Delta, EndDelta
 from gateway.stream.sse import SSEEvent
 
@@ -121,6 +125,10 @@ def _block_item(role: str, block: dict[str, Any], message_index: int) -> Item:
     return Item(ItemKind.OTHER, role=role, attrs={**attrs, "type": kind})
 
 
+def _typed(index: int, message: Any) -> tuple[Item, ...]:
+    return tuple(_message_items(index, message))
+
+
 def _message_items(index: int, message: Any) -> list[Item]:
     """A turn's items. What the gateway cannot type (an unknown role, content of another
     shape) is forwarded as sent and recorded as `other`: the provider judges it."""
@@ -193,6 +201,10 @@ class AnthropicMessagesAdapter:
     """`POST /v1/messages`, streamed or not."""
 
     name = "messages"
+    history_field: str | None = "messages"
+
+    def __init__(self) -> None:
+        self._remembered = Remembered()
 
     def parse_request(self, body: Any) -> ParsedRequest:
         if not isinstance(body, dict):
@@ -201,7 +213,11 @@ class AnthropicMessagesAdapter:
         items = _system_items(body.get("system"))
         if isinstance(messages, list):
             for index, message in enumerate(messages):
-                items.extend(_message_items(index, message))
+                if isinstance(message, msgspec.Raw):  # as the client wrote it: typed once
+                    made = self._remembered.get(index, message, partial(_typed, index))
+                    items.extend(made)
+                else:
+                    items.extend(_message_items(index, message))
         else:  # forwarded as sent: the provider answers it
             items.append(untyped_field("messages", messages))
         return ParsedRequest(

@@ -52,6 +52,9 @@ class EventDecoder(Protocol):
 
 class ProtocolAdapter(Protocol):
     name: str  # "chat", "responses", "messages"
+    # The history field whose elements `parse_request` may get as their JSON text
+    # (`protocols.request_body`); None: the body comes decoded whole.
+    history_field: str | None
 
     def parse_request(self, body: Any) -> ParsedRequest:
         """Typed items from a request body; raises BadRequest naming the bad field."""

@@ -6,12 +6,16 @@ Requests → typed items here; responses → deltas in `openai_chat_decode`.
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
+
+import msgspec
 
 from gateway import jsoncodec
 from gateway.errors import BadRequest, GatewayError
 from gateway.items import Item, ItemKind
 from gateway.protocols import openai_chat_decode as decode
+from gateway.protocols import request_body
 from gateway.protocols.base import (
     ParsedRequest,
     PreparedBody,
@@ -68,6 +72,10 @@ def _declared_tools(body: dict[str, Any]) -> dict[str, Any] | None:
 
 class OpenAIChatAdapter:
     name = "chat"
+    history_field: str | None = "messages"
+
+    def __init__(self) -> None:
+        self._remembered = request_body.Remembered()
 
     def parse_request(self, body: Any) -> ParsedRequest:
         if not isinstance(body, dict):
@@ -77,11 +85,10 @@ class OpenAIChatAdapter:
         if not isinstance(messages, list):  # forwarded as sent: the provider answers it
             items.append(untyped_field("messages", messages))
         for position, message in enumerate(messages if isinstance(messages, list) else ()):
-            if isinstance(message, dict):
-                _message_items(message, position, items)
+            if isinstance(message, msgspec.Raw):  # as the client wrote it: typed once
+                items.extend(self._remembered.get(position, message, partial(_typed, position)))
             else:
-                attrs = {"message_index": position, "shape": shape_of(message)}
-                items.append(Item(ItemKind.OTHER, attrs=attrs))
+                items.extend(_typed(position, message))
         model = body.get("model")
         return ParsedRequest(
             model=model if isinstance(model, str) else None,
@@ -151,6 +158,16 @@ class OpenAIChatAdapter:
 
 
 ADAPTER = OpenAIChatAdapter()
+
+
+def _typed(position: int, message: Any) -> tuple[Item, ...]:
+    items: list[Item] = []
+    if isinstance(message, dict):
+        _message_items(message, position, items)
+    else:
+        attrs = {"message_index": position, "shape": shape_of(message)}
+        items.append(Item(ItemKind.OTHER, attrs=attrs))
+    return tuple(items)
 
 
 def _message_items(message: dict[str, Any], position: int, items: list[Item]) -> None:

@@ -197,6 +197,7 @@ def _reasoning_item(entry: dict[str, Any], index: int) -> Item:
 
 class OpenAIResponsesAdapter:
     name = "responses"
+    history_field: str | None = None
 
     def parse_request(self, body: Any) -> ParsedRequest:
         if not isinstance(body, dict):

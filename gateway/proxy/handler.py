@@ -25,7 +25,7 @@ from gateway.errors import BadRequest, GatewayError, RequestTooLarge
 from gateway.exchange.calls import CallRules
 from gateway.exchange.machine import Exchange
 from gateway.items import Violation, ViolationKind
-from gateway.protocols import request_facts
+from gateway.protocols import request_body, request_facts
 from gateway.protocols.base import ParsedRequest, ProtocolAdapter, provider_request_id
 from gateway.proxy.admission import Admission, admit
 from gateway.proxy.deps import Deps
@@ -90,7 +90,7 @@ async def _check(
 ) -> Admitted | web.Response:
     """Parse, place in a trace, pairing, budget: everything decided before the provider."""
     try:
-        raw, body = await _read_json(request, deps.settings.max_body_bytes)
+        raw, body = await _read_json(request, deps.settings.max_body_bytes, adapter)
         parsed = await _off_loop_if_large(len(raw), adapter.parse_request, body)
         target = resolve(deps.settings, adapter.name, parsed.model, *_raw_target(request))
         placement = await place(deps, request.headers.get(TRACE_HEADER), parsed)
@@ -257,10 +257,13 @@ def _raw_target(request: web.Request) -> tuple[str, str]:
     return request.rel_url.raw_path, request.rel_url.raw_query_string
 
 
-async def _read_json(request: web.Request, limit: int) -> tuple[bytes, Any]:
-    """The body, decoded if the client compressed it, and its JSON. The decoded bytes are
-    what is forwarded (without Content-Encoding): the body may be rewritten anyway (a clamp,
-    usage asked for), and every provider reads identity."""
+async def _read_json(
+    request: web.Request, limit: int, adapter: ProtocolAdapter
+) -> tuple[bytes, Any]:
+    """The body, decoded if the client compressed it, and its JSON (the history's elements
+    as their text, see `protocols.request_body`). The decoded bytes are what is forwarded
+    (without Content-Encoding): the body may be rewritten anyway (a clamp, usage asked
+    for), and every provider reads identity."""
     encoding = codings.check_request_coding(request.headers.get("Content-Encoding"))
     if request.content_length is not None and request.content_length > limit:
         raise RequestTooLarge(f"Request body is larger than {limit} bytes.")
@@ -274,8 +277,9 @@ async def _read_json(request: web.Request, limit: int) -> tuple[bytes, Any]:
     if encoding not in codings.IDENTITY:
         raw = await _off_loop_if_large(size, _inflater(encoding, limit), raw)
         size = len(raw)
+    read = partial(request_body.decode, history=adapter.history_field)
     try:
-        return raw, await _off_loop_if_large(size, jsoncodec.loads, raw)
+        return raw, await _off_loop_if_large(size, read, raw)
     except ValueError as exc:
         raise BadRequest(f"Request body is not valid JSON: {exc}") from None
     except RecursionError:

@@ -2,7 +2,8 @@
 gateways that are gone), feeds the recorder in order, checkpoints what is stored.
 
 It sleeps until woken: by a writer (a spooled record, a flush), by the recorder (a batch
-stored), or once per `adopt_seconds` to look for spools whose owner is gone.
+stored), or once per `adopt_seconds` to look for spools whose owner is gone. While records
+keep coming it stays awake and reads them every `GATHER_SECONDS`, unpoked.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ from gateway.recording.spooler import Record, SpoolRecorder
 log = logging.getLogger(__name__)
 
 Source = tuple[Path, str]  # a spool directory and a writer in it
+# While records keep coming, how long they gather between reads (the recorder waits
+# `recorder_flush_seconds` for a batch to fill anyway; a flush never waits for this).
+GATHER_SECONDS = 0.01
 
 
 class Drain:
@@ -48,6 +52,7 @@ class Drain:
         queue_size: int = 10_000,
         local: SpoolRecorder | None = None,
         adopt_seconds: float = 2.0,
+        gather_seconds: float = GATHER_SECONDS,
     ) -> None:
         self._own = directory
         self._root = root  # where other owners' spools are adopted from (None: nowhere)
@@ -59,6 +64,7 @@ class Drain:
         self._batch = batch_size
         self._room = queue_size
         self._adopt_seconds = adopt_seconds
+        self._gather_seconds = gather_seconds
         self._readers: dict[Source, SpoolReader] = {}
         self._progress: dict[str, Progress] = {}
         self._inodes: dict[str, int] = {}
@@ -239,7 +245,9 @@ class Drain:
         adopted_at = time.monotonic()
         try:
             while not self._stop_requested:
-                if not await self._step():
+                if await self._step():
+                    await self._gather()
+                else:
                     await self._sleep(adopted_at + self._adopt_seconds - time.monotonic())
                 if time.monotonic() - adopted_at >= self._adopt_seconds:
                     self.adopt()
@@ -268,6 +276,16 @@ class Drain:
             await asyncio.wait_for(self._woken.wait(), max(0.0, seconds))
         self._wakeups += 1
         self._publish()
+
+    async def _gather(self) -> None:
+        """Records are coming: awake (writers do not poke then), let more gather before the
+        next read, so a busy gateway makes no wake-up at all and each read carries many.
+        A flush, a stop or a stored batch ends the pause."""
+        if self._stop_requested or self.flush_wanted():
+            return
+        self._woken.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._woken.wait(), self._gather_seconds)
 
     async def stop(self, timeout: float = 10.0) -> None:
         """Store what is spooled (within `timeout`); the rest waits in the spool."""

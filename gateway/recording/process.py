@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import pickle
@@ -220,6 +221,11 @@ async def _drain(settings: Settings, spool: Path, active: list[str]) -> None:
 
     loop.add_reader(fifo, woken)
     loop.add_reader(stdin, told)
+    # What start-up built lives as long as the process: full collections scan only the
+    # rest, and batches free what they make by reference counting (see ops.serving).
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 10, 10)
     await drain.run()
     if drain.replayed:
         log.info("recorder stored %d records of earlier runs from the spool", drain.replayed)

@@ -706,4 +706,8 @@ def test_no_other_protocol_is_imported() -> None:
     tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     protocols = {name for name in imported if name and name.startswith("gateway.protocols")}
-    assert protocols <= {"gateway.protocols.base", "gateway.protocols.anthropic_messages_events"}
+    assert protocols <= {
+        "gateway.protocols.base",
+        "gateway.protocols.anthropic_messages_events",
+        "gateway.protocols.request_body",
+    }
