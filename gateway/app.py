@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
@@ -18,7 +17,6 @@ from gateway.checks.loops import TraceCounters
 from gateway.config import Settings
 from gateway.continuation.keycache import CachedContinuationKeys
 from gateway.continuation.keyfilter import KeyFilter
-from gateway.continuation.keys import call_filter_key
 from gateway.continuation.recent_steps import RecentSteps
 from gateway.errors import GatewayError, NotFound, Unauthorized
 from gateway.protocols.registry import ADAPTERS, PATHS
@@ -26,17 +24,16 @@ from gateway.proxy import handler as proxy
 from gateway.proxy import mcp_ingest
 from gateway.proxy import mcp_relay as mcp_proxy
 from gateway.proxy.deps import Deps
+from gateway.proxy.known_keys import load_known_keys
 from gateway.proxy.mcp_runtime import McpRuntime, McpSink
 from gateway.proxy.upstream import Upstream
 from gateway.recording.setup import recording as recording_for
-from gateway.recording.spooler import spooled_keys
 from gateway.redaction.redactor import Redactor
 from gateway.routing import provider_of
 from gateway.runs.pricing import Pricer
 from gateway.sinks.metrics import MetricsSink, metrics_response
 from gateway.sinks.otlp.sink import OtlpSink
 from gateway.sinks.webhooks import WebhookSink
-from gateway.store import queries
 from gateway.store.engine import create_schema, install_secret, make_engine
 from gateway.store.holder import holding
 from gateway.store.ledger import Ledger, ThreadLedger
@@ -117,7 +114,7 @@ async def _lifecycle(
     recording = await stack.enter_async_context(recording_for(settings, engine, worker, spool))
     sole_writer = settings.workers == 1 and engine.dialect.name == "sqlite"
     known_keys = KeyFilter(authoritative_when_loaded=sole_writer)
-    keys = _load_known_keys(engine, settings.spool_path(), recording.directory, known_keys)
+    keys = load_known_keys(engine, settings.spool_path(), recording.directory, known_keys)
     loading = asyncio.get_running_loop().create_task(keys)
     upstream = await _started_upstream(settings)
     metrics.watch_recorder(recording)
@@ -259,20 +256,6 @@ def _start_otlp(settings: Settings, redactor: Redactor, metrics: MetricsSink) ->
     )
     otlp.start()
     return otlp
-
-
-async def _load_known_keys(engine: Engine, root: Path, own: Path, known: KeyFilter) -> None:
-    """Every continuation key stored or spooled before this run, loaded off the loop; until
-    it is, placement looks every key up in the store."""
-    try:
-        keys = itertools.chain(
-            queries.continuation_keys(engine),
-            spooled_keys(root, own),
-            map(call_filter_key, queries.emitted_call_ids(engine)),
-        )
-        known.install(await asyncio.to_thread(known.build, keys))
-    except Exception:
-        log.exception("loading continuation keys failed; every history is looked up")
 
 
 def _bind(handler, adapter) -> Handler:  # type: ignore[no-untyped-def]

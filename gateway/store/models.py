@@ -111,10 +111,10 @@ class TraceRow(SQLModel, table=True):
 
 class StepRow(SQLModel, table=True):
     __tablename__ = "steps"
+    # Every index costs each write: only those a query uses (revision 0008). The unique
+    # (trace_id, seq) also serves every lookup by trace (detail, search, retention).
     __table_args__ = (
         sa.UniqueConstraint("trace_id", "seq", name="uq_steps_trace_seq"),
-        # The list's model filter is a semi-join from the model side.
-        sa.Index("ix_steps_model_trace", "model", "trace_id"),
         # Retention keeps a tool set while any step still refers to it.
         sa.Index("ix_steps_tool_set", "tool_set"),
     )
@@ -122,10 +122,7 @@ class StepRow(SQLModel, table=True):
     id: str = _id(primary_key=True)
     trace_id: str = Field(
         sa_column=sa.Column(
-            sa.String(ID_LENGTH),
-            sa.ForeignKey("traces.id", ondelete="CASCADE"),
-            nullable=False,
-            index=True,
+            sa.String(ID_LENGTH), sa.ForeignKey("traces.id", ondelete="CASCADE"), nullable=False
         )
     )
     seq: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
@@ -143,6 +140,7 @@ class StepRow(SQLModel, table=True):
     cached_tokens: int | None = _tokens(nullable=True)
     reasoning_tokens: int | None = _tokens(nullable=True)
     cache_creation_tokens: int | None = _tokens(nullable=True)
+    # Find a step by any id it answered with (`find_step`, search); `previous_response_id`.
     provider_request_id: str | None = Field(
         default=None, sa_column=sa.Column(sa.String(256), index=True)
     )
@@ -151,6 +149,7 @@ class StepRow(SQLModel, table=True):
     latency_ms: float | None = Field(default=None, sa_column=sa.Column(sa.Float))
     ttft_ms: float | None = Field(default=None, sa_column=sa.Column(sa.Float))
     error: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
+    # Placement looks keys up; the key filter walks them at start-up from the index alone.
     continuation_key: str | None = _id(index=True, nullable=True)
     cost_nano: int | None = _tokens(nullable=True)
     cost_source: str | None = Field(default=None, sa_column=sa.Column(sa.String(16)))
@@ -174,10 +173,26 @@ class ToolSetRow(SQLModel, table=True):
     )
 
 
+_HAS_CALL_ID = sa.text("call_id IS NOT NULL")
+
+
 class ItemRow(SQLModel, table=True):
     __tablename__ = "items"
+    __table_args__ = (
+        # Emitted calls by id (pairing, MCP joins, search) and the key filter's walk at
+        # start-up, answered from the index alone; items without a call id are left out.
+        sa.Index(
+            "ix_items_call_id_kind",
+            "call_id",
+            "direction",
+            "kind",
+            sqlite_where=_HAS_CALL_ID,
+            postgresql_where=_HAS_CALL_ID,
+        ),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
+    # Indexed: a step's items (detail, checks against its output) and retention's deletes.
     step_id: str = Field(
         sa_column=sa.Column(
             sa.String(ID_LENGTH),
@@ -191,7 +206,7 @@ class ItemRow(SQLModel, table=True):
     kind: str = Field(sa_column=sa.Column(sa.String(32), nullable=False))
     role: str | None = Field(default=None, sa_column=sa.Column(sa.String(32)))
     text: str | None = Field(default=None, sa_column=sa.Column(sa.Text))
-    call_id: str | None = Field(default=None, sa_column=sa.Column(sa.String(256), index=True))
+    call_id: str | None = Field(default=None, sa_column=sa.Column(sa.String(256)))
     tool_name: str | None = Field(default=None, sa_column=sa.Column(sa.String(256)))
     arguments: str | None = Field(default=None, sa_column=sa.Column(sa.Text))
     is_error: bool | None = Field(default=None, sa_column=sa.Column(sa.Boolean))
@@ -210,6 +225,7 @@ class ViolationRow(SQLModel, table=True):
 
     id: str = _id(primary_key=True)
     kind: str = Field(sa_column=sa.Column(sa.String(64), nullable=False))
+    # Indexed: a trace's violations (detail, the list's `violation=` filter, retention).
     trace_id: str = Field(
         sa_column=sa.Column(
             sa.String(ID_LENGTH),

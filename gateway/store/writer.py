@@ -19,34 +19,18 @@ from sqlalchemy.engine import Connection, Engine
 from gateway.items import Violation
 from gateway.runs.status import TraceStatus
 from gateway.step import RefusalRecord, StepRecord
-from gateway.store.engine import dialect_insert, write_connection
-from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
+from gateway.store import trace_merge
+from gateway.store.engine import write_connection
+from gateway.store.models import ITEMS, STEPS, VIOLATIONS
 from gateway.store.rows import insert_many, item_rows, step_row
 from gateway.store.run_fold import Folded, fold, is_unpriced
 from gateway.store.tool_sets import store_tool_sets
+from gateway.store.trace_merge import SUMMARY_COLUMNS, TOKEN_SUMS
 
 Record = StepRecord | RefusalRecord
 
 # What a new row holds until the batch's fold sets it, in the same transaction.
 _PLACEHOLDER_STATUS = TraceStatus.COMPLETED.value
-# The run summary as stored before the batch: the merge leaves these columns alone, so its
-# RETURNING reads them under the row lock it took.
-_SUMMARY_COLUMNS = (
-    "last_step_started_at",
-    "last_stop_reason",
-    "open_calls",
-    "last_refusal_at",
-    "last_refusal_kind",
-    "last_response_end",
-    "first_user_text",
-)
-_TOKEN_SUMS = (
-    "prompt_tokens",
-    "completion_tokens",
-    "total_tokens",
-    "cached_tokens",
-    "reasoning_tokens",
-)
 # Summed as reported; total_tokens falls back to prompt + completion when not reported.
 _SUMMED_AS_IS = ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens")
 
@@ -68,7 +52,7 @@ class _TraceDelta:
     updated_at: datetime
     steps: list[StepRecord] = field(default_factory=list)
     refusals: list[RefusalRecord] = field(default_factory=list)
-    tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_TOKEN_SUMS, 0))
+    tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TOKEN_SUMS, 0))
     violations: int = 0
     models: list[str] = field(default_factory=list)
     budget: dict[str, int] = field(default_factory=dict)
@@ -206,43 +190,9 @@ def _trace_row(delta: _TraceDelta) -> dict[str, Any]:
         "unpriced_steps": delta.unpriced_steps,
         "model_ms": delta.model_ms,
         "session_id": delta.session_id,
-        **dict.fromkeys(_SUMMARY_COLUMNS),
+        **dict.fromkeys(SUMMARY_COLUMNS),
         "open_calls": 0,
     }
-
-
-def _merge(conn: Connection) -> Any:
-    """INSERT … ON CONFLICT DO UPDATE adding the batch's counts to the stored ones.
-
-    One statement for every trace of a batch: the row lock it takes orders concurrent
-    replicas, and the increments make counters exact. It leaves the run summary alone, so
-    RETURNING gives the summary as stored before the batch, for the fold.
-    """
-    t, new = TRACES.c, dialect_insert(conn, TRACES).excluded
-    summed = (*_TOKEN_SUMS, "step_count", "violation_count", "cost_nano", "unpriced_steps")
-    merged: dict[str, Any] = {
-        **{name: t[name] + new[name] for name in (*summed, "model_ms")},
-        "started_at": sa.case((new.started_at < t.started_at, new.started_at), else_=t.started_at),
-        "updated_at": sa.case((new.updated_at > t.updated_at, new.updated_at), else_=t.updated_at),
-        "budget_max_steps": sa.func.coalesce(new.budget_max_steps, t.budget_max_steps),
-        "budget_max_tokens": sa.func.coalesce(new.budget_max_tokens, t.budget_max_tokens),
-        "session_id": sa.func.coalesce(t.session_id, new.session_id),
-    }
-    upsert = dialect_insert(conn, TRACES).on_conflict_do_update(index_elements=["id"], set_=merged)
-    summary = [t[name] for name in _SUMMARY_COLUMNS]
-    return upsert.returning(t.id, t.step_count, t.models, *summary, sort_by_parameter_order=True)
-
-
-def _fold_update() -> Any:
-    t = TRACES.c
-    values: dict[str, Any] = {
-        name: sa.bindparam(name, type_=t[name].type) for name in _FOLDED_COLUMNS
-    }
-    values["tool_ms"] = t.tool_ms + sa.bindparam("add_tool_ms", type_=sa.Float())
-    return TRACES.update().where(t.id == sa.bindparam("trace_id")).values(values)
-
-
-_FOLDED_COLUMNS = (*_SUMMARY_COLUMNS, "status", "status_final", "models")
 
 
 def _merge_traces(
@@ -250,22 +200,23 @@ def _merge_traces(
 ) -> tuple[dict[str, int], dict[str, Folded]]:
     """Apply every delta and fold it into its trace's run summary; return each trace's
     step count before this batch and its fold."""
-    rows = conn.execute(_merge(conn), [_trace_row(d) for d in deltas]).all()
+    stored = trace_merge.merge(conn, [_trace_row(d) for d in deltas])
     before: dict[str, int] = {}
     folds: dict[str, Folded] = {}
     updates: list[dict[str, Any]] = []
-    for delta, row in zip(deltas, rows, strict=True):
-        before[delta.trace_id] = int(row.step_count) - len(delta.steps)
+    for delta in deltas:
+        row = stored[delta.trace_id]
+        before[delta.trace_id] = row.step_count - len(delta.steps)
         folded = fold(row, delta.steps, delta.refusals, first_batch=before[delta.trace_id] == 0)
         folds[delta.trace_id] = folded
-        stored = list(row.models or [])
-        # The row lock is held until commit, so `stored` cannot go stale.
-        models = stored + [m for m in delta.models if m not in stored]
+        known = list(row.models or [])
+        # The row lock is held until commit, so `known` cannot go stale.
+        models = known + [m for m in delta.models if m not in known]
         updates.append(
             {**folded.values, "models": models, "add_tool_ms": folded.tool_ms}
             | {"trace_id": delta.trace_id}
         )
-    conn.execute(_fold_update(), updates)
+    trace_merge.set_folded(conn, updates)
     return before, folds
 
 
