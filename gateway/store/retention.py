@@ -33,7 +33,7 @@ LEDGER: sa.Table = BudgetLedgerRow.__table__  # type: ignore[attr-defined]
 BATCH_SIZE = 500  # traces a pass
 # Steps (with their items, search entries and violations) one transaction deletes: tens of
 # milliseconds, so the recorder waiting for the write lock is never held up for long.
-STEPS_PER_TRANSACTION = 200
+STEPS_PER_TRANSACTION = 100
 PAUSE_SECONDS = 1.0  # between passes while old traces remain
 SWEEP_SECONDS = 3600.0  # between sweeps once none remain
 
@@ -144,10 +144,9 @@ def _drop_unused_tool_sets(conn: Connection, hashes: list[str]) -> None:
     """Tool sets are shared by content: one goes when no step left refers to it."""
     if not hashes:
         return
-    used = sa.select(STEPS.c.tool_set).where(STEPS.c.tool_set.in_(hashes))
-    conn.execute(
-        TOOL_SETS.delete().where(TOOL_SETS.c.hash.in_(hashes), TOOL_SETS.c.hash.not_in(used))
-    )
+    # One index probe a hash: a tool set every run declares has millions of steps.
+    used = sa.exists().where(STEPS.c.tool_set == TOOL_SETS.c.hash)
+    conn.execute(TOOL_SETS.delete().where(TOOL_SETS.c.hash.in_(hashes), ~used))
 
 
 class Retention:

@@ -7,7 +7,7 @@ gateways sharing PostgreSQL keep them exact; a retried batch never writes a reco
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -44,7 +44,7 @@ def is_transient(exc: BaseException) -> bool:
 
 
 @dataclass(slots=True)
-class _TraceDelta:
+class TraceDelta:
     """What one batch adds to one trace."""
 
     trace_id: str
@@ -107,8 +107,29 @@ def _refusal_owner(record: RefusalRecord) -> str:
     return f"refusal\x00{record.trace_id}\x00{record.created_at.isoformat()}"
 
 
+@dataclass(slots=True)
+class WrittenBatch:
+    """What one batch stored, as the rows went to the driver: for the upkeep of what the
+    read side derives from them, in the batch's own transaction."""
+
+    records: list[Record]
+    traces: list[TraceDelta]  # one a trace, sorted by id
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    items: list[dict[str, Any]] = field(default_factory=list)
+
+
+BatchUpkeep = Callable[[Connection, WrittenBatch], None]
+# Per-batch upkeep of tables derived from the rows (search entries, per-trace summaries),
+# one entry each; they run in order after the rows are written, before the commit.
+BATCH_UPKEEP: tuple[BatchUpkeep, ...] = ()
+
+
 class StoreWriter:
-    """Writes batches of records; sync, meant for one dedicated worker thread."""
+    """Writes batches of records; sync, meant for one dedicated worker thread.
+
+    A batch is one transaction of a fixed number of statements whatever its size: one
+    select of what is stored already, one upsert of its traces and one update of their
+    summaries, then one driver-level executemany per table."""
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
@@ -120,10 +141,12 @@ class StoreWriter:
             fresh = _unwritten(conn, records)
             if not fresh:
                 return
-            deltas = _group(fresh)
-            seqs, folds = _merge_traces(conn, deltas)
-            _insert_steps(conn, deltas, seqs, folds)
+            written = WrittenBatch(fresh, _group(fresh))
+            seqs, folds = _merge_traces(conn, written.traces)
+            _insert_steps(conn, written, seqs, folds)
             _insert_violations(conn, fresh)
+            for upkeep in BATCH_UPKEEP:
+                upkeep(conn, written)
 
 
 def _unwritten(conn: Connection, records: Sequence[Record]) -> list[Record]:
@@ -156,15 +179,15 @@ def _unwritten(conn: Connection, records: Sequence[Record]) -> list[Record]:
     return fresh
 
 
-def _group(records: list[Record]) -> list[_TraceDelta]:
+def _group(records: list[Record]) -> list[TraceDelta]:
     """One delta per trace, sorted by trace id: every writer locks rows in the same order,
     so concurrent replicas cannot deadlock."""
-    deltas: dict[str, _TraceDelta] = {}
+    deltas: dict[str, TraceDelta] = {}
     for record in records:
         when = record.started_at if isinstance(record, StepRecord) else record.created_at
         delta = deltas.get(record.trace_id)
         if delta is None:
-            delta = deltas[record.trace_id] = _TraceDelta(record.trace_id, when, when)
+            delta = deltas[record.trace_id] = TraceDelta(record.trace_id, when, when)
         if isinstance(record, StepRecord):
             delta.add_step(record)
         else:
@@ -172,7 +195,7 @@ def _group(records: list[Record]) -> list[_TraceDelta]:
     return [deltas[trace_id] for trace_id in sorted(deltas)]
 
 
-def _trace_row(delta: _TraceDelta) -> dict[str, Any]:
+def _trace_row(delta: TraceDelta) -> dict[str, Any]:
     """The trace row as this batch alone would make it, its run summary empty (the fold
     sets it); merged into an existing row."""
     return {
@@ -196,7 +219,7 @@ def _trace_row(delta: _TraceDelta) -> dict[str, Any]:
 
 
 def _merge_traces(
-    conn: Connection, deltas: list[_TraceDelta]
+    conn: Connection, deltas: list[TraceDelta]
 ) -> tuple[dict[str, int], dict[str, Folded]]:
     """Apply every delta and fold it into its trace's run summary; return each trace's
     step count before this batch and its fold."""
@@ -221,12 +244,11 @@ def _merge_traces(
 
 
 def _insert_steps(
-    conn: Connection, deltas: list[_TraceDelta], seqs: dict[str, int], folds: dict[str, Folded]
+    conn: Connection, written: WrittenBatch, seqs: dict[str, int], folds: dict[str, Folded]
 ) -> None:
-    step_rows: list[dict[str, Any]] = []
-    items: list[dict[str, Any]] = []
-    tool_sets = store_tool_sets(conn, (step for delta in deltas for step in delta.steps))
-    for delta in deltas:
+    step_rows, items = written.steps, written.items
+    tool_sets = store_tool_sets(conn, (step for delta in written.traces for step in delta.steps))
+    for delta in written.traces:
         tool_ms = folds[delta.trace_id].step_tool_ms
         for offset, record in enumerate(delta.steps, start=1):
             row = step_row(record, seqs[delta.trace_id] + offset)
@@ -277,9 +299,9 @@ def merge_mcp_activity(conn: Connection, activity: Sequence[tuple[str, datetime,
     """Runs seen on the MCP side, as (trace id, when, violations): the trace row exists (a run
     with only tool executions is visible) and counts its MCP violations, through the same
     merge and fold as steps, so every violation is counted in one place."""
-    deltas: dict[str, _TraceDelta] = {}
+    deltas: dict[str, TraceDelta] = {}
     for trace_id, at, violations in activity:
-        delta = deltas.setdefault(trace_id, _TraceDelta(trace_id, at, at))
+        delta = deltas.setdefault(trace_id, TraceDelta(trace_id, at, at))
         delta.started_at, delta.updated_at = min(delta.started_at, at), max(delta.updated_at, at)
         delta.violations += violations
     if deltas:
