@@ -26,6 +26,7 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from idle_cpu import cpu_seconds
 from store_reads import samples, start_server, stop_server, time_reads
 from store_workload import Workload
 
@@ -48,16 +49,40 @@ def stored_steps(engine: sa.Engine) -> int:
 
 
 class _Window:
-    """Write time since the last checkpoint: wall clock, and this process's CPU (on a
-    loaded machine the wall clock waits for a core; CPU time does not, SQLite's included)."""
+    """Write time since the last checkpoint: wall clock, and CPU time (on a loaded machine
+    the wall clock waits for a core; CPU time does not): this process's, SQLite's included,
+    plus that of the database server's backends for this database on PostgreSQL."""
 
-    def __init__(self) -> None:
+    def __init__(self, engine: sa.Engine) -> None:
         self.wall = self.cpu = self.worst = 0.0
         self.steps = 0
+        self._engine = engine
+        self._server_began = _server_cpu(engine)
 
     def add(self, steps: int, wall: float, cpu: float) -> None:
         self.steps += steps
         self.wall, self.cpu, self.worst = self.wall + wall, self.cpu + cpu, max(self.worst, wall)
+
+    def report(self, made: int) -> str:
+        server = _server_cpu(self._engine)
+        server_cpu = sum(server[pid] - self._server_began.get(pid, 0.0) for pid in server)
+        line = (
+            f"  at {made:>9,} steps: {self.steps / self.wall:6.0f} steps/s wall, "
+            f"{self.steps / max(self.cpu + server_cpu, 1e-9):6.0f} per CPU-second"
+        )
+        if self._engine.dialect.name == "postgresql":
+            line += f" (of which the server {100 * server_cpu / (self.cpu + server_cpu):.0f} %)"
+        return line + f"; slowest batch {self.worst * 1000:.0f} ms, over the last {self.steps:,}"
+
+
+def _server_cpu(engine: sa.Engine) -> dict[int, float]:
+    """CPU seconds of each PostgreSQL backend serving this database (a local server)."""
+    if engine.dialect.name != "postgresql":
+        return {}
+    query = "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+    with engine.connect() as conn:
+        pids = list(conn.exec_driver_sql(query).scalars())
+    return {pid: cpu_seconds(pid) for pid in pids}
 
 
 def fill(engine: sa.Engine, steps: int) -> None:
@@ -66,7 +91,7 @@ def fill(engine: sa.Engine, steps: int) -> None:
     workload = Workload(steps, start=start, days=DAYS)
     writer = StoreWriter(engine)
     marks = [c for c in CHECKPOINTS if c < steps] + [steps]
-    window = _Window()
+    window = _Window(engine)
     print(
         f"store path, batches of {BATCH} (write_batch time only; "
         f"target ≥ {TARGET_STEPS_PER_S:.0f}, flat):"
@@ -77,12 +102,8 @@ def fill(engine: sa.Engine, steps: int) -> None:
         window.add(len(batch), time.perf_counter() - wall, time.process_time() - cpu)
         if workload.made >= marks[0]:
             marks.pop(0)
-            print(
-                f"  at {workload.made:>9,} steps: {window.steps / window.wall:6.0f} steps/s wall, "
-                f"{window.steps / max(window.cpu, 1e-9):6.0f} per CPU-second of this process, "
-                f"over the last {window.steps:,}; slowest batch {window.worst * 1000:.0f} ms"
-            )
-            window = _Window()
+            print(window.report(workload.made))
+            window = _Window(engine)
     print(f"  {workload.traces:,} traces, load {os.getloadavg()[0]:.1f}")
 
 
