@@ -26,12 +26,25 @@ def insert_many(conn: Connection, table: sa.Table, rows: list[dict[str, Any]]) -
     if not rows:
         return
     columns = list(rows[0])
-    mark = placeholder(conn)
+    values = driver_values(conn, table, columns, rows)
+    if conn.dialect.name == "postgresql":
+        _copy(conn, table, columns, values)
+        return
     sql = (
-        f"INSERT INTO {table.name} ({', '.join(columns)}) "
-        f"VALUES ({', '.join([mark] * len(columns))})"
+        f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
     )
-    conn.exec_driver_sql(sql, driver_values(conn, table, columns, rows))
+    conn.exec_driver_sql(sql, values)
+
+
+def _copy(conn: Connection, table: sa.Table, columns: list[str], values: list[Any]) -> None:
+    """PostgreSQL's COPY: one stream for the batch's rows, no statement executed per row."""
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        with cursor.copy(f"COPY {table.name} ({', '.join(columns)}) FROM STDIN") as copy:
+            for row in values:
+                copy.write_row(row)
+    finally:
+        cursor.close()
 
 
 def driver_values(

@@ -299,7 +299,8 @@ def test_two_replicas_writing_concurrently_stay_exact(
         engine.dispose()
 
 
-def test_batch_of_many_items_is_one_executemany(engine: Engine, make_step: MakeStep) -> None:
+def test_batch_of_many_items_is_one_statement(engine: Engine, make_step: MakeStep) -> None:
+    """SQLite: one executemany; PostgreSQL: one COPY stream, no INSERT at all."""
     statements: list[Any] = []
 
     def spy(conn: Any, cursor: Any, statement: str, params: Any, context: Any, many: bool) -> None:
@@ -311,7 +312,7 @@ def test_batch_of_many_items_is_one_executemany(engine: Engine, make_step: MakeS
         StoreWriter(engine).write_batch([make_step("t", items=50) for _ in range(5)])
     finally:
         sa.event.remove(engine, "before_cursor_execute", spy)
-    assert statements == [True]
+    assert statements == ([True] if engine.dialect.name == "sqlite" else [])
     assert _count(engine, ITEMS) == 5 * 52
 
 
