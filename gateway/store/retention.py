@@ -99,7 +99,8 @@ def _purge_traces(conn: Connection, candidates: list[tuple[str, int]], cutoff: d
     ids = _still_idle(conn, [trace_id for trace_id, _ in candidates], cutoff)
     if not ids:
         return 0
-    steps = sa.select(STEPS.c.id).where(STEPS.c.trace_id.in_(ids))
+    # The step ids as values, read once: items and tool sets are found by them by index.
+    steps = list(conn.execute(sa.select(STEPS.c.id).where(STEPS.c.trace_id.in_(ids))).scalars())
     tool_sets = _tool_sets_of(conn, STEPS.c.trace_id.in_(ids))
     # Children first: correct without relying on ON DELETE CASCADE being enforced.
     conn.execute(ITEMS.delete().where(ITEMS.c.step_id.in_(steps)))
