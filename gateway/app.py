@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
@@ -19,7 +18,6 @@ from gateway.checks.loops import TraceCounters
 from gateway.config import Settings
 from gateway.continuation.keycache import CachedContinuationKeys
 from gateway.continuation.keyfilter import KeyFilter
-from gateway.continuation.keys import call_filter_key
 from gateway.continuation.recent_steps import RecentSteps
 from gateway.errors import GatewayError, NotFound, Unauthorized
 from gateway.protocols.registry import ADAPTERS, PATHS
@@ -27,16 +25,16 @@ from gateway.proxy import handler as proxy
 from gateway.proxy import mcp_ingest
 from gateway.proxy import mcp_relay as mcp_proxy
 from gateway.proxy.deps import Deps
+from gateway.proxy.known_keys import load_known_keys
 from gateway.proxy.mcp_runtime import McpRuntime, McpSink
 from gateway.proxy.upstream import Upstream
 from gateway.recording.setup import recording as recording_for
-from gateway.recording.spooler import SpoolRecorder, spooled_keys
+from gateway.recording.spooler import SpoolRecorder
 from gateway.redaction.redactor import Redactor
 from gateway.routing import provider_of
 from gateway.runs.pricing import Pricer
 from gateway.sinks.metrics import MetricsSink, metrics_response
 from gateway.sinks.webhooks import WebhookSink
-from gateway.store import queries
 from gateway.store.engine import create_schema, install_secret, make_engine
 from gateway.store.holder import holding
 from gateway.store.ledger import Ledger, ThreadLedger
@@ -117,10 +115,7 @@ async def _lifecycle(
     redactor = Redactor(settings.redaction)
     metrics = _metrics_sink(settings, redactor)
     recording = await stack.enter_async_context(recording_for(settings, engine, worker, spool))
-    sole_writer = settings.workers == 1 and engine.dialect.name == "sqlite"
-    known_keys = KeyFilter(authoritative_when_loaded=sole_writer)
-    keys = _load_known_keys(engine, settings.spool_path(), recording.directory, known_keys)
-    loading = asyncio.get_running_loop().create_task(keys)
+    known_keys, loading = _loading_known_keys(settings, engine, recording)
     upstream = await _started_upstream(settings)
     metrics.watch_recorder(recording)
     webhooks = await _start_webhooks(settings, redactor, metrics)
@@ -153,6 +148,17 @@ async def _lifecycle(
     finally:
         loading.cancel()
         await _close(app[DEPS], mcp, webhooks, otlp, stack)
+
+
+def _loading_known_keys(
+    settings: Settings, engine: Engine, recording: SpoolRecorder
+) -> tuple[KeyFilter, asyncio.Task[None]]:
+    """The filter of keys stored or spooled before this run, filled off the loop; a sole
+    SQLite writer may trust it once loaded (nothing else writes keys)."""
+    sole_writer = settings.workers == 1 and engine.dialect.name == "sqlite"
+    known_keys = KeyFilter(authoritative_when_loaded=sole_writer)
+    keys = load_known_keys(engine, settings.spool_path(), recording.directory, known_keys)
+    return known_keys, asyncio.get_running_loop().create_task(keys)
 
 
 async def _started_mcp(
@@ -271,20 +277,6 @@ def _start_otlp(settings: Settings, redactor: Redactor, metrics: MetricsSink) ->
     )
     otlp.start()
     return otlp
-
-
-async def _load_known_keys(engine: Engine, root: Path, own: Path, known: KeyFilter) -> None:
-    """Every continuation key stored or spooled before this run, loaded off the loop; until
-    it is, placement looks every key up in the store."""
-    try:
-        keys = itertools.chain(
-            queries.continuation_keys(engine),
-            spooled_keys(root, own),
-            map(call_filter_key, queries.emitted_call_ids(engine)),
-        )
-        known.install(await asyncio.to_thread(known.build, keys))
-    except Exception:
-        log.exception("loading continuation keys failed; every history is looked up")
 
 
 def _bind(handler, adapter) -> Handler:  # type: ignore[no-untyped-def]

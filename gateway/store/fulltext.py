@@ -33,7 +33,7 @@ def index_steps(conn: Connection, step_ids: Sequence[str]) -> None:
     conn.execute(sa.insert(_FTS).from_select(_INDEXED, rows))
 
 
-def forget_steps(conn: Connection, steps: sa.Select[Any]) -> None:
+def forget_steps(conn: Connection, steps: sa.Select[Any] | Sequence[str]) -> None:
     """Take the items of `steps` out of the index; call before deleting them, in the same
     transaction (FTS5 removes a row by the values it indexed, read from the row here)."""
     if conn.dialect.name != "sqlite":

@@ -123,6 +123,8 @@ class TraceRow(SQLModel, table=True):
 
 class StepRow(SQLModel, table=True):
     __tablename__ = "steps"
+    # Every index costs each write: only those a query uses (revision 0008). The unique
+    # (trace_id, seq) also serves every lookup by trace (detail, search, retention).
     __table_args__ = (
         sa.UniqueConstraint("trace_id", "seq", name="uq_steps_trace_seq"),
         # Retention keeps a tool set while any step still refers to it.
@@ -132,10 +134,7 @@ class StepRow(SQLModel, table=True):
     id: str = _id(primary_key=True)
     trace_id: str = Field(
         sa_column=sa.Column(
-            sa.String(ID_LENGTH),
-            sa.ForeignKey("traces.id", ondelete="CASCADE"),
-            nullable=False,
-            index=True,
+            sa.String(ID_LENGTH), sa.ForeignKey("traces.id", ondelete="CASCADE"), nullable=False
         )
     )
     seq: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
@@ -153,6 +152,7 @@ class StepRow(SQLModel, table=True):
     cached_tokens: int | None = _tokens(nullable=True)
     reasoning_tokens: int | None = _tokens(nullable=True)
     cache_creation_tokens: int | None = _tokens(nullable=True)
+    # Find a step by any id it answered with (`find_step`, search); `previous_response_id`.
     provider_request_id: str | None = Field(
         default=None, sa_column=sa.Column(sa.String(256), index=True)
     )
@@ -161,6 +161,7 @@ class StepRow(SQLModel, table=True):
     latency_ms: float | None = Field(default=None, sa_column=sa.Column(sa.Float))
     ttft_ms: float | None = Field(default=None, sa_column=sa.Column(sa.Float))
     error: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
+    # Placement looks keys up; the key filter walks them at start-up from the index alone.
     continuation_key: str | None = _id(index=True, nullable=True)
     cost_nano: int | None = _tokens(nullable=True)
     cost_source: str | None = Field(default=None, sa_column=sa.Column(sa.String(16)))
@@ -184,10 +185,35 @@ class ToolSetRow(SQLModel, table=True):
     )
 
 
+_HAS_CALL_ID = sa.text("call_id IS NOT NULL")
+_HAS_ARGS_KEY = sa.text("args_key IS NOT NULL")
+
+
 class ItemRow(SQLModel, table=True):
     __tablename__ = "items"
+    __table_args__ = (
+        # Emitted calls by id (pairing, MCP joins, search) and the key filter's walk at
+        # start-up, answered from the index alone; items without a call id are left out.
+        sa.Index(
+            "ix_items_call_id_kind",
+            "call_id",
+            "direction",
+            "kind",
+            sqlite_where=_HAS_CALL_ID,
+            postgresql_where=_HAS_CALL_ID,
+        ),
+        # Output tool calls by their arguments' hash (MCP joins across processes); the
+        # items without one (most of them) are left out.
+        sa.Index(
+            "ix_items_args_key",
+            "args_key",
+            sqlite_where=_HAS_ARGS_KEY,
+            postgresql_where=_HAS_ARGS_KEY,
+        ),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
+    # Indexed: a step's items (detail, checks against its output) and retention's deletes.
     step_id: str = Field(
         sa_column=sa.Column(
             sa.String(ID_LENGTH),
@@ -201,12 +227,12 @@ class ItemRow(SQLModel, table=True):
     kind: str = Field(sa_column=sa.Column(sa.String(32), nullable=False))
     role: str | None = Field(default=None, sa_column=sa.Column(sa.String(32)))
     text: str | None = Field(default=None, sa_column=sa.Column(sa.Text))
-    call_id: str | None = Field(default=None, sa_column=sa.Column(sa.String(256), index=True))
+    call_id: str | None = Field(default=None, sa_column=sa.Column(sa.String(256)))
     tool_name: str | None = Field(default=None, sa_column=sa.Column(sa.String(256)))
     arguments: str | None = Field(default=None, sa_column=sa.Column(sa.Text))
     # A model tool call's canonical arguments, hashed: an MCP call recorded by another
     # gateway process finds the call it executes by it.
-    args_key: str | None = Field(default=None, sa_column=sa.Column(sa.String(32), index=True))
+    args_key: str | None = Field(default=None, sa_column=sa.Column(sa.String(32)))
     is_error: bool | None = Field(default=None, sa_column=sa.Column(sa.Boolean))
     attrs: dict[str, Any] = Field(
         default_factory=dict, sa_column=sa.Column(sa.JSON, nullable=False)
@@ -223,6 +249,7 @@ class ViolationRow(SQLModel, table=True):
 
     id: str = _id(primary_key=True)
     kind: str = Field(sa_column=sa.Column(sa.String(64), nullable=False))
+    # Indexed: a trace's violations (detail, the list's `violation=` filter, retention).
     trace_id: str = Field(
         sa_column=sa.Column(
             sa.String(ID_LENGTH),

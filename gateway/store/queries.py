@@ -246,8 +246,9 @@ def call_emitters(engine: Engine, call_ids: list[str]) -> list[tuple[str, str, s
         return [(row.call_id, row.trace_id, row.id) for row in conn.execute(query)]
 
 
-def emitted_call_ids(engine: Engine, batch: int = 10_000) -> Iterator[str]:
-    """Every tool call id a recorded step emitted, in index order, in bounded batches."""
+def emitted_call_id_batches(engine: Engine, batch: int = 10_000) -> Iterator[list[str]]:
+    """Every tool call id a recorded step emitted, in index order, in bounded batches: read
+    from the index on (call_id, direction, kind) alone, without the items' rows."""
     i = ITEMS.c
     after = ""
     while True:
@@ -259,14 +260,14 @@ def emitted_call_ids(engine: Engine, batch: int = 10_000) -> Iterator[str]:
         )
         with reading(engine) as conn:
             ids = list(conn.scalars(query))
-        yield from ids
+        yield ids
         if len(ids) < batch:
             return
         after = ids[-1]
 
 
-def continuation_keys(engine: Engine, batch: int = 10_000) -> Iterator[str]:
-    """Every stored continuation key, in index order, read in bounded batches."""
+def continuation_key_batches(engine: Engine, batch: int = 10_000) -> Iterator[list[str]]:
+    """Every stored continuation key, in index order, in bounded batches from its index."""
     s = STEPS.c
     after = ""
     while True:
@@ -278,10 +279,17 @@ def continuation_keys(engine: Engine, batch: int = 10_000) -> Iterator[str]:
         )
         with reading(engine) as conn:
             keys = list(conn.scalars(query))
-        yield from keys
+        yield keys
         if len(keys) < batch:
             return
         after = keys[-1]
+
+
+def stored_step_count(engine: Engine) -> int:
+    """Steps stored, from the traces' counters: a tenth of the rows counting steps reads."""
+    with reading(engine) as conn:
+        total = conn.scalar(sa.select(sa.func.sum(TRACES.c.step_count)))
+    return int(total or 0)
 
 
 def list_violations(

@@ -2,8 +2,10 @@
 that belongs to them (steps, items, violations, budget ledger, MCP executions, models) and
 the tool sets no step left refers to; their sessions' summaries are adjusted.
 
-Bounded: a pass deletes at most `batch_size` traces in one short transaction in a worker
-thread, passes are separated by a pause, and once nothing is left the next sweep waits.
+Bounded: a pass deletes at most `batch_size` traces in a worker thread, in transactions of
+a few hundred steps with a pause after each (a long run's steps go a slice at a time), so
+the recorder never waits long for the write lock; passes are separated by a pause, and once
+nothing is left the next sweep waits.
 """
 
 from __future__ import annotations
@@ -11,8 +13,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from functools import partial
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -25,47 +30,118 @@ from gateway.store.models import ITEMS, STEPS, TOOL_SETS, TRACES, VIOLATIONS
 log = logging.getLogger(__name__)
 
 LEDGER: sa.Table = BudgetLedgerRow.__table__  # type: ignore[attr-defined]
-BATCH_SIZE = 500  # traces a pass; one transaction short enough not to hold up the recorder
+BATCH_SIZE = 500  # traces a pass
+# Steps (with their items, search entries and violations) one transaction deletes: tens of
+# milliseconds, so the recorder waiting for the write lock is never held up for long.
+STEPS_PER_TRANSACTION = 100
 PAUSE_SECONDS = 1.0  # between passes while old traces remain
 SWEEP_SECONDS = 3600.0  # between sweeps once none remain
 
 
 def purge_batch(engine: Engine, cutoff: datetime, limit: int) -> int:
-    """Delete up to `limit` traces last updated before `cutoff`, and all their rows."""
-    with write_connection(engine) as conn, conn.begin():
-        oldest = (
-            sa.select(TRACES.c.id)
-            .where(TRACES.c.updated_at < cutoff)
-            .order_by(TRACES.c.updated_at)
-            .limit(limit)
-        )
-        if conn.dialect.name == "postgresql":
-            # A trace a replica's recorder is updating right now is left for the next pass.
-            oldest = oldest.with_for_update(skip_locked=True)
-        ids = list(conn.execute(oldest).scalars())
-        if not ids:
+    """Delete up to `limit` traces last updated before `cutoff`, and all their rows, in
+    transactions of at most STEPS_PER_TRANSACTION steps; return how many traces went."""
+    candidates = _oldest(engine, cutoff, limit)
+    if not candidates:
+        with write_connection(engine) as conn, conn.begin():
             mcp_purge.purge_traceless(conn, cutoff)
-            return 0
-        steps = sa.select(STEPS.c.id).where(STEPS.c.trace_id.in_(ids))
-        tool_sets = _tool_sets_of(conn, ids)
-        # Children first: correct without relying on ON DELETE CASCADE being enforced.
-        fulltext.forget_steps(conn, steps)
-        conn.execute(ITEMS.delete().where(ITEMS.c.step_id.in_(steps)))
-        conn.execute(VIOLATIONS.delete().where(VIOLATIONS.c.trace_id.in_(ids)))
-        conn.execute(STEPS.delete().where(STEPS.c.trace_id.in_(ids)))
-        _drop_unused_tool_sets(conn, tool_sets)
-        conn.execute(LEDGER.delete().where(LEDGER.c.trace_id.in_(ids)))
-        mcp_purge.purge_traces(conn, ids)
-        trace_models.forget(conn, ids)
-        session_summary.forget(conn, ids)
-        conn.execute(TRACES.delete().where(TRACES.c.id.in_(ids)))
+        return 0
+    purged = 0
+    for group in _groups(candidates):
+        if len(group) == 1 and group[0][1] > STEPS_PER_TRANSACTION:
+            _drain_steps(engine, group[0][0], cutoff)  # a long run: its steps a slice at a time
+        purged += _bounded(engine, partial(_purge_traces, candidates=group, cutoff=cutoff))
+    return purged
+
+
+def _oldest(engine: Engine, cutoff: datetime, limit: int) -> list[tuple[str, int]]:
+    """(id, step count) of the oldest idle traces: a read, no lock taken."""
+    t = TRACES.c
+    query = sa.select(t.id, t.step_count).where(t.updated_at < cutoff)
+    with engine.connect() as conn:
+        rows = conn.execute(query.order_by(t.updated_at).limit(limit)).all()
+    return [(row.id, int(row.step_count)) for row in rows]
+
+
+def _groups(candidates: list[tuple[str, int]]) -> list[list[tuple[str, int]]]:
+    """Consecutive traces whose steps add up to one transaction's worth (at least one)."""
+    groups: list[list[tuple[str, int]]] = [[]]
+    steps = 0
+    for candidate in candidates:
+        if groups[-1] and steps + candidate[1] > STEPS_PER_TRANSACTION:
+            groups.append([])
+            steps = 0
+        groups[-1].append(candidate)
+        steps += candidate[1]
+    return groups
+
+
+def _bounded(engine: Engine, work: Callable[[Connection], int]) -> int:
+    """One short write transaction, then as long a pause, so a waiting writer gets in."""
+    started = time.monotonic()
+    with write_connection(engine) as conn, conn.begin():
+        done = work(conn)
+    time.sleep(min(0.5, max(0.005, time.monotonic() - started)))
+    return done
+
+
+def _still_idle(conn: Connection, ids: list[str], cutoff: datetime) -> list[str]:
+    """Those of `ids` still idle, locked until commit: a trace that got a step since it
+    was picked stays (on PostgreSQL one a replica is writing now is left for later)."""
+    t = TRACES.c
+    query = sa.select(t.id).where(t.id.in_(ids), t.updated_at < cutoff)
+    if conn.dialect.name == "postgresql":
+        query = query.with_for_update(skip_locked=True)
+    return list(conn.execute(query).scalars())
+
+
+def _purge_traces(conn: Connection, candidates: list[tuple[str, int]], cutoff: datetime) -> int:
+    ids = _still_idle(conn, [trace_id for trace_id, _ in candidates], cutoff)
+    if not ids:
+        return 0
+    # The step ids as values, read once: items and tool sets are found by them by index.
+    steps = list(conn.execute(sa.select(STEPS.c.id).where(STEPS.c.trace_id.in_(ids))).scalars())
+    tool_sets = _tool_sets_of(conn, STEPS.c.trace_id.in_(ids))
+    # Children first: correct without relying on ON DELETE CASCADE being enforced.
+    fulltext.forget_steps(conn, steps)
+    conn.execute(ITEMS.delete().where(ITEMS.c.step_id.in_(steps)))
+    conn.execute(VIOLATIONS.delete().where(VIOLATIONS.c.trace_id.in_(ids)))
+    conn.execute(STEPS.delete().where(STEPS.c.trace_id.in_(ids)))
+    _drop_unused_tool_sets(conn, tool_sets)
+    conn.execute(LEDGER.delete().where(LEDGER.c.trace_id.in_(ids)))
+    mcp_purge.purge_traces(conn, ids)
+    trace_models.forget(conn, ids)
+    session_summary.forget(conn, ids)
+    conn.execute(TRACES.delete().where(TRACES.c.id.in_(ids)))
     return len(ids)
 
 
-def _tool_sets_of(conn: Connection, trace_ids: list[str]) -> list[str]:
-    query = sa.select(STEPS.c.tool_set).where(
-        STEPS.c.trace_id.in_(trace_ids), STEPS.c.tool_set.is_not(None)
-    )
+def _drain_steps(engine: Engine, trace_id: str, cutoff: datetime) -> None:
+    """Delete a long idle trace's steps oldest first, a transaction's worth at a time; the
+    trace row and the rest go with `_purge_traces`. Stops if the trace gets a new step."""
+    while _bounded(engine, partial(_delete_first_steps, trace_id=trace_id, cutoff=cutoff)):
+        pass
+
+
+def _delete_first_steps(conn: Connection, trace_id: str, cutoff: datetime) -> int:
+    if not _still_idle(conn, [trace_id], cutoff):
+        return 0
+    s = STEPS.c
+    first = sa.select(s.id).where(s.trace_id == trace_id).order_by(s.seq)
+    ids = list(conn.execute(first.limit(STEPS_PER_TRANSACTION)).scalars())
+    if len(ids) < STEPS_PER_TRANSACTION:
+        return 0  # what is left fits one transaction with the trace row
+    tool_sets = _tool_sets_of(conn, s.id.in_(ids))
+    fulltext.forget_steps(conn, ids)
+    conn.execute(ITEMS.delete().where(ITEMS.c.step_id.in_(ids)))
+    conn.execute(VIOLATIONS.delete().where(VIOLATIONS.c.step_id.in_(ids)))
+    conn.execute(STEPS.delete().where(s.id.in_(ids)))
+    _drop_unused_tool_sets(conn, tool_sets)
+    return len(ids)
+
+
+def _tool_sets_of(conn: Connection, steps: Any) -> list[str]:
+    query = sa.select(STEPS.c.tool_set).where(steps, STEPS.c.tool_set.is_not(None))
     return list(conn.execute(query.distinct()).scalars())
 
 
@@ -73,10 +149,9 @@ def _drop_unused_tool_sets(conn: Connection, hashes: list[str]) -> None:
     """Tool sets are shared by content: one goes when no step left refers to it."""
     if not hashes:
         return
-    used = sa.select(STEPS.c.tool_set).where(STEPS.c.tool_set.in_(hashes))
-    conn.execute(
-        TOOL_SETS.delete().where(TOOL_SETS.c.hash.in_(hashes), TOOL_SETS.c.hash.not_in(used))
-    )
+    # One index probe a hash: a tool set every run declares has millions of steps.
+    used = sa.exists().where(STEPS.c.tool_set == TOOL_SETS.c.hash)
+    conn.execute(TOOL_SETS.delete().where(TOOL_SETS.c.hash.in_(hashes), ~used))
 
 
 class Retention:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
@@ -26,14 +27,46 @@ def insert_many(conn: Connection, table: sa.Table, rows: list[dict[str, Any]]) -
     if not rows:
         return
     columns = list(rows[0])
-    mark = "?" if conn.dialect.name == "sqlite" else "%s"
+    values = driver_values(conn, table, columns, rows)
+    if conn.dialect.name == "postgresql":
+        _copy(conn, table, columns, values)
+        return
     sql = (
-        f"INSERT INTO {table.name} ({', '.join(columns)}) "
-        f"VALUES ({', '.join([mark] * len(columns))})"
+        f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
     )
-    convert = [_converter(conn, table.c[name].type) for name in columns]
-    values = [tuple(f(row[c]) for f, c in zip(convert, columns, strict=True)) for row in rows]
     conn.exec_driver_sql(sql, values)
+
+
+def _copy(conn: Connection, table: sa.Table, columns: list[str], values: list[Any]) -> None:
+    """PostgreSQL's COPY: one stream for the batch's rows, no statement executed per row."""
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        with cursor.copy(f"COPY {table.name} ({', '.join(columns)}) FROM STDIN") as copy:
+            for row in values:
+                copy.write_row(row)
+    finally:
+        cursor.close()
+
+
+def driver_values(
+    conn: Connection, table: sa.Table, columns: list[str], rows: list[dict[str, Any]]
+) -> list[Any]:
+    """Each row's values in `columns` order, converting only the columns that need it."""
+    take = operator.itemgetter(*columns)
+    convert = [converter(conn, table.c[name].type) for name in columns]
+    needed = [(index, f) for index, f in enumerate(convert) if f is not _same]
+    values = []
+    for row in rows:
+        value = list(take(row)) if len(columns) > 1 else [take(row)]
+        for index, f in needed:
+            value[index] = f(value[index])
+        values.append(tuple(value))
+    return values
+
+
+def placeholder(conn: Connection) -> str:
+    """The driver's parameter mark: sqlite3's qmark, psycopg's format style."""
+    return "?" if conn.dialect.name == "sqlite" else "%s"
 
 
 def _same(value: Any) -> Any:
@@ -45,16 +78,23 @@ def _json(value: Any) -> str:
     return jsoncodec.dumps_text(value)
 
 
-def _sqlite_time(value: datetime) -> str:
+def _sqlite_time(value: datetime | None) -> str | None:
     # UTCDateTime's naive UTC, in SQLAlchemy's SQLite DATETIME text format.
-    return _utc(value).strftime("%Y-%m-%d %H:%M:%S.%f")
+    if value is None:
+        return None
+    return _naive_utc(value).isoformat(" ", "microseconds")
 
 
-def _utc(value: datetime) -> datetime:
+def _utc(value: datetime | None) -> datetime | None:
+    return None if value is None else _naive_utc(value)
+
+
+def _naive_utc(value: datetime) -> datetime:
     return value if value.tzinfo is None else value.astimezone(UTC).replace(tzinfo=None)
 
 
-def _converter(conn: Connection, column_type: Any) -> Any:
+def converter(conn: Connection, column_type: Any) -> Any:
+    """How a value of `column_type` goes to the driver, as the type's bind processing would."""
     if isinstance(column_type, sa.JSON):
         return _json
     if isinstance(column_type, UTCDateTime):

@@ -9,19 +9,31 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from gateway import jsoncodec
 from gateway.step import StepRecord
-from gateway.store.engine import dialect_insert
 from gateway.store.models import TOOL_SETS
+from gateway.store.rows import placeholder
 
 
 def tool_set_hash(tools: Sequence[Any]) -> str:
     """SHA-256 of the list's canonical JSON: the same tools in the same order, one row (a
     record's tuple and a parsed list hash alike)."""
-    canonical = json.dumps(tools, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+    try:  # orjson's sorted compact form: the standard library's, ten times faster
+        canonical = orjson.dumps(tools, option=orjson.OPT_SORT_KEYS, default=jsoncodec.plain)
+    except TypeError:  # what orjson refuses (a lone surrogate, a huge integer)
+        text = json.dumps(
+            tools,
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=False,
+            default=jsoncodec.plain,
+        )
+        canonical = text.encode("utf-8", "surrogatepass")
+    return hashlib.sha256(canonical).hexdigest()
 
 
 def store_tool_sets(conn: Connection, steps: Iterable[StepRecord]) -> dict[str, str]:
@@ -35,8 +47,10 @@ def store_tool_sets(conn: Connection, steps: Iterable[StepRecord]) -> dict[str, 
         by_step[step.id] = key
         fresh.setdefault(key, step.declared_tools)
     if fresh:
-        insert = dialect_insert(conn, TOOL_SETS).on_conflict_do_nothing(index_elements=["hash"])
-        conn.execute(insert, [{"hash": key, "tools": tools} for key, tools in fresh.items()])
+        mark = placeholder(conn)
+        sql = f"INSERT INTO tool_sets (hash, tools) VALUES ({mark}, {mark}) ON CONFLICT DO NOTHING"
+        rows = [(key, jsoncodec.dumps_text(tools)) for key, tools in fresh.items()]
+        conn.exec_driver_sql(sql, rows)
     return by_step
 
 

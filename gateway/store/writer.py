@@ -7,7 +7,7 @@ gateways sharing PostgreSQL keep them exact; a retried batch never writes a reco
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -19,35 +19,18 @@ from sqlalchemy.engine import Connection, Engine
 from gateway.items import Violation
 from gateway.runs.status import TraceStatus
 from gateway.step import RefusalRecord, StepRecord
-from gateway.store import fulltext, session_summary, trace_models
-from gateway.store.engine import dialect_insert, write_connection
-from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
+from gateway.store import fulltext, session_summary, trace_merge, trace_models
+from gateway.store.engine import write_connection
+from gateway.store.models import ITEMS, STEPS, VIOLATIONS
 from gateway.store.rows import insert_many, item_rows, step_row
 from gateway.store.run_fold import Folded, fold, is_unpriced
 from gateway.store.tool_sets import store_tool_sets
+from gateway.store.trace_merge import SUMMARY_COLUMNS, TOKEN_SUMS
 
 Record = StepRecord | RefusalRecord
 
 # What a new row holds until the batch's fold sets it, in the same transaction.
 _PLACEHOLDER_STATUS = TraceStatus.COMPLETED.value
-# The run summary as stored before the batch: the merge leaves these columns alone, so its
-# RETURNING reads them under the row lock it took.
-_SUMMARY_COLUMNS = (
-    "last_step_started_at",
-    "last_stop_reason",
-    "open_calls",
-    "last_refusal_at",
-    "last_refusal_kind",
-    "last_response_end",
-    "first_user_text",
-)
-_TOKEN_SUMS = (
-    "prompt_tokens",
-    "completion_tokens",
-    "total_tokens",
-    "cached_tokens",
-    "reasoning_tokens",
-)
 # Summed as reported; total_tokens falls back to prompt + completion when not reported.
 _SUMMED_AS_IS = ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens")
 
@@ -61,7 +44,7 @@ def is_transient(exc: BaseException) -> bool:
 
 
 @dataclass(slots=True)
-class _TraceDelta:
+class TraceDelta:
     """What one batch adds to one trace."""
 
     trace_id: str
@@ -69,7 +52,7 @@ class _TraceDelta:
     updated_at: datetime
     steps: list[StepRecord] = field(default_factory=list)
     refusals: list[RefusalRecord] = field(default_factory=list)
-    tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_TOKEN_SUMS, 0))
+    tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TOKEN_SUMS, 0))
     violations: int = 0
     models: list[str] = field(default_factory=list)
     budget: dict[str, int] = field(default_factory=dict)
@@ -124,8 +107,29 @@ def _refusal_owner(record: RefusalRecord) -> str:
     return f"refusal\x00{record.trace_id}\x00{record.created_at.isoformat()}"
 
 
+@dataclass(slots=True)
+class WrittenBatch:
+    """What one batch stored, as the rows went to the driver: for the upkeep of what the
+    read side derives from them, in the batch's own transaction."""
+
+    records: list[Record]
+    traces: list[TraceDelta]  # one a trace, sorted by id
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    items: list[dict[str, Any]] = field(default_factory=list)
+
+
+BatchUpkeep = Callable[[Connection, WrittenBatch], None]
+# Per-batch upkeep of tables derived from the rows (search entries, per-trace summaries),
+# one entry each; they run in order after the rows are written, before the commit.
+BATCH_UPKEEP: tuple[BatchUpkeep, ...] = ()
+
+
 class StoreWriter:
-    """Writes batches of records; sync, meant for one dedicated worker thread."""
+    """Writes batches of records; sync, meant for one dedicated worker thread.
+
+    A batch is one transaction of a fixed number of statements whatever its size: one
+    select of what is stored already, one upsert of its traces and one update of their
+    summaries, then one driver-level executemany per table."""
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
@@ -137,10 +141,12 @@ class StoreWriter:
             fresh = _unwritten(conn, records)
             if not fresh:
                 return
-            deltas = _group(fresh)
-            seqs, folds = _merge_traces(conn, deltas)
-            _insert_steps(conn, deltas, seqs, folds)
+            written = WrittenBatch(fresh, _group(fresh))
+            seqs, folds = _merge_traces(conn, written.traces)
+            _insert_steps(conn, written, seqs, folds)
             _insert_violations(conn, fresh)
+            for upkeep in BATCH_UPKEEP:
+                upkeep(conn, written)
 
 
 def _unwritten(conn: Connection, records: Sequence[Record]) -> list[Record]:
@@ -173,15 +179,15 @@ def _unwritten(conn: Connection, records: Sequence[Record]) -> list[Record]:
     return fresh
 
 
-def _group(records: list[Record]) -> list[_TraceDelta]:
+def _group(records: list[Record]) -> list[TraceDelta]:
     """One delta per trace, sorted by trace id: every writer locks rows in the same order,
     so concurrent replicas cannot deadlock."""
-    deltas: dict[str, _TraceDelta] = {}
+    deltas: dict[str, TraceDelta] = {}
     for record in records:
         when = record.started_at if isinstance(record, StepRecord) else record.created_at
         delta = deltas.get(record.trace_id)
         if delta is None:
-            delta = deltas[record.trace_id] = _TraceDelta(record.trace_id, when, when)
+            delta = deltas[record.trace_id] = TraceDelta(record.trace_id, when, when)
         if isinstance(record, StepRecord):
             delta.add_step(record)
         else:
@@ -189,7 +195,7 @@ def _group(records: list[Record]) -> list[_TraceDelta]:
     return [deltas[trace_id] for trace_id in sorted(deltas)]
 
 
-def _trace_row(delta: _TraceDelta) -> dict[str, Any]:
+def _trace_row(delta: TraceDelta) -> dict[str, Any]:
     """The trace row as this batch alone would make it, its run summary empty (the fold
     sets it); merged into an existing row."""
     return {
@@ -207,79 +213,45 @@ def _trace_row(delta: _TraceDelta) -> dict[str, Any]:
         "unpriced_steps": delta.unpriced_steps,
         "model_ms": delta.model_ms,
         "session_id": None,  # set by the fold: session_summary sees a trace join its session
-        **dict.fromkeys(_SUMMARY_COLUMNS),
+        **dict.fromkeys(SUMMARY_COLUMNS),
         "open_calls": 0,
     }
 
 
-def _merge(conn: Connection) -> Any:
-    """INSERT … ON CONFLICT DO UPDATE adding the batch's counts to the stored ones.
-
-    One statement for every trace of a batch: the row lock it takes orders concurrent
-    replicas, and the increments make counters exact. It leaves the run summary alone, so
-    RETURNING gives the summary as stored before the batch, for the fold.
-    """
-    t, new = TRACES.c, dialect_insert(conn, TRACES).excluded
-    summed = (*_TOKEN_SUMS, "step_count", "violation_count", "cost_nano", "unpriced_steps")
-    merged: dict[str, Any] = {
-        **{name: t[name] + new[name] for name in (*summed, "model_ms")},
-        "started_at": sa.case((new.started_at < t.started_at, new.started_at), else_=t.started_at),
-        "updated_at": sa.case((new.updated_at > t.updated_at, new.updated_at), else_=t.updated_at),
-        "budget_max_steps": sa.func.coalesce(new.budget_max_steps, t.budget_max_steps),
-        "budget_max_tokens": sa.func.coalesce(new.budget_max_tokens, t.budget_max_tokens),
-    }
-    upsert = dialect_insert(conn, TRACES).on_conflict_do_update(index_elements=["id"], set_=merged)
-    summary = [t[name] for name in _SUMMARY_COLUMNS]
-    summary += [t[name] for name in session_summary.RETURNED]
-    return upsert.returning(t.id, t.step_count, t.models, *summary, sort_by_parameter_order=True)
-
-
-def _fold_update() -> Any:
-    t = TRACES.c
-    values: dict[str, Any] = {
-        name: sa.bindparam(name, type_=t[name].type) for name in _FOLDED_COLUMNS
-    }
-    values["tool_ms"] = t.tool_ms + sa.bindparam("add_tool_ms", type_=sa.Float())
-    return TRACES.update().where(t.id == sa.bindparam("trace_id")).values(values)
-
-
-_FOLDED_COLUMNS = (*_SUMMARY_COLUMNS, "status", "status_final", "models", "span_ms", "session_id")
-
-
 def _merge_traces(
-    conn: Connection, deltas: list[_TraceDelta]
+    conn: Connection, deltas: list[TraceDelta]
 ) -> tuple[dict[str, int], dict[str, Folded]]:
     """Apply every delta and fold it into its trace's run summary; return each trace's
     step count before this batch and its fold."""
-    rows = conn.execute(_merge(conn), [_trace_row(d) for d in deltas]).all()
+    stored = trace_merge.merge(conn, [_trace_row(d) for d in deltas])
     before: dict[str, int] = {}
     folds: dict[str, Folded] = {}
     updates: list[dict[str, Any]] = []
-    for delta, row in zip(deltas, rows, strict=True):
-        before[delta.trace_id] = int(row.step_count) - len(delta.steps)
+    for delta in deltas:
+        row = stored[delta.trace_id]
+        before[delta.trace_id] = row.step_count - len(delta.steps)
         folded = fold(row, delta.steps, delta.refusals, first_batch=before[delta.trace_id] == 0)
         folds[delta.trace_id] = folded
-        stored = list(row.models or [])
-        # The row lock is held until commit, so `stored` cannot go stale.
-        models = stored + [m for m in delta.models if m not in stored]
+        known = list(row.models or [])
+        # The row lock is held until commit, so `known` cannot go stale.
+        models = known + [m for m in delta.models if m not in known]
         session = session_summary.session_of(row, delta)
         updates.append(
             {**folded.values, "models": models, "add_tool_ms": folded.tool_ms}
             | {"trace_id": delta.trace_id, "session_id": session}
         )
-    conn.execute(_fold_update(), updates)
+    trace_merge.set_folded(conn, updates)
     trace_models.record(conn, deltas)
-    session_summary.record(conn, zip(deltas, rows, strict=True))
+    session_summary.record(conn, ((delta, stored[delta.trace_id]) for delta in deltas))
     return before, folds
 
 
 def _insert_steps(
-    conn: Connection, deltas: list[_TraceDelta], seqs: dict[str, int], folds: dict[str, Folded]
+    conn: Connection, written: WrittenBatch, seqs: dict[str, int], folds: dict[str, Folded]
 ) -> None:
-    step_rows: list[dict[str, Any]] = []
-    items: list[dict[str, Any]] = []
-    tool_sets = store_tool_sets(conn, (step for delta in deltas for step in delta.steps))
-    for delta in deltas:
+    step_rows, items = written.steps, written.items
+    tool_sets = store_tool_sets(conn, (step for delta in written.traces for step in delta.steps))
+    for delta in written.traces:
         tool_ms = folds[delta.trace_id].step_tool_ms
         for offset, record in enumerate(delta.steps, start=1):
             row = step_row(record, seqs[delta.trace_id] + offset)
@@ -331,9 +303,9 @@ def merge_mcp_activity(conn: Connection, activity: Sequence[tuple[str, datetime,
     """Runs seen on the MCP side, as (trace id, when, violations): the trace row exists (a run
     with only tool executions is visible) and counts its MCP violations, through the same
     merge and fold as steps, so every violation is counted in one place."""
-    deltas: dict[str, _TraceDelta] = {}
+    deltas: dict[str, TraceDelta] = {}
     for trace_id, at, violations in activity:
-        delta = deltas.setdefault(trace_id, _TraceDelta(trace_id, at, at))
+        delta = deltas.setdefault(trace_id, TraceDelta(trace_id, at, at))
         delta.started_at, delta.updated_at = min(delta.started_at, at), max(delta.updated_at, at)
         delta.violations += violations
     if deltas:

@@ -7,11 +7,13 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from gateway.items import Violation, ViolationKind
 from gateway.step import RefusalRecord
+from gateway.store import retention
 from gateway.store.migrate import METADATA
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
 from gateway.store.retention import LEDGER, Retention, purge_batch
@@ -123,6 +125,42 @@ def test_purge_deletes_old_traces_with_all_their_rows(engine: Engine) -> None:
     assert after["meta"] == before["meta"]
     names = [row["tools"][0]["function"]["name"] for row in after["tool_sets"]]
     assert len(before["tool_sets"]) == 2 and names == ["every_run_has_this"]
+    assert_no_orphans(engine)
+
+
+def test_purge_commits_a_bounded_number_of_steps_at_a_time(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long run and many short ones go in transactions of a few steps each, so the
+    recorder waiting for the write lock is never held up by one large delete."""
+    monkeypatch.setattr(retention, "STEPS_PER_TRANSACTION", 4)
+    monkeypatch.setattr(retention.time, "sleep", lambda _: None)
+    writer = StoreWriter(engine)
+    long_run = [build_step("old-long", at=OLD + timedelta(seconds=n)) for n in range(11)]
+    writer.write_batch(long_run)
+    for n in range(5):
+        _trace(writer, engine, f"old-{n}", OLD + timedelta(minutes=n + 1))
+    _trace(writer, engine, "recent", RECENT)
+    deleted_steps: list[int] = []
+    written: list[int] = [0]
+
+    def count(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        if statement.startswith("DELETE FROM steps"):
+            written[0] += cursor.rowcount
+
+    def committed(conn: Any) -> None:
+        deleted_steps.append(written[0])
+        written[0] = 0
+
+    sa.event.listen(engine, "after_cursor_execute", count)
+    sa.event.listen(engine, "commit", committed)
+    assert purge_batch(engine, NOW - timedelta(days=30), 100) == 6
+    sa.event.remove(engine, "after_cursor_execute", count)
+    sa.event.remove(engine, "commit", committed)
+
+    assert max(deleted_steps) <= 4 and sum(deleted_steps) == 11 + 5 * 2
+    with engine.connect() as conn:
+        assert list(conn.execute(sa.select(TRACES.c.id)).scalars()) == ["recent"]
     assert_no_orphans(engine)
 
 

@@ -2,7 +2,7 @@
 duration sort's key as a column, and an index for every sort order of the list.
 
 Revision ID: 0007
-Revises: 0005
+Revises: 0006
 Create Date: 2026-12-01
 
 Existing data is carried over: the models from the steps, the sessions summed from their
