@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-HASHES = 4  # 32-bit positions taken from a key's first 32 hex digits
+HASHES = 4  # 32-bit positions taken from a key's first 32 hex digits (spelled out in add_many)
 BITS_PER_KEY = 16  # at capacity: 0.24 % false "maybe" with 4 hashes; 0.6 % at a third more
 HEADROOM = 4 / 3  # keys beyond the count at start-up before a layer is full
 MIN_CAPACITY = 1 << 18  # keys: 512 KiB, for an empty or small store
@@ -42,6 +42,22 @@ class _Layer:
             value >>= 32
         self.count += 1
 
+    def add_many(self, keys: list[str]) -> int:
+        """Add keys from the start of `keys` while there is room; how many it took. The
+        start-up load adds millions: the four positions are spelled out, not looped."""
+        room = max(0, min(len(keys), self.capacity - self.count))
+        bits, mask = self.bits, self.mask
+        for key in keys[:room]:
+            value = int(key[:32], 16)
+            first, second = value & mask, (value >> 32) & mask
+            third, fourth = (value >> 64) & mask, (value >> 96) & mask
+            bits[first >> 3] |= 1 << (first & 7)
+            bits[second >> 3] |= 1 << (second & 7)
+            bits[third >> 3] |= 1 << (third & 7)
+            bits[fourth >> 3] |= 1 << (fourth & 7)
+        self.count += room
+        return room
+
     def holds(self, key: str) -> bool:
         value, bits, mask = int(key[:32], 16), self.bits, self.mask
         for _ in range(HASHES):
@@ -59,8 +75,9 @@ class BuiltKeys:
         self.layers = [_Layer(max(MIN_CAPACITY, int(expected * HEADROOM)))]
 
     def add_all(self, keys: Iterable[str]) -> None:
-        for key in keys:
-            _add(self.layers, key)
+        left = list(keys)
+        while left := left[self.layers[-1].add_many(left) :]:
+            self.layers.append(_Layer(self.layers[-1].capacity * 2))
 
     @property
     def size_bytes(self) -> int:
