@@ -33,6 +33,7 @@ from gateway.recording.spooler import SpoolRecorder
 from gateway.redaction.redactor import Redactor
 from gateway.routing import provider_of
 from gateway.runs.pricing import Pricer
+from gateway.sinks.base import Sink
 from gateway.sinks.metrics import MetricsSink, metrics_response
 from gateway.sinks.webhooks import WebhookSink
 from gateway.store.engine import create_schema, install_secret, make_engine
@@ -123,9 +124,6 @@ async def _lifecycle(
     mcp = app[MCP] = await _started_mcp(
         settings, engine, redactor, recording, metrics, otlp, webhooks, clock
     )
-    # Decided once: with no MCP server configured, a model step costs the MCP side nothing
-    # (a stdio bridge's calls are joined through the store).
-    mcp_sink = McpSink(mcp) if settings.mcp_servers else None
     app[DEPS] = Deps(
         settings=settings,
         upstream=upstream,
@@ -136,7 +134,7 @@ async def _lifecycle(
         secret=secret,
         recent=RecentSteps(),
         clock=clock or (lambda: datetime.now(UTC)),
-        sinks=tuple(s for s in (metrics, webhooks, otlp, mcp_sink) if s is not None),
+        sinks=_step_sinks(settings, metrics, webhooks, otlp, mcp),
         metrics=metrics,
         known_keys=known_keys,
         pricer=Pricer(settings.prices),
@@ -148,6 +146,19 @@ async def _lifecycle(
     finally:
         loading.cancel()
         await _close(app[DEPS], mcp, webhooks, otlp, stack)
+
+
+def _step_sinks(
+    settings: Settings,
+    metrics: MetricsSink,
+    webhooks: WebhookSink | None,
+    otlp: OtlpSink | None,
+    mcp: McpRuntime,
+) -> tuple[Sink, ...]:
+    """What every finished step is handed to, decided once: with no MCP server configured a
+    model step costs the MCP side nothing (a stdio bridge's calls are joined through the store)."""
+    mcp_sink = McpSink(mcp) if settings.mcp_servers else None
+    return tuple(s for s in (metrics, webhooks, otlp, mcp_sink) if s is not None)
 
 
 def _loading_known_keys(

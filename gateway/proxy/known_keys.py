@@ -59,4 +59,4 @@ async def load_known_keys(engine: Engine, root: Path, own: Path, known: KeyFilte
         known.abandon()
         return
     known.install(built)
-    log.info("continuation key filter: %.1f MiB for %d steps", built.size_bytes / 2**20, steps)
+    log.debug("continuation key filter: %.1f MiB for %d steps", built.size_bytes / 2**20, steps)
