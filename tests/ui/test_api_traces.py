@@ -9,9 +9,9 @@ import aiohttp
 import pytest
 
 from gateway.items import Item, ItemKind, StopReason, Violation, ViolationKind
-from gateway.store.engine import create_schema, make_engine
+from gateway.store.engine import create_schema
 from gateway.store.writer import StoreWriter
-from tests.conftest import Database
+from tests.conftest import Database, OpenEngine
 from tests.factories import build_step
 from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noqa: F401
 
@@ -19,10 +19,12 @@ ANSWER = [Item(ItemKind.ASSISTANT_TEXT, role="assistant", text="done")]
 
 
 @pytest.fixture
-async def seeded(database: Database, make_gateway: GatewayFactory) -> Gateway:
+async def seeded(
+    database: Database, make_gateway: GatewayFactory, open_engine: OpenEngine
+) -> Gateway:
     """Four traces: two of session s1 (one running now), one failed of s2, one old."""
     now = datetime.now(UTC)
-    engine = make_engine(database.url)
+    engine = open_engine(database.url)
     create_schema(engine)
     dup = Violation(ViolationKind.DUPLICATE_CALL_ID, "twice", call_id="c")
     StoreWriter(engine).write_batch(
