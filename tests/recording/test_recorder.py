@@ -206,3 +206,6 @@ async def test_close_gives_up_after_its_timeout_and_counts(
         assert recorder.dropped_total == 7
         recorder.submit(make_step("t"))
         assert recorder.dropped_total == 8
+    # The write given up on ends in its thread once the lock is gone; the engine is disposed
+    # after the test only when that write has given its connection back.
+    await _until(lambda: engine.pool.checkedout() == 0)  # type: ignore[attr-defined]
