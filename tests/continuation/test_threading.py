@@ -21,7 +21,7 @@ KEYS = ContinuationKeys(b"k" * 32)
 
 
 def items(messages: list[dict[str, Any]]) -> list[Item]:
-    return ADAPTER.parse_request({"model": "m", "messages": messages}).items
+    return ADAPTER.parse_request(chat_request(*messages, model="m")).items
 
 
 def test_echoed_turn_matches_the_step_key_despite_sdk_variations() -> None:
