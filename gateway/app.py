@@ -6,7 +6,8 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -117,7 +118,10 @@ async def _lifecycle(
     recording = await stack.enter_async_context(recording_for(settings, engine, worker, spool))
     sole_writer = settings.workers == 1 and engine.dialect.name == "sqlite"
     known_keys = KeyFilter(authoritative_when_loaded=sole_writer)
-    keys = _load_known_keys(engine, settings.spool_path(), recording.directory, known_keys)
+    stop_loading = threading.Event()
+    keys = _load_known_keys(
+        engine, settings.spool_path(), recording.directory, known_keys, stop_loading
+    )
     loading = asyncio.get_running_loop().create_task(keys)
     upstream = await _started_upstream(settings)
     metrics.watch_recorder(recording)
@@ -144,7 +148,10 @@ async def _lifecycle(
     try:
         yield
     finally:
-        loading.cancel()
+        # Cancelling cannot stop the thread reading the keys: it is told to stop and awaited,
+        # so no store connection is still in use when the engine is disposed.
+        stop_loading.set()
+        await loading
         await _close(app[DEPS], mcp, webhooks, otlp, stack)
 
 
@@ -261,18 +268,29 @@ def _start_otlp(settings: Settings, redactor: Redactor, metrics: MetricsSink) ->
     return otlp
 
 
-async def _load_known_keys(engine: Engine, root: Path, own: Path, known: KeyFilter) -> None:
+async def _load_known_keys(
+    engine: Engine, root: Path, own: Path, known: KeyFilter, stop: threading.Event
+) -> None:
     """Every continuation key stored or spooled before this run, loaded off the loop; until
-    it is, placement looks every key up in the store."""
+    it is, placement looks every key up in the store. `stop` ends the reading early."""
     try:
         keys = itertools.chain(
             queries.continuation_keys(engine),
             spooled_keys(root, own),
             map(call_filter_key, queries.emitted_call_ids(engine)),
         )
-        known.install(await asyncio.to_thread(known.build, keys))
+        built = await asyncio.to_thread(known.build, _until_set(stop, keys))
+        if not stop.is_set():
+            known.install(built)
     except Exception:
         log.exception("loading continuation keys failed; every history is looked up")
+
+
+def _until_set(stop: threading.Event, keys: Iterable[str]) -> Iterator[str]:
+    for key in keys:
+        if stop.is_set():
+            return
+        yield key
 
 
 def _bind(handler, adapter) -> Handler:  # type: ignore[no-untyped-def]
