@@ -25,7 +25,7 @@ from gateway.proxy import handler as proxy
 from gateway.proxy import mcp_ingest
 from gateway.proxy import mcp_relay as mcp_proxy
 from gateway.proxy.deps import Deps
-from gateway.proxy.known_keys import load_known_keys
+from gateway.proxy.known_keys import KeyLoading
 from gateway.proxy.mcp_runtime import McpRuntime, McpSink
 from gateway.proxy.upstream import Upstream
 from gateway.recording.setup import recording as recording_for
@@ -144,7 +144,7 @@ async def _lifecycle(
     try:
         yield
     finally:
-        loading.cancel()
+        await loading.stop()  # its thread gives its store connection back first
         await _close(app[DEPS], mcp, webhooks, otlp, stack)
 
 
@@ -163,13 +163,13 @@ def _step_sinks(
 
 def _loading_known_keys(
     settings: Settings, engine: Engine, recording: SpoolRecorder
-) -> tuple[KeyFilter, asyncio.Task[None]]:
+) -> tuple[KeyFilter, KeyLoading]:
     """The filter of keys stored or spooled before this run, filled off the loop; a sole
     SQLite writer may trust it once loaded (nothing else writes keys)."""
     sole_writer = settings.workers == 1 and engine.dialect.name == "sqlite"
     known_keys = KeyFilter(authoritative_when_loaded=sole_writer)
-    keys = load_known_keys(engine, settings.spool_path(), recording.directory, known_keys)
-    return known_keys, asyncio.get_running_loop().create_task(keys)
+    loading = KeyLoading(engine, settings.spool_path(), recording.directory, known_keys)
+    return known_keys, loading
 
 
 async def _started_mcp(

@@ -18,6 +18,7 @@ from gateway.store.engine import create_schema, make_engine
 from tests.factories import build_step
 
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
+OpenEngine = Callable[..., Engine]
 _pg_problem: list[str] = []  # memo of the first reachability probe, per session
 
 
@@ -109,6 +110,21 @@ def engine(database: Database) -> Iterator[Engine]:
     create_schema(engine)
     yield engine
     engine.dispose()
+
+
+@pytest.fixture
+def open_engine() -> Iterator[OpenEngine]:
+    """`make_engine` for tests that need engines of their own: each one disposed after the
+    test, failed or not, so no pooled connection outlives it."""
+    engines: list[Engine] = []
+
+    def open_(url: str, **kwargs: Any) -> Engine:
+        engines.append(make_engine(url, **kwargs))
+        return engines[-1]
+
+    yield open_
+    for engine in engines:
+        engine.dispose()
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ import pytest
 
 from gateway.checks.budgets import key_fingerprint
 from gateway.cli import main
-from gateway.store.engine import create_schema, install_secret, make_engine
-from tests.conftest import Database
+from gateway.store.engine import create_schema, install_secret
+from tests.conftest import Database, OpenEngine
 from tests.processes import environment
 
 
@@ -64,10 +64,12 @@ def test_key_fingerprint_refuses_a_database_without_the_secret(tmp_path: Path) -
     assert path.stat().st_size == 0
 
 
-def test_key_fingerprint_uses_the_gateway_secret(database: Database) -> None:
+def test_key_fingerprint_uses_the_gateway_secret(
+    database: Database, open_engine: OpenEngine
+) -> None:
     empty = _fingerprint(database.url)
     assert empty.returncode == 2 and len(empty.stderr.splitlines()) == 1
-    engine = make_engine(database.url)
+    engine = open_engine(database.url)
     create_schema(engine)
     secret = install_secret(engine)
     engine.dispose()

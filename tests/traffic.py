@@ -9,19 +9,14 @@ import aiohttp
 import openai
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.factories import chat_request, tool_message
 from tests.fakes.chat import call, completion, streamed, usage
 from tests.fakes.provider import Reply
 from tests.harness import Gateway
 
-HELLO: dict[str, Any] = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+HELLO = chat_request("hi")
 # A tool result answering no call: the gateway refuses it (enforce mode) with a violation.
-ORPHAN: dict[str, Any] = {
-    "model": "gpt-4o",
-    "messages": [
-        {"role": "user", "content": "hi"},
-        {"role": "tool", "tool_call_id": "call_nobody", "content": "sunny"},
-    ],
-}
+ORPHAN = chat_request("hi", tool_message("call_nobody"))
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Iterator
+import threading
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 from sqlalchemy.engine import Engine
@@ -24,7 +25,7 @@ KEYS_PER_STEP = 2  # its continuation key and about one emitted call; more adds 
 _SPOOL_BATCH = 10_000
 
 
-def key_batches(engine: Engine, root: Path, own: Path) -> Iterator[list[str]]:
+def key_batches(engine: Engine, root: Path, own: Path) -> Generator[list[str], None, None]:
     """The filter's keys, a bounded list at a time: store reads happen as it is iterated."""
     yield from queries.continuation_key_batches(engine)
     for ids in queries.emitted_call_id_batches(engine):
@@ -42,9 +43,25 @@ def _add_next(built: BuiltKeys, batches: Iterator[list[str]]) -> bool:
     return True
 
 
-async def load_known_keys(engine: Engine, root: Path, own: Path, known: KeyFilter) -> None:
+class KeyLoading:
+    """The start-up load as a task that shutdown stops and waits for: cancelling it could not
+    stop a worker thread, which would still hold a store connection when the engine goes."""
+
+    def __init__(self, engine: Engine, root: Path, own: Path, known: KeyFilter) -> None:
+        self._stop = threading.Event()
+        load = load_known_keys(engine, root, own, known, self._stop)
+        self._task = asyncio.get_running_loop().create_task(load)
+
+    async def stop(self) -> None:
+        self._stop.set()
+        await self._task
+
+
+async def load_known_keys(
+    engine: Engine, root: Path, own: Path, known: KeyFilter, stop: threading.Event
+) -> None:
     """Fill `known` for a gateway that trusts it; one that cannot (other writers share the
-    store) keeps answering "maybe" and loads nothing."""
+    store) keeps answering "maybe" and loads nothing. `stop` ends it after the current batch."""
     if not known.can_trust:
         known.abandon()
         return
@@ -52,11 +69,15 @@ async def load_known_keys(engine: Engine, root: Path, own: Path, known: KeyFilte
         steps = await asyncio.to_thread(queries.stored_step_count, engine)
         built = BuiltKeys(steps * KEYS_PER_STEP)
         batches = key_batches(engine, root, own)
-        while await asyncio.to_thread(_add_next, built, batches):
-            pass
+        try:
+            while not stop.is_set() and await asyncio.to_thread(_add_next, built, batches):
+                pass
+        finally:
+            await asyncio.to_thread(batches.close)  # its open store read ends here
     except Exception:
         log.exception("loading continuation keys failed; every history is looked up")
         known.abandon()
         return
-    known.install(built)
+    if not stop.is_set():
+        known.install(built)
     log.debug("continuation key filter: %.1f MiB for %d steps", built.size_bytes / 2**20, steps)

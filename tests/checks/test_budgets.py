@@ -19,10 +19,11 @@ import aiohttp
 import openai
 import pytest
 
+from tests.factories import chat_request, tool_message
 from tests.fakes.chat import completion, streamed, usage
 from tests.harness import Gateway, make_gateway, provider  # noqa: F401
 
-HELLO = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+HELLO = chat_request("hi")
 
 
 async def post(gw_url: str, trace: str, **headers: str) -> tuple[int, Any, dict[str, str]]:
@@ -199,10 +200,7 @@ async def test_per_key_budget_and_pairing_mode(make_gateway, database_url: str) 
     assert status == 429 and body["error"]["code"] == "step_budget_exceeded"
     for _ in range(2):  # another key keeps the (unlimited) defaults
         assert (await post(gw.url, "other-run"))[0] == 200
-    orphan = {
-        "model": "gpt-4o",
-        "messages": [{"role": "tool", "tool_call_id": "x", "content": "?"}],
-    }
+    orphan = chat_request(tool_message("x", "?"))
     async with aiohttp.ClientSession() as s:
         async with s.post(gw.openai_base + "/chat/completions", json=orphan, headers=team) as r:
             assert r.status == 200  # observe for this key: forwarded

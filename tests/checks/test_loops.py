@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from functools import partial
 
 import pytest
 
@@ -18,17 +18,10 @@ from gateway.errors import ConfigError, RepeatedToolCall
 from gateway.items import Item, ItemKind, ViolationKind
 from gateway.protocols.anthropic_messages import ADAPTER as MESSAGES
 from gateway.protocols.openai_chat import ADAPTER as CHAT
+from tests.factories import tool_call
 
-
-def call(arguments: str | None, name: str = "search", call_id: str = "c", **attrs: Any) -> Item:
-    return Item(
-        ItemKind.TOOL_CALL,
-        role="assistant",
-        call_id=call_id,
-        tool_name=name,
-        arguments=arguments,
-        attrs=dict(attrs),
-    )
+# The tool these loops repeat.
+search_call = partial(tool_call, name="search")
 
 
 def test_canonical_form_ignores_key_order_and_spacing() -> None:
@@ -47,10 +40,12 @@ def test_canonical_form_ignores_key_order_and_spacing() -> None:
 
 def test_the_threshold_call_is_a_violation_once() -> None:
     counter = CallCounter(threshold=3)
-    assert counter.observe([call('{"q": "x"}', call_id="c1")]) == []
-    assert counter.observe([call('{"q":"x"}', call_id="c2"), call('{"q": "y"}')]) == []
+    assert counter.observe([search_call('{"q": "x"}', call_id="c1")]) == []
+    assert (
+        counter.observe([search_call('{"q":"x"}', call_id="c2"), search_call('{"q": "y"}')]) == []
+    )
     assert not counter.looping
-    [violation] = counter.observe([call('{ "q" : "x" }', call_id="c3")])
+    [violation] = counter.observe([search_call('{ "q" : "x" }', call_id="c3")])
     assert violation.kind is ViolationKind.REPEATED_TOOL_CALL
     assert violation.call_id == "c3" and not violation.enforced
     assert "'search' (c3)" in violation.detail
@@ -58,13 +53,13 @@ def test_the_threshold_call_is_a_violation_once() -> None:
         violation.detail
     )
     assert counter.looping and counter.loop is not None and counter.loop.count == 3
-    assert counter.observe([call('{"q": "x"}', call_id="c4")]) == []  # said once
+    assert counter.observe([search_call('{"q": "x"}', call_id="c4")]) == []  # said once
     assert counter.count("search", '{"q":"x"}') == 4
 
 
 def test_parallel_repeats_in_one_step_count() -> None:
     counter = CallCounter(threshold=2)
-    found = counter.observe([call("{}", call_id="a"), call("", call_id="b")])
+    found = counter.observe([search_call("{}", call_id="a"), search_call("", call_id="b")])
     assert [v.call_id for v in found] == ["b"]
 
 
@@ -72,9 +67,9 @@ def test_calls_the_agent_will_not_run_are_not_counted() -> None:
     counter = CallCounter(threshold=2)
     text = Item(ItemKind.ASSISTANT_TEXT, text="search", tool_name="search")
     others = [
-        call("{}", choice=1),
-        call("{}", incomplete=True),
-        call("{}", name=""),
+        search_call("{}", choice=1),
+        search_call("{}", incomplete=True),
+        search_call("{}", name=""),
         text,
     ]
     assert counter.observe(others + others) == []
@@ -83,9 +78,9 @@ def test_calls_the_agent_will_not_run_are_not_counted() -> None:
 
 def test_distinct_calls_are_bounded_least_recent_first() -> None:
     counter = CallCounter(threshold=2, max_distinct=3)
-    counter.observe([call('{"n": 0}')])
+    counter.observe([search_call('{"n": 0}')])
     for n in range(1, 4):
-        counter.observe([call(f'{{"n": {n}}}')])
+        counter.observe([search_call(f'{{"n": {n}}}')])
     assert counter.count("search", '{"n": 0}') == 0  # forgotten
     assert [counter.count("search", f'{{"n": {n}}}') for n in (1, 2, 3)] == [1, 1, 1]
 
@@ -93,7 +88,7 @@ def test_distinct_calls_are_bounded_least_recent_first() -> None:
 def test_deep_arguments_never_raise() -> None:
     deep = "[" * 100_000 + "]" * 100_000
     counter = CallCounter(threshold=2)
-    assert len(counter.observe([call(deep), call(deep)])) == 1
+    assert len(counter.observe([search_call(deep), search_call(deep)])) == 1
 
 
 def test_a_threshold_below_two_is_refused() -> None:
@@ -112,7 +107,9 @@ def test_a_threshold_below_two_is_refused() -> None:
 def test_refusal_only_under_enforce_after_a_loop() -> None:
     counter = CallCounter(threshold=2)
     assert loop_refusal(counter.loop, "enforce") is None
-    counter.observe([call('{"q": "x"}', call_id="c1"), call('{"q": "x"}', call_id="c2")])
+    counter.observe(
+        [search_call('{"q": "x"}', call_id="c1"), search_call('{"q": "x"}', call_id="c2")]
+    )
     assert loop_refusal(counter.loop, "observe") is None
     refused = loop_refusal(counter.loop, "enforce")
     assert refused is not None

@@ -7,17 +7,7 @@ import pytest
 from gateway.checks.output import arguments_problem, check_output
 from gateway.items import Item, ItemKind, StopReason, Usage, ViolationKind
 from gateway.stream.assembler import Assembled
-
-
-def call(arguments: str | None, call_id: str | None = "call_1", **attrs: object) -> Item:
-    return Item(
-        ItemKind.TOOL_CALL,
-        role="assistant",
-        call_id=call_id,
-        tool_name="get_weather",
-        arguments=arguments,
-        attrs=dict(attrs),
-    )
+from tests.factories import tool_call
 
 
 def assembled(items: list[Item], stop: StopReason, raw: str | None) -> Assembled:
@@ -25,12 +15,17 @@ def assembled(items: list[Item], stop: StopReason, raw: str | None) -> Assembled
 
 
 def test_clean_tool_calls_have_no_violation() -> None:
-    result = assembled([call('{"city": "Oslo"}'), call("")], StopReason.TOOL_CALLS, "tool_calls")
+    result = assembled(
+        [tool_call('{"city": "Oslo"}'), tool_call("")], StopReason.TOOL_CALLS, "tool_calls"
+    )
     assert check_output(result) == []
 
 
 def test_length_stop_truncates_every_call() -> None:
-    items = [call('{"city": "Os', "call_1"), call(None, None, internal_id="lwcall_0_1")]
+    items = [
+        tool_call('{"city": "Os', call_id="call_1"),
+        tool_call(None, call_id=None, internal_id="lwcall_0_1"),
+    ]
     violations = check_output(assembled(items, StopReason.LENGTH, "length"))
     assert [(v.kind, v.call_id) for v in violations] == [
         (ViolationKind.TRUNCATED_TOOL_CALL, "call_1"),
@@ -42,7 +37,7 @@ def test_length_stop_truncates_every_call() -> None:
 
 
 def test_invalid_arguments_name_the_tool_and_call() -> None:
-    items = [call('{"city": "Oslo"', "call_9")]
+    items = [tool_call('{"city": "Oslo"', call_id="call_9")]
     (violation,) = check_output(assembled(items, StopReason.TOOL_CALLS, "tool_calls"))
     assert violation.kind is ViolationKind.INVALID_TOOL_ARGUMENTS
     assert violation.call_id == "call_9"
@@ -51,7 +46,7 @@ def test_invalid_arguments_name_the_tool_and_call() -> None:
 
 
 def test_incomplete_calls_are_not_judged_on_arguments() -> None:
-    items = [call('{"ci', incomplete=True)]
+    items = [tool_call('{"ci', incomplete=True)]
     assert check_output(assembled(items, StopReason.INTERRUPTED, None)) == []
 
 
@@ -81,11 +76,11 @@ def test_tool_calls_stop_without_a_call() -> None:
 
 
 def test_calls_with_a_plain_stop() -> None:
-    (violation,) = check_output(assembled([call("{}")], StopReason.COMPLETED, "stop"))
+    (violation,) = check_output(assembled([tool_call("{}")], StopReason.COMPLETED, "stop"))
     assert violation.kind is ViolationKind.STOP_REASON_MISMATCH
     assert "'stop'" in violation.detail and "1 tool call" in violation.detail
 
 
 def test_other_choices_do_not_count_for_the_stop_reason() -> None:
-    items = [call("{}", choice=1)]
+    items = [tool_call("{}", choice=1)]
     assert check_output(assembled(items, StopReason.COMPLETED, "stop")) == []

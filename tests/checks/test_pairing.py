@@ -2,51 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from gateway.checks.pairing import check_continuation, check_history, first_enforceable, to_error
 from gateway.errors import PairingViolation
-from gateway.items import Item, ItemKind, Violation, ViolationKind
+from gateway.items import Violation, ViolationKind
 from gateway.protocols import anthropic_messages
+from tests.factories import (
+    assistant_text,
+    instruction,
+    reasoning,
+    tool_call,
+    tool_result,
+    user_text,
+)
 
 ORPHAN = ViolationKind.ORPHAN_TOOL_RESULT
 MISSING = ViolationKind.MISSING_TOOL_RESULT
 DUPLICATE = ViolationKind.DUPLICATE_CALL_ID
-
-
-def user(text: str = "hi") -> Item:
-    return Item(ItemKind.USER, role="user", text=text)
-
-
-def system(text: str = "be brief") -> Item:
-    return Item(ItemKind.INSTRUCTION, role="system", text=text)
-
-
-def say(text: str = "ok") -> Item:
-    return Item(ItemKind.ASSISTANT_TEXT, role="assistant", text=text)
-
-
-def think() -> Item:
-    return Item(ItemKind.REASONING, role="assistant", attrs={"tokens": 12})
-
-
-def call(call_id: str | None, name: str = "get_weather", **attrs: Any) -> Item:
-    return Item(
-        ItemKind.TOOL_CALL,
-        role="assistant",
-        call_id=call_id,
-        tool_name=name,
-        arguments="{}",
-        attrs=attrs,
-    )
-
-
-def result(call_id: str | None, name: str | None = None, **attrs: Any) -> Item:
-    return Item(
-        ItemKind.TOOL_RESULT, role="tool", call_id=call_id, tool_name=name, text="r", attrs=attrs
-    )
 
 
 def kinds(violations: list[Violation]) -> list[tuple[ViolationKind, str | None]]:
@@ -56,62 +29,91 @@ def kinds(violations: list[Violation]) -> list[tuple[ViolationKind, str | None]]
 @pytest.mark.parametrize("protocol", ["chat", "responses", "messages"])
 def test_clean_multi_turn_history_with_parallel_calls(protocol: str) -> None:
     history = [
-        system(),
-        user("weather in Paris and Oslo?"),
-        think(),
-        say("Checking both."),
-        call("call_1"),
-        call("call_2"),
-        result("call_1"),
-        result("call_2"),
-        think(),
-        call("call_3", "get_time"),
-        result("call_3"),
-        say("Sunny in both."),
-        user("thanks"),
-        say("You are welcome."),
+        instruction(),
+        user_text("weather in Paris and Oslo?"),
+        reasoning(),
+        assistant_text("Checking both."),
+        tool_call(call_id="call_1"),
+        tool_call(call_id="call_2"),
+        tool_result("call_1"),
+        tool_result("call_2"),
+        reasoning(),
+        tool_call(call_id="call_3", name="get_time"),
+        tool_result("call_3"),
+        assistant_text("Sunny in both."),
+        user_text("thanks"),
+        assistant_text("You are welcome."),
     ]
     assert check_history(history, protocol=protocol) == []
 
 
 def test_history_without_tools_is_clean() -> None:
-    history = [system(), user(), say(), user("more"), say("sure")]
+    history = [
+        instruction(),
+        user_text(),
+        assistant_text(),
+        user_text("more"),
+        assistant_text("sure"),
+    ]
     assert check_history(history, protocol="chat") == []
     assert check_history([], protocol="messages") == []
 
 
 def test_result_for_unknown_call_is_orphan() -> None:
-    history = [user(), call("call_1"), result("call_1"), result("call_zzz"), say()]
+    history = [
+        user_text(),
+        tool_call(call_id="call_1"),
+        tool_result("call_1"),
+        tool_result("call_zzz"),
+        assistant_text(),
+    ]
     assert kinds(check_history(history, protocol="chat")) == [(ORPHAN, "call_zzz")]
 
 
 def test_result_before_any_call_is_orphan() -> None:
-    assert kinds(check_history([user(), result("call_1")], protocol="responses")) == [
+    assert kinds(check_history([user_text(), tool_result("call_1")], protocol="responses")) == [
         (ORPHAN, "call_1")
     ]
 
 
 def test_call_unanswered_before_next_user_turn_is_missing() -> None:
-    history = [user(), call("call_1"), call("call_2", "get_time"), result("call_2"), user("?")]
+    history = [
+        user_text(),
+        tool_call(call_id="call_1"),
+        tool_call(call_id="call_2", name="get_time"),
+        tool_result("call_2"),
+        user_text("?"),
+    ]
     violations = check_history(history, protocol="chat")
     assert kinds(violations) == [(MISSING, "call_1")]
     assert "next user message" in violations[0].detail
 
 
 def test_call_unanswered_before_next_assistant_turn_is_missing() -> None:
-    history = [user(), call("call_1"), system("note"), say("moving on")]
+    history = [
+        user_text(),
+        tool_call(call_id="call_1"),
+        instruction("note"),
+        assistant_text("moving on"),
+    ]
     assert kinds(check_history(history, protocol="chat")) == [(MISSING, "call_1")]
 
 
 def test_call_unanswered_at_end_of_history_is_missing() -> None:
-    history = [user(), say("let me look"), call("call_1")]
+    history = [user_text(), assistant_text("let me look"), tool_call(call_id="call_1")]
     violations = check_history(history, protocol="messages")
     assert kinds(violations) == [(MISSING, "call_1")]
     assert "history ends" in violations[0].detail
 
 
 def test_late_result_is_missing_only_in_chat_but_also_orphan_in_messages() -> None:
-    history = [user(), call("call_1"), user("wait"), say("hm"), result("call_1")]
+    history = [
+        user_text(),
+        tool_call(call_id="call_1"),
+        user_text("wait"),
+        assistant_text("hm"),
+        tool_result("call_1"),
+    ]
     assert kinds(check_history(history, protocol="chat")) == [(MISSING, "call_1")]
     assert kinds(check_history(history, protocol="messages")) == [
         (MISSING, "call_1"),
@@ -120,72 +122,138 @@ def test_late_result_is_missing_only_in_chat_but_also_orphan_in_messages() -> No
 
 
 def test_duplicate_call_ids_in_one_turn() -> None:
-    history = [user(), call("call_1"), call("call_1"), result("call_1"), result("call_1")]
+    history = [
+        user_text(),
+        tool_call(call_id="call_1"),
+        tool_call(call_id="call_1"),
+        tool_result("call_1"),
+        tool_result("call_1"),
+    ]
     assert kinds(check_history(history, protocol="chat")) == [(DUPLICATE, "call_1")]
 
 
 def test_duplicate_call_ids_across_turns() -> None:
-    history = [user(), call("call_1"), result("call_1"), call("call_1"), result("call_1")]
+    history = [
+        user_text(),
+        tool_call(call_id="call_1"),
+        tool_result("call_1"),
+        tool_call(call_id="call_1"),
+        tool_result("call_1"),
+    ]
     violations = check_history(history, protocol="chat")
     assert kinds(violations) == [(DUPLICATE, "call_1")]
     assert "item 3" in violations[0].detail and "item 1" in violations[0].detail
 
 
 def test_two_results_for_one_call_are_duplicates() -> None:
-    history = [user(), call("call_1"), result("call_1"), result("call_1")]
+    history = [
+        user_text(),
+        tool_call(call_id="call_1"),
+        tool_result("call_1"),
+        tool_result("call_1"),
+    ]
     violations = check_history(history, protocol="chat")
     assert kinds(violations) == [(DUPLICATE, "call_1")]
     assert "already answered at item 2" in violations[0].detail
 
 
 def test_same_tool_twice_answered_in_swapped_order_pairs_by_id() -> None:
-    history = [user(), call("call_a"), call("call_b"), result("call_b"), result("call_a")]
+    history = [
+        user_text(),
+        tool_call(call_id="call_a"),
+        tool_call(call_id="call_b"),
+        tool_result("call_b"),
+        tool_result("call_a"),
+    ]
     assert check_history(history, protocol="chat") == []
     assert check_history(history, protocol="messages") == []
 
 
 def test_results_pair_by_position_when_ids_are_absent() -> None:
     history = [
-        user(),
-        call(None, "get_weather", internal_id="lw_0"),
-        call(None, "get_time", internal_id="lw_1"),
-        result(None),
-        result(None),
-        say(),
+        user_text(),
+        tool_call(call_id=None, name="get_weather", internal_id="lw_0"),
+        tool_call(call_id=None, name="get_time", internal_id="lw_1"),
+        tool_result(None),
+        tool_result(None),
+        assistant_text(),
     ]
     assert check_history(history, protocol="chat") == []
-    unanswered = [*history[:4], user("next")]
+    unanswered = [*history[:4], user_text("next")]
     assert kinds(check_history(unanswered, protocol="chat")) == [(MISSING, "lw_1")]
 
 
 def test_id_less_results_pair_by_tool_name_when_named() -> None:
-    history = [user(), call(None, "get_weather"), result(None, "get_time")]
+    history = [
+        user_text(),
+        tool_call(call_id=None, name="get_weather"),
+        tool_result(None, name="get_time"),
+    ]
     assert [v.kind for v in check_history(history, protocol="chat")] == [MISSING, ORPHAN]
-    history = [user(), call(None, "a"), call(None, "b"), result(None, "b"), result(None, "a")]
+    history = [
+        user_text(),
+        tool_call(call_id=None, name="a"),
+        tool_call(call_id=None, name="b"),
+        tool_result(None, name="b"),
+        tool_result(None, name="a"),
+    ]
     assert check_history(history, protocol="chat") == []
 
 
 def test_id_less_results_do_not_reach_back_to_an_earlier_turn() -> None:
-    history = [user(), call(None), user("x"), call(None), result(None), result(None)]
+    history = [
+        user_text(),
+        tool_call(call_id=None),
+        user_text("x"),
+        tool_call(call_id=None),
+        tool_result(None),
+        tool_result(None),
+    ]
     assert [v.kind for v in check_history(history, protocol="chat")] == [MISSING, ORPHAN]
 
 
 def test_reasoning_opens_a_new_assistant_turn() -> None:
-    history = [user(), think(), call("toolu_1"), result("toolu_1")]
-    history += [think(), call("toolu_2"), result("toolu_2"), result("toolu_1")]
+    history = [user_text(), reasoning(), tool_call(call_id="toolu_1"), tool_result("toolu_1")]
+    history += [
+        reasoning(),
+        tool_call(call_id="toolu_2"),
+        tool_result("toolu_2"),
+        tool_result("toolu_1"),
+    ]
     assert kinds(check_history(history, protocol="messages")) == [(DUPLICATE, "toolu_1")]
-    history = [user(), call("call_1"), system(), think(), say()]
+    history = [
+        user_text(),
+        tool_call(call_id="call_1"),
+        instruction(),
+        reasoning(),
+        assistant_text(),
+    ]
     (violation,) = check_history(history, protocol="chat")
     assert violation.detail.endswith("before the next assistant turn at item 3.")
 
 
 def test_anthropic_result_must_answer_the_immediately_preceding_turn() -> None:
-    earlier = [user(), say("a"), call("toolu_1"), result("toolu_1")]
-    ok = [*earlier, say("b"), call("toolu_2"), result("toolu_2")]
+    earlier = [
+        user_text(),
+        assistant_text("a"),
+        tool_call(call_id="toolu_1"),
+        tool_result("toolu_1"),
+    ]
+    ok = [*earlier, assistant_text("b"), tool_call(call_id="toolu_2"), tool_result("toolu_2")]
     assert check_history(ok, protocol="messages") == []
     # toolu_1 is answered two turns later: missing in its own turn, orphan where it lands.
-    late = [user(), call("toolu_1"), call("toolu_2"), result("toolu_2")]
-    late += [say("b"), call("toolu_3"), result("toolu_3"), result("toolu_1")]
+    late = [
+        user_text(),
+        tool_call(call_id="toolu_1"),
+        tool_call(call_id="toolu_2"),
+        tool_result("toolu_2"),
+    ]
+    late += [
+        assistant_text("b"),
+        tool_call(call_id="toolu_3"),
+        tool_result("toolu_3"),
+        tool_result("toolu_1"),
+    ]
     violations = check_history(late, protocol="messages")
     assert kinds(violations) == [(MISSING, "toolu_1"), (ORPHAN, "toolu_1")]
     assert "immediately preceding assistant turn" in violations[1].detail
@@ -194,7 +262,13 @@ def test_anthropic_result_must_answer_the_immediately_preceding_turn() -> None:
 
 
 def test_violations_come_in_history_order() -> None:
-    history = [user(), call("call_1"), result("call_x"), result("call_2"), user()]
+    history = [
+        user_text(),
+        tool_call(call_id="call_1"),
+        tool_result("call_x"),
+        tool_result("call_2"),
+        user_text(),
+    ]
     assert kinds(check_history(history, protocol="chat")) == [
         (MISSING, "call_1"),
         (ORPHAN, "call_x"),
@@ -203,7 +277,11 @@ def test_violations_come_in_history_order() -> None:
 
 
 def test_detail_names_tool_call_id_and_message_index() -> None:
-    history = [user(), call("call_1", "search", message_index=4), user()]
+    history = [
+        user_text(),
+        tool_call(call_id="call_1", name="search", message_index=4),
+        user_text(),
+    ]
     (violation,) = check_history(history, protocol="chat")
     assert "call_1" in violation.detail
     assert "search" in violation.detail
@@ -211,9 +289,19 @@ def test_detail_names_tool_call_id_and_message_index() -> None:
 
 
 def test_continuation_flags_recorded_calls_of_a_rewritten_assistant_turn() -> None:
-    recorded = [say("on it"), call("call_1", "get_weather"), call("call_2", "get_time")]
-    rewritten = [say("on it"), call("call_x"), call("call_y"), result("call_x"), result("call_y")]
-    assert check_history([user(), *rewritten], protocol="chat") == []
+    recorded = [
+        assistant_text("on it"),
+        tool_call(call_id="call_1", name="get_weather"),
+        tool_call(call_id="call_2", name="get_time"),
+    ]
+    rewritten = [
+        assistant_text("on it"),
+        tool_call(call_id="call_x"),
+        tool_call(call_id="call_y"),
+        tool_result("call_x"),
+        tool_result("call_y"),
+    ]
+    assert check_history([user_text(), *rewritten], protocol="chat") == []
     violations = check_continuation(recorded, rewritten)
     assert kinds(violations) == [(MISSING, "call_1"), (MISSING, "call_2")]
     assert violations[0].detail == (
@@ -222,19 +310,34 @@ def test_continuation_flags_recorded_calls_of_a_rewritten_assistant_turn() -> No
 
 
 def test_continuation_accepts_answers_echoes_and_truncated_calls() -> None:
-    recorded = [call("call_1"), call("call_2"), call("call_3", incomplete=True)]
-    assert check_continuation(recorded, [result("call_1"), result("call_2")]) == []
+    recorded = [
+        tool_call(call_id="call_1"),
+        tool_call(call_id="call_2"),
+        tool_call(call_id="call_3", incomplete=True),
+    ]
+    assert check_continuation(recorded, [tool_result("call_1"), tool_result("call_2")]) == []
     # An echoed but unanswered call is check_history's to report, not flagged twice.
-    assert check_continuation(recorded, [call("call_1"), call("call_2"), user()]) == []
-    assert kinds(check_continuation(recorded, [result("call_1")])) == [(MISSING, "call_2")]
+    assert (
+        check_continuation(
+            recorded, [tool_call(call_id="call_1"), tool_call(call_id="call_2"), user_text()]
+        )
+        == []
+    )
+    assert kinds(check_continuation(recorded, [tool_result("call_1")])) == [(MISSING, "call_2")]
 
 
 def test_continuation_pairs_id_less_calls_by_count_and_name() -> None:
-    recorded = [call(None, "a", internal_id="lw_0"), call(None, "b", internal_id="lw_1")]
-    assert check_continuation(recorded, [result(None, "a"), result(None)]) == []
-    assert kinds(check_continuation(recorded, [result(None, "b")])) == [(MISSING, "lw_0")]
-    twice = [call(None, "a", internal_id="lw_0"), call(None, "a", internal_id="lw_1")]
-    assert kinds(check_continuation(twice, [result(None, "a")])) == [(MISSING, "lw_1")]
+    recorded = [
+        tool_call(call_id=None, name="a", internal_id="lw_0"),
+        tool_call(call_id=None, name="b", internal_id="lw_1"),
+    ]
+    assert check_continuation(recorded, [tool_result(None, name="a"), tool_result(None)]) == []
+    assert kinds(check_continuation(recorded, [tool_result(None, name="b")])) == [(MISSING, "lw_0")]
+    twice = [
+        tool_call(call_id=None, name="a", internal_id="lw_0"),
+        tool_call(call_id=None, name="a", internal_id="lw_1"),
+    ]
+    assert kinds(check_continuation(twice, [tool_result(None, name="a")])) == [(MISSING, "lw_1")]
 
 
 def test_first_enforceable_skips_observe_only_kinds() -> None:
@@ -246,7 +349,7 @@ def test_first_enforceable_skips_observe_only_kinds() -> None:
 
 
 def test_error_names_rule_and_call_id() -> None:
-    (violation,) = check_history([user(), result("call_abc")], protocol="chat")
+    (violation,) = check_history([user_text(), tool_result("call_abc")], protocol="chat")
     error = to_error(violation, protocol="chat")
     assert isinstance(error, PairingViolation)
     assert error.status == 400

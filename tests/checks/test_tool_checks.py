@@ -11,6 +11,7 @@ import pytest
 from gateway.checks.output import arguments_problem
 from gateway.checks.tools import MAX_ARGUMENT_CHARS, ToolChecker
 from gateway.items import Item, ItemKind, ViolationKind
+from tests.factories import tool_call
 
 WEATHER: dict[str, Any] = {
     "type": "object",
@@ -28,25 +29,16 @@ WEATHER: dict[str, Any] = {
 TOOLS = {"get_weather": WEATHER, "now": None}
 
 
-def call(arguments: str | None, name: str | None = "get_weather", **attrs: Any) -> Item:
-    return Item(
-        ItemKind.TOOL_CALL,
-        role="assistant",
-        call_id="call_1",
-        tool_name=name,
-        arguments=arguments,
-        attrs=dict(attrs),
-    )
-
-
 def details(violations: list[Any]) -> list[tuple[ViolationKind, str]]:
     return [(v.kind, v.detail) for v in violations]
 
 
 def test_arguments_that_satisfy_the_schema_pass() -> None:
     checker = ToolChecker()
-    good = call('{"location": {"city": "Oslo", "unit": "c"}, "days": 2}')
-    assert checker.check(TOOLS, [good, call("", name="now"), call("{}", name="now")]) == []
+    good = tool_call('{"location": {"city": "Oslo", "unit": "c"}, "days": 2}')
+    assert (
+        checker.check(TOOLS, [good, tool_call("", name="now"), tool_call("{}", name="now")]) == []
+    )
 
 
 @pytest.mark.parametrize(
@@ -67,7 +59,7 @@ def test_arguments_that_satisfy_the_schema_pass() -> None:
     ],
 )
 def test_schema_breaks_name_the_path_and_the_rule(arguments: str, expected: str) -> None:
-    [violation] = ToolChecker().check(TOOLS, [call(arguments)])
+    [violation] = ToolChecker().check(TOOLS, [tool_call(arguments)])
     assert violation.kind is ViolationKind.INVALID_TOOL_ARGUMENTS
     assert violation.call_id == "call_1"
     assert violation.detail.startswith(
@@ -78,53 +70,57 @@ def test_schema_breaks_name_the_path_and_the_rule(arguments: str, expected: str)
 
 def test_several_breaks_are_named_up_to_three() -> None:
     arguments = json.dumps({"location": {"city": 1, "unit": 2}, "days": "x", "a": 1, "days2": 0})
-    [violation] = ToolChecker().check(TOOLS, [call(arguments)])
+    [violation] = ToolChecker().check(TOOLS, [tool_call(arguments)])
     assert violation.detail.count("$") == 3
     assert violation.detail.endswith("(and 1 more).")
 
 
 def test_undeclared_tool() -> None:
     checker = ToolChecker()
-    [violation] = checker.check(TOOLS, [call("{}", name="delete_all")])
+    [violation] = checker.check(TOOLS, [tool_call("{}", name="delete_all")])
     assert violation.kind is ViolationKind.UNDECLARED_TOOL
     assert "'delete_all' (call_1)" in violation.detail
     assert "it declared 'get_weather', 'now'" in violation.detail
     # A request that declared no tools at all: any call is undeclared.
-    [none] = checker.check({}, [call('{"location": 1}')])
+    [none] = checker.check({}, [tool_call('{"location": 1}')])
     assert none.kind is ViolationKind.UNDECLARED_TOOL and "declared no tools" in none.detail
     many = {f"tool_{n:02}": None for n in range(25)}
-    [listed] = checker.check(many, [call("{}", name="x")])
+    [listed] = checker.check(many, [tool_call("{}", name="x")])
     assert "'tool_09' and 15 more" in listed.detail
 
 
 def test_unknown_declarations_judge_nothing() -> None:
-    assert ToolChecker().check(None, [call("{}", name="anything"), call('{"x": 1}')]) == []
+    assert (
+        ToolChecker().check(None, [tool_call("{}", name="anything"), tool_call('{"x": 1}')]) == []
+    )
 
 
 def test_names_are_exact() -> None:
-    [violation] = ToolChecker().check(TOOLS, [call("{}", name="Get_Weather")])
+    [violation] = ToolChecker().check(TOOLS, [tool_call("{}", name="Get_Weather")])
     assert violation.kind is ViolationKind.UNDECLARED_TOOL
 
 
 def test_other_items_and_unnamed_calls_are_ignored() -> None:
     text = Item(ItemKind.ASSISTANT_TEXT, role="assistant", text="hi", tool_name="x")
-    assert ToolChecker().check({}, [text, call("{}", name=None), call("{}", name="")]) == []
+    assert (
+        ToolChecker().check({}, [text, tool_call("{}", name=None), tool_call("{}", name="")]) == []
+    )
 
 
 def test_unparseable_arguments_are_left_to_output_checks() -> None:
     broken = ['{"location": ', "[1, 2]", "null", "nan"]
-    assert ToolChecker().check(TOOLS, [call(a) for a in broken]) == []
+    assert ToolChecker().check(TOOLS, [tool_call(a) for a in broken]) == []
     assert all(arguments_problem(a) is not None for a in broken[:3])
 
 
 def test_cut_calls_are_not_validated_but_their_names_are() -> None:
     checker = ToolChecker()
-    half = call('{"location": {"ci', incomplete=True)
+    half = tool_call('{"location": {"ci', incomplete=True)
     assert checker.check(TOOLS, [half]) == []
-    first, other = call('{"location": {}}'), call('{"location": {}}', choice=1)
+    first, other = tool_call('{"location": {}}'), tool_call('{"location": {}}', choice=1)
     found = checker.check(TOOLS, [first, other], truncated=True)
     assert [v.kind for v in found] == [ViolationKind.INVALID_TOOL_ARGUMENTS]  # choice 1 only
-    [named] = checker.check(TOOLS, [call('{"x', name="rm", incomplete=True)], truncated=True)
+    [named] = checker.check(TOOLS, [tool_call('{"x', name="rm", incomplete=True)], truncated=True)
     assert named.kind is ViolationKind.UNDECLARED_TOOL
 
 
@@ -155,7 +151,7 @@ def test_an_invalid_schema_is_logged_once_and_never_raises(
     tools = {"t": schema}
     with caplog.at_level(logging.WARNING, logger="gateway.checks.tools"):
         for _ in range(3):
-            assert checker.check(tools, [call('{"a": "x"}', name="t")]) == []
+            assert checker.check(tools, [tool_call('{"a": "x"}', name="t")]) == []
     assert len(caplog.records) == 1
     assert "not checked" in caplog.records[0].getMessage()
 
@@ -165,7 +161,7 @@ def test_remote_refs_are_never_fetched(caplog: pytest.LogCaptureFixture) -> None
     checker = ToolChecker()
     with caplog.at_level(logging.WARNING, logger="gateway.checks.tools"):
         for _ in range(2):
-            assert checker.check(tools, [call("{}", name="t")]) == []
+            assert checker.check(tools, [tool_call("{}", name="t")]) == []
     assert len(caplog.records) == 1
 
 
@@ -176,10 +172,10 @@ def test_local_refs_and_older_drafts_work() -> None:
         "type": "object",
         "properties": {"unit": {"$ref": "#/definitions/unit"}},
     }
-    [violation] = ToolChecker().check({"t": schema}, [call('{"unit": "k"}', name="t")])
+    [violation] = ToolChecker().check({"t": schema}, [tool_call('{"unit": "k"}', name="t")])
     assert "$.unit: 'enum'" in violation.detail
-    assert ToolChecker().check({"t": True}, [call('{"x": 1}', name="t")]) == []
-    [never] = ToolChecker().check({"t": False}, [call("{}", name="t")])
+    assert ToolChecker().check({"t": True}, [tool_call('{"x": 1}', name="t")]) == []
+    [never] = ToolChecker().check({"t": False}, [tool_call("{}", name="t")])
     assert "$: 'false' — False schema does not allow {}" in never.detail
 
 
@@ -187,17 +183,17 @@ def test_deep_and_huge_inputs_never_raise(caplog: pytest.LogCaptureFixture) -> N
     checker = ToolChecker()
     deep_arguments = '{"a": ' + "[" * 50_000 + "]" * 50_000 + "}"
     assert arguments_problem(deep_arguments) == "JSON nested too deeply to read"
-    assert checker.check(TOOLS, [call(deep_arguments)]) == []
+    assert checker.check(TOOLS, [tool_call(deep_arguments)]) == []
     huge = json.dumps({"location": {"city": "x" * MAX_ARGUMENT_CHARS, "unit": "k"}})
-    assert checker.check(TOOLS, [call(huge)]) == []
+    assert checker.check(TOOLS, [tool_call(huge)]) == []
     deep_schema: dict[str, Any] = {}
     node = deep_schema
     for _ in range(5_000):
         node["items"] = {}
         node = node["items"]
-    assert checker.check({"t": deep_schema}, [call("[]", name="t")]) == []
+    assert checker.check({"t": deep_schema}, [tool_call("[]", name="t")]) == []
     big_schema = {"enum": ["x" * 1000] * 1000}
-    assert checker.check({"t": big_schema}, [call("{}", name="t")]) == []
+    assert checker.check({"t": big_schema}, [tool_call("{}", name="t")]) == []
     # A recursive schema over deeply nested (but parseable) arguments.
     recursive = {
         "type": "object",
@@ -206,10 +202,10 @@ def test_deep_and_huge_inputs_never_raise(caplog: pytest.LogCaptureFixture) -> N
     }
     nested = '{"n": ' + "[" * 900 + "]" * 900 + "}"
     with caplog.at_level(logging.WARNING, logger="gateway.checks.tools"):
-        assert checker.check({"t": recursive}, [call(nested, name="t")]) == []
+        assert checker.check({"t": recursive}, [tool_call(nested, name="t")]) == []
 
 
 def test_long_messages_are_cut() -> None:
     schema = {"type": "object", "properties": {"u": {"enum": [f"unit_{n}" for n in range(500)]}}}
-    [violation] = ToolChecker().check({"t": schema}, [call('{"u": "k"}', name="t")])
+    [violation] = ToolChecker().check({"t": schema}, [tool_call('{"u": "k"}', name="t")])
     assert len(violation.detail) < 400 and "…" in violation.detail

@@ -10,6 +10,7 @@ import aiohttp
 import pytest
 
 from gateway.continuation.keyfilter import BuiltKeys, KeyFilter
+from tests.factories import chat_request
 from tests.fakes.chat import call, completion
 from tests.harness import GatewayFactory, make_gateway, provider  # noqa: F401
 
@@ -66,9 +67,7 @@ def test_a_store_with_other_writers_is_always_asked() -> None:
 
 
 async def _step(session: aiohttp.ClientSession, base: str, messages: list[Any]) -> dict[str, Any]:
-    async with session.post(
-        base + "/chat/completions", json={"model": "gpt-4o", "messages": messages}
-    ) as r:
+    async with session.post(base + "/chat/completions", json=chat_request(*messages)) as r:
         assert r.status == 200
         message: dict[str, Any] = (await r.json())["choices"][0]["message"]
         return message

@@ -11,6 +11,7 @@ import pytest
 from gateway.continuation.keys import ContinuationKeys
 from gateway.items import Item, ItemKind
 from gateway.protocols.openai_chat import ADAPTER
+from tests.factories import chat_request, tool_message, user_message
 from tests.fakes.chat import call, completion
 from tests.harness import Gateway, gateway, make_gateway, provider  # noqa: F401
 
@@ -20,7 +21,7 @@ KEYS = ContinuationKeys(b"k" * 32)
 
 
 def items(messages: list[dict[str, Any]]) -> list[Item]:
-    return ADAPTER.parse_request({"model": "m", "messages": messages}).items
+    return ADAPTER.parse_request(chat_request(*messages, model="m")).items
 
 
 def test_echoed_turn_matches_the_step_key_despite_sdk_variations() -> None:
@@ -87,17 +88,17 @@ async def test_long_run_stores_each_message_once(gateway: Gateway, database_url:
         ),
         completion("done", response_id="last"),
     )
-    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    messages: list[dict[str, Any]] = [user_message("go")]
     async with aiohttp.ClientSession() as session:
         for _ in range(steps):
             async with session.post(
                 gateway.openai_base + "/chat/completions",
-                json={"model": "gpt-4o", "messages": messages},
+                json=chat_request(*messages),
             ) as r:
                 message = (await r.json())["choices"][0]["message"]
             messages.append(message)
             for tc in message.get("tool_calls") or []:
-                messages.append({"role": "tool", "tool_call_id": tc["id"], "content": "ok"})
+                messages.append(tool_message(tc["id"], "ok"))
     traces = await gateway.traces()
     assert len(traces) == 1 and traces[0]["step_count"] == steps
     path = database_url.removeprefix("sqlite:///")
@@ -111,17 +112,17 @@ async def test_long_run_stores_each_message_once(gateway: Gateway, database_url:
 async def test_two_runs_with_different_openings_stay_apart(gateway: Gateway) -> None:
     gateway.provider.queue(completion("A1"), completion("B1"), completion("A2"), completion("B2"))
     runs: dict[str, list[dict[str, Any]]] = {
-        "a": [{"role": "user", "content": "task a"}],
-        "b": [{"role": "user", "content": "task b"}],
+        "a": [user_message("task a")],
+        "b": [user_message("task b")],
     }
     async with aiohttp.ClientSession() as session:
         for _ in range(2):
             for history in runs.values():
                 async with session.post(
                     gateway.openai_base + "/chat/completions",
-                    json={"model": "gpt-4o", "messages": history},
+                    json=chat_request(*history),
                 ) as r:
                     history.append((await r.json())["choices"][0]["message"])
-                history.append({"role": "user", "content": "continue"})
+                history.append(user_message("continue"))
     traces = await gateway.traces()
     assert sorted(t["step_count"] for t in traces) == [2, 2]

@@ -116,25 +116,26 @@ def test_image_commands_install_and_serve(tmp_path: Path) -> None:
     port = str(_free_port())
     env = _env(tmp_path, LOOPWATCH_ADMIN_TOKEN=TOKEN, LOOPWATCH_PORT=port)
     local = [loopwatch, *command[1:-1], "127.0.0.1"]  # the CMD, bound to loopback for the test
-    server = subprocess.Popen(local, cwd=app, env=env, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 30
-        probe = exec_form(instructions("HEALTHCHECK")[0].split("CMD", 1)[1])
-        while True:
-            health = subprocess.run([str(venv / "bin" / "python"), *probe[1:]], env=env)
-            if health.returncode == 0:
-                break
-            assert server.poll() is None, server.stderr.read().decode() if server.stderr else ""
-            assert time.monotonic() < deadline, "/healthz never answered"
-            time.sleep(0.3)
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-            assert b"loopwatch_requests_total" in r.read()
-        # Ready means the schema migrations shipped inside the installed package and ran.
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
-            ready = json.loads(r.read())
-        assert ready["status"] == "ready"
-        assert ready["checks"]["store"]["schema_revision"] == head()
-        assert (tmp_path / "data" / "loopwatch.db").exists()
-    finally:
-        server.terminate()
-        server.wait(timeout=20)
+    # As a context manager, Popen closes the stderr pipe once the server has stopped.
+    with subprocess.Popen(local, cwd=app, env=env, stderr=subprocess.PIPE) as server:
+        try:
+            deadline = time.monotonic() + 30
+            probe = exec_form(instructions("HEALTHCHECK")[0].split("CMD", 1)[1])
+            while True:
+                health = subprocess.run([str(venv / "bin" / "python"), *probe[1:]], env=env)
+                if health.returncode == 0:
+                    break
+                assert server.poll() is None, server.stderr.read().decode() if server.stderr else ""
+                assert time.monotonic() < deadline, "/healthz never answered"
+                time.sleep(0.3)
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                assert b"loopwatch_requests_total" in r.read()
+            # Ready means the schema migrations shipped inside the installed package and ran.
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
+                ready = json.loads(r.read())
+            assert ready["status"] == "ready"
+            assert ready["checks"]["store"]["schema_revision"] == head()
+            assert (tmp_path / "data" / "loopwatch.db").exists()
+        finally:
+            server.terminate()
+            server.wait(timeout=20)

@@ -11,6 +11,7 @@ pytest.importorskip("agno.models.openai", reason=NEEDS_EXTRA)
 
 import asyncio
 
+import openai
 from agno.agent import Agent, RunOutput
 from agno.models.openai import OpenAIChat, OpenAIResponses
 
@@ -31,11 +32,13 @@ pytestmark = [pytest.mark.frameworks]
 
 def agent(gw: Gateway, log: ToolLog, api: str) -> Agent:
     client = {"base_url": gw.openai_base, "api_key": "sk-test-agno", "max_retries": 0}
+    # The SDK client the model would make, cache and never close: ours, closed with the gateway.
+    sdk = gw.closing(openai.AsyncOpenAI(timeout=30, **client))  # type: ignore[arg-type]
     model: OpenAIChat | OpenAIResponses
     if api == "responses":
-        model = OpenAIResponses(id="gpt-5", timeout=30, **client)
+        model = OpenAIResponses(id="gpt-5", timeout=30, async_client=sdk, **client)
     else:
-        model = OpenAIChat(id="gpt-4.1", timeout=30, **client)
+        model = OpenAIChat(id="gpt-4.1", timeout=30, async_client=sdk, **client)
     # Usage telemetry goes to agno's servers: off here as well as by AGNO_TELEMETRY (conftest).
     return Agent(
         model=model,

@@ -81,7 +81,8 @@ async def get_time(city: str) -> str:
 
 
 def client(gw: Gateway) -> anthropic.AsyncAnthropic:
-    return anthropic.AsyncAnthropic(base_url=gw.url, api_key="sk-ant-test-sdk", max_retries=0)
+    sdk = anthropic.AsyncAnthropic(base_url=gw.url, api_key="sk-ant-test-sdk", max_retries=0)
+    return gw.closing(sdk)
 
 
 async def ask(sdk: anthropic.AsyncAnthropic, *, stream: bool, **kwargs: Any) -> Any:

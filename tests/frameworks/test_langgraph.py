@@ -59,9 +59,9 @@ def model(gw: Gateway, api: str, *, stream: bool) -> ChatOpenAI:
 
 
 async def run(gw: Gateway, api: str, *, stream: bool) -> str:
-    agent = create_react_agent(
-        model(gw, api, stream=stream), [get_weather, get_time], prompt=INSTRUCTIONS
-    )
+    chat = model(gw, api, stream=stream)
+    gw.closing(chat.root_async_client)  # the async SDK client the runs use
+    agent = create_react_agent(chat, [get_weather, get_time], prompt=INSTRUCTIONS)
     inputs: Any = {"messages": [("user", QUESTION)]}
     if stream:
         state: Any = None

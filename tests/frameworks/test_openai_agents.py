@@ -47,7 +47,9 @@ def get_time(city: str) -> str:
 
 
 def agent(gw: Gateway, api: str) -> Agent:
-    client = openai.AsyncOpenAI(base_url=gw.openai_base, api_key="sk-test-agents", max_retries=0)
+    client = gw.closing(
+        openai.AsyncOpenAI(base_url=gw.openai_base, api_key="sk-test-agents", max_retries=0)
+    )
     model: OpenAIResponsesModel | OpenAIChatCompletionsModel
     if api == "responses":
         model = OpenAIResponsesModel(model="gpt-5", openai_client=client)

@@ -17,6 +17,7 @@ pytest.importorskip("pydantic_ai", reason=NEEDS_EXTRA)
 
 from typing import Any
 
+import openai
 from pydantic_ai import Agent, AgentRunResultEvent
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.providers.openai import OpenAIProvider
@@ -66,7 +67,8 @@ def get_time(city: str) -> str:
 
 def agent(gw: Gateway, mode: str) -> Agent[None, str]:
     name, settings = MODES[mode]
-    provider = OpenAIProvider(base_url=gw.openai_base, api_key="sk-test-pydantic")
+    sdk = openai.AsyncOpenAI(base_url=gw.openai_base, api_key="sk-test-pydantic")
+    provider = OpenAIProvider(openai_client=gw.closing(sdk))
     model: OpenAIChatModel | OpenAIResponsesModel
     if mode == "chat":
         model = OpenAIChatModel(name, provider=provider)

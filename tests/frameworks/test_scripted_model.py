@@ -23,11 +23,14 @@ async def gateway(make_gateway: GatewayFactory) -> Gateway:
 
 
 def openai_client(gw: Gateway) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=gw.openai_base, api_key="sk-test-scripted", max_retries=0)
+    sdk = openai.AsyncOpenAI(base_url=gw.openai_base, api_key="sk-test-scripted", max_retries=0)
+    return gw.closing(sdk)
 
 
 def anthropic_client(gw: Gateway) -> anthropic.AsyncAnthropic:
-    return anthropic.AsyncAnthropic(base_url=gw.url, api_key="sk-ant-test", max_retries=0)
+    return gw.closing(
+        anthropic.AsyncAnthropic(base_url=gw.url, api_key="sk-ant-test", max_retries=0)
+    )
 
 
 async def test_lists_models_through_the_gateway(gateway: Gateway) -> None:

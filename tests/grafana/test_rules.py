@@ -175,21 +175,22 @@ async def prometheus(tmp_path: Path, make_gateway: GatewayFactory) -> AsyncItera
     }
     (tmp_path / "prometheus.yml").write_text(json.dumps(config))  # JSON is YAML
     port = _free_port()
-    process = subprocess.Popen(
-        [
-            PROMETHEUS,
-            f"--config.file={tmp_path / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=(tmp_path / "prometheus.log").open("w"),
-    )
-    try:
-        yield gw, f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
+    with (tmp_path / "prometheus.log").open("w") as log:
+        process = subprocess.Popen(
+            [
+                PROMETHEUS,
+                f"--config.file={tmp_path / 'prometheus.yml'}",
+                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+        try:
+            yield gw, f"http://127.0.0.1:{port}"
+        finally:
+            process.terminate()
+            process.wait(timeout=20)
 
 
 async def _api(base: str, path: str, **params: str) -> Any:

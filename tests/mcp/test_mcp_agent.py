@@ -4,7 +4,8 @@ The execution joins the model's call and is marked delivered, truncated or trans
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx2
@@ -32,14 +33,22 @@ TOOLS = [
 
 
 def openai_client(gateway: Gateway) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(
-        base_url=gateway.openai_base, api_key="sk-test-clientkey1234567890", max_retries=0
+    return gateway.closing(
+        openai.AsyncOpenAI(
+            base_url=gateway.openai_base, api_key="sk-test-clientkey1234567890", max_retries=0
+        )
     )
 
 
-def mcp_client(gateway: Gateway, headers: dict[str, str] | None = None) -> Client:
-    http = httpx2.AsyncClient(headers=headers or {}, timeout=30)
-    return Client(streamable_http_client(f"{gateway.url}/mcp/tools", http_client=http), cache=None)
+@contextlib.asynccontextmanager
+async def mcp_client(
+    gateway: Gateway, headers: dict[str, str] | None = None
+) -> AsyncIterator[Client]:
+    """An MCP client session; the HTTP client it was given is ours to close."""
+    async with httpx2.AsyncClient(headers=headers or {}, timeout=30) as http:
+        transport = streamable_http_client(f"{gateway.url}/mcp/tools", http_client=http)
+        async with Client(transport, cache=None) as client:
+            yield client
 
 
 async def agent_loop(

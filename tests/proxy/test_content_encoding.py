@@ -14,13 +14,14 @@ import openai
 import pytest
 
 from gateway.exchange.tap import MAX_PARSED_BODY
+from tests.factories import chat_request
 from tests.fakes.chat import completion, streamed, usage
 from tests.fakes.provider import Reply
 from tests.harness import Gateway, gateway, make_gateway, provider  # noqa: F401
 
 pytestmark = pytest.mark.sqlite
 
-HELLO = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Hi"}]}
+HELLO = chat_request("Hi")
 
 
 def sdk(gw: Gateway) -> openai.AsyncOpenAI:
@@ -144,7 +145,7 @@ async def test_gzip_request_body_is_parsed_recorded_and_forwarded_decoded(
     gateway: Gateway,
 ) -> None:
     gateway.provider.queue(completion("hi back"))
-    body = json.dumps({**HELLO, "messages": [{"role": "user", "content": "zipped hi"}]})
+    body = json.dumps(chat_request("zipped hi"))
     headers = {"Content-Encoding": "gzip", "Content-Type": "application/json"}
     status, _, raw = await post_raw(
         gateway, "/v1/chat/completions", gzip.compress(body.encode()), headers

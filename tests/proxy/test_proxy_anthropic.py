@@ -11,6 +11,7 @@ import anthropic
 import pytest
 
 from tests import harness
+from tests.factories import messages_request
 from tests.fakes.anthropic import (
     error_body,
     message,
@@ -239,11 +240,7 @@ async def test_budget_refusal_is_anthropic_shaped_and_not_retried(make_gateway) 
     gw: Gateway = await make_gateway(max_steps=1)
     gw.provider.queue(reply(message([text("one")])), reply(message([text("two")])))
     sdk = client(gw, max_retries=3, **{"X-Loopwatch-Trace-Id": "claude-budget"})
-    hello: dict[str, Any] = {
-        "model": "claude-sonnet-4-6",
-        "max_tokens": 100,
-        "messages": [{"role": "user", "content": "hi"}],
-    }
+    hello = messages_request("hi")
     await sdk.messages.create(**hello)
     with pytest.raises(anthropic.RateLimitError) as raised:
         await sdk.messages.create(**hello)
@@ -362,9 +359,7 @@ async def test_client_cannot_choose_the_upstream_host(
     gateway: Gateway, target: str, host: str
 ) -> None:
     gateway.provider.queue(reply(message([text("ok")])))
-    body = json.dumps(
-        {"model": "claude-x", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
-    ).encode()
+    body = json.dumps(messages_request("hi", model="claude-x", max_tokens=5)).encode()
     headers = {
         "Host": host,
         "Content-Type": "application/json",

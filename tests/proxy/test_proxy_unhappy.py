@@ -15,6 +15,7 @@ import pytest
 import yarl
 from multidict import CIMultiDict
 
+from tests.factories import chat_request
 from tests.fakes.chat import completion, stream_chunks, streamed, usage
 from tests.fakes.provider import Reply
 from tests.harness import (  # noqa: F401
@@ -27,7 +28,7 @@ from tests.harness import (  # noqa: F401
 
 pytestmark = pytest.mark.sqlite
 
-HELLO = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+HELLO = chat_request("hi")
 
 
 async def post(
@@ -211,9 +212,7 @@ async def test_bodies_the_provider_may_judge_are_forwarded_unchanged(
 
 async def test_huge_body_is_refused(make_gateway) -> None:  # type: ignore[no-untyped-def]
     gw = await make_gateway(max_body_bytes=2048)
-    status, headers, raw = await post(
-        gw, {**HELLO, "messages": [{"role": "user", "content": "x" * 5000}]}
-    )
+    status, headers, raw = await post(gw, chat_request("x" * 5000))
     assert status == 413
     assert json.loads(raw)["error"]["code"] == "request_too_large"
     assert gw.provider.received == []
@@ -274,12 +273,7 @@ async def test_reasoning_text_never_reaches_the_database(
 
 async def test_secrets_are_redacted_before_storage(gateway: Gateway, database_url: str) -> None:
     gateway.provider.queue(completion("Mail me at jane.doe@example.com"))
-    body = {
-        "model": "gpt-4o",
-        "messages": [
-            {"role": "user", "content": "my key is sk-proj-abcdefghijklmnopqrstuvwxyz123456 ok"}
-        ],
-    }
+    body = chat_request("my key is sk-proj-abcdefghijklmnopqrstuvwxyz123456 ok")
     status, _, _ = await post(gateway, body, Authorization="Bearer sk-live-secretvalue0123456789")
     assert status == 200
     trace = await gateway.trace((await gateway.traces())[0]["id"])

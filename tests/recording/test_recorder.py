@@ -16,9 +16,10 @@ from sqlalchemy.engine import Engine
 from gateway.items import Item, ItemKind
 from gateway.recording.recorder import Record, Recorder
 from gateway.step import StepRecord
-from gateway.store.engine import create_schema, make_engine
+from gateway.store.engine import create_schema
 from gateway.store.models import STEPS
 from gateway.store.writer import StoreWriter
+from tests.conftest import OpenEngine
 
 MakeStep = Callable[..., StepRecord]
 
@@ -94,11 +95,13 @@ async def test_full_queue_drops_and_counts(engine: Engine, make_step: MakeStep) 
     assert recorder.dropped_total == 4
 
 
-async def test_retries_until_the_database_comes_back(database: Any, make_step: MakeStep) -> None:
-    # A short wait for locks, so every attempt fails fast while the lock is held.
-    engine = make_engine(database.engine_url(lock_timeout="100"), busy_timeout_ms=100)
-    create_schema(engine)
-    recorder = Recorder(StoreWriter(engine), flush_seconds=0.01, retry_initial=0.05)
+async def test_retries_until_the_database_comes_back(
+    database: Any, engine: Engine, open_engine: OpenEngine, make_step: MakeStep
+) -> None:
+    # A short wait for locks, so every attempt fails fast while the lock is held (the schema
+    # is made beforehand, without it).
+    impatient = open_engine(database.engine_url(lock_timeout="100"), busy_timeout_ms=100)
+    recorder = Recorder(StoreWriter(impatient), flush_seconds=0.01, retry_initial=0.05)
     recorder.start()
     with _locked(database):
         for _ in range(20):
@@ -110,7 +113,6 @@ async def test_retries_until_the_database_comes_back(database: Any, make_step: M
     assert _steps(engine) == 25
     assert recorder.dropped_total == 0
     await recorder.close()
-    engine.dispose()
 
 
 async def test_submit_never_blocks_while_a_write_is_stuck(
@@ -140,9 +142,9 @@ async def test_submit_never_blocks_while_a_write_is_stuck(
 
 
 async def test_transform_and_writes_run_off_the_loop(
-    sqlite_database: Any, make_step: MakeStep
+    sqlite_database: Any, open_engine: OpenEngine, make_step: MakeStep
 ) -> None:
-    engine = make_engine(sqlite_database.url)
+    engine = open_engine(sqlite_database.url)
     create_schema(engine)
     threads: set[str] = set()
 
@@ -166,13 +168,12 @@ async def test_transform_and_writes_run_off_the_loop(
         texts = conn.exec_driver_sql("SELECT DISTINCT text FROM items WHERE direction='input'")
         assert texts.scalars().all() == ["[REDACTED]"]
     assert step.input_items[0].text != "[REDACTED]"  # the submitted record is untouched
-    engine.dispose()
 
 
 async def test_unwritable_and_unredactable_records_are_dropped_alone(
-    sqlite_database: Any, make_step: MakeStep
+    sqlite_database: Any, open_engine: OpenEngine, make_step: MakeStep
 ) -> None:
-    engine = make_engine(sqlite_database.url)
+    engine = open_engine(sqlite_database.url)
     create_schema(engine)
 
     def transform(record: Record) -> Record:
@@ -190,7 +191,6 @@ async def test_unwritable_and_unredactable_records_are_dropped_alone(
     assert recorder.dropped_total == 2
     assert recorder.write_errors_total == 2  # the batch, then the poison record alone
     await recorder.close()
-    engine.dispose()
 
 
 async def test_close_gives_up_after_its_timeout_and_counts(
@@ -206,3 +206,6 @@ async def test_close_gives_up_after_its_timeout_and_counts(
         assert recorder.dropped_total == 7
         recorder.submit(make_step("t"))
         assert recorder.dropped_total == 8
+    # The write given up on ends in its thread once the lock is gone; the engine is disposed
+    # after the test only when that write has given its connection back.
+    await _until(lambda: engine.pool.checkedout() == 0)  # type: ignore[attr-defined]

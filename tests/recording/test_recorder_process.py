@@ -8,6 +8,7 @@ import signal
 import aiohttp
 import pytest
 
+from tests.factories import chat_request
 from tests.fakes.chat import completion
 from tests.harness import GatewayFactory, make_gateway, provider  # noqa: F401
 
@@ -15,7 +16,7 @@ pytestmark = pytest.mark.sqlite
 
 
 async def _ask(base: str, text: str) -> None:
-    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": text}]}
+    body = chat_request(text)
     async with (
         aiohttp.ClientSession() as session,
         session.post(base + "/chat/completions", json=body) as r,

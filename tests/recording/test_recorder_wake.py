@@ -13,7 +13,7 @@ import aiohttp
 
 from gateway.recording.progress import open_fifo_reader
 from gateway.recording.spooler import WAKE_COALESCE_SECONDS, SpoolRecorder
-from tests.factories import build_step
+from tests.factories import build_step, chat_request
 from tests.fakes.chat import completion
 from tests.fakes.provider import FakeProvider
 from tests.harness import provider  # noqa: F401
@@ -44,7 +44,7 @@ async def test_an_idle_recorder_sleeps_and_a_record_wakes_it(
         await asyncio.sleep(2.0)
         idle = await _wakeups(session, served.url) - before
         assert idle <= 2, f"{idle} wakeups in an idle 2 s: the recorder polls"
-        body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+        body = chat_request("hi")
         async with session.post(served.url + "/v1/chat/completions", json=body) as r:
             assert r.status == 200
         for _ in range(80):  # before the next look for spools (every 2 s)

@@ -8,6 +8,7 @@ import sqlite3
 import aiohttp
 import pytest
 
+from tests.factories import chat_request
 from tests.fakes.chat import completion
 from tests.harness import Gateway, gateway, make_gateway, provider  # noqa: F401
 
@@ -25,7 +26,7 @@ async def test_proxying_goes_on_while_the_database_is_locked(
         async with aiohttp.ClientSession() as session:
 
             async def ask(i: int) -> int:
-                body = {"model": "gpt-4o", "messages": [{"role": "user", "content": f"q{i}"}]}
+                body = chat_request(f"q{i}")
                 async with session.post(gateway.openai_base + "/chat/completions", json=body) as r:
                     await r.read()
                     return r.status

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 
 from gateway.config import RedactionPattern, RedactionSettings
 from gateway.items import Item, ItemKind, Violation, ViolationKind
 from gateway.redaction.redactor import Redactor
-from gateway.step import StepRecord
+from tests.factories import assistant_text, bare_step, user_text
 
 REDACTOR = Redactor(RedactionSettings())
 
@@ -21,18 +19,6 @@ JWT = (
     "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ"
     ".SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
 )
-
-
-def make_step(**changes: object) -> StepRecord:
-    fields: dict[str, Any] = {
-        "id": "st_1",
-        "trace_id": "tr_1",
-        "protocol": "chat",
-        "method": "POST",
-        "path": "/v1/chat/completions",
-        "started_at": datetime(2024, 8, 6, 12, 30, tzinfo=UTC),
-    }
-    return StepRecord(**{**fields, **changes})
 
 
 @pytest.mark.parametrize(
@@ -302,10 +288,10 @@ def test_disabled_only_truncates() -> None:
 
 
 def test_step_items_error_path_and_violations() -> None:
-    step = make_step(
+    step = bare_step(
         path="/v1/chat/completions?user=jane@example.com",
-        input_items=[Item(ItemKind.USER, role="user", text=f"use {ANTHROPIC_KEY}")],
-        output_items=[Item(ItemKind.ASSISTANT_TEXT, role="assistant", text="call 415-555-2671")],
+        input_items=[user_text(f"use {ANTHROPIC_KEY}")],
+        output_items=[assistant_text("call 415-555-2671")],
         error={
             "message": f"Incorrect API key provided: {OPENAI_KEY}",
             "code": 401,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -10,9 +10,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from gateway.items import StopReason, Violation, ViolationKind
 from gateway.sinks import metrics as metrics_module
 from gateway.sinks.metrics import MetricsSink, ModelNames, upstream_error_class
-from gateway.step import RefusalRecord, StepRecord
 from tests import harness
-from tests.factories import T0, build_step
+from tests.factories import T0, bare_step, build_step, refusal
 from tests.fakes.chat import completion
 from tests.harness import Gateway
 from tests.traffic import (
@@ -134,35 +133,19 @@ def test_model_label_is_bounded() -> None:
     ]
 
 
-def _step(**fields: object) -> StepRecord:
-    base: dict[str, object] = {
-        "id": "s1",
-        "trace_id": "t1",
-        "protocol": "chat",
-        "method": "POST",
-        "path": "/v1/chat/completions",
-        "started_at": datetime.now(UTC),
-    }
-    return StepRecord(**{**base, **fields})  # type: ignore[arg-type]
-
-
 def test_upstream_error_classes() -> None:
-    timeout = _step(http_status=504, error={"code": "upstream_timeout"})
+    timeout = bare_step(http_status=504, error={"code": "upstream_timeout"})
     assert upstream_error_class(timeout) == "timeout"
-    assert upstream_error_class(_step(http_status=429, error={"code": "rate"})) == "4xx"
-    assert upstream_error_class(_step(http_status=200)) is None
+    assert upstream_error_class(bare_step(http_status=429, error={"code": "rate"})) == "4xx"
+    assert upstream_error_class(bare_step(http_status=200)) is None
 
 
 def test_max_models_setting_reaches_the_label() -> None:
     sink = MetricsSink(max_models=1)
     for model in ("m1", "m2", "m3"):
-        sink.step_finished(_step(model=model, stop_reason=StopReason.COMPLETED), 0.001)
-    refusal = RefusalRecord(
-        trace_id="t9",
-        created_at=datetime.now(UTC),
-        violations=[Violation(ViolationKind.TOKEN_BUDGET_EXCEEDED, "spent", enforced=True)],
-    )
-    sink.request_refused(refusal)
+        sink.step_finished(bare_step(model=model, stop_reason=StopReason.COMPLETED), 0.001)
+    spent = Violation(ViolationKind.TOKEN_BUDGET_EXCEEDED, "spent", enforced=True)
+    sink.request_refused(refusal("t9", violations=[spent]))
     text = sink.exposition().decode()
     assert 'model="m1"' in text and 'model="other"' in text and "m2" not in text
     assert 'loopwatch_budget_refusals_total{budget="tokens"} 1.0' in text
@@ -170,17 +153,11 @@ def test_max_models_setting_reaches_the_label() -> None:
 
 def test_registries_are_per_app() -> None:
     first, second = MetricsSink(), MetricsSink()
-    first.step_finished(_step(stop_reason=StopReason.COMPLETED), 0.001)
+    first.step_finished(bare_step(stop_reason=StopReason.COMPLETED), 0.001)
     assert "loopwatch_requests_total{" not in second.exposition().decode()
 
 
 def test_a_run_left_with_open_tool_calls_counts_as_abandoned_once_idle() -> None:
-    from datetime import timedelta
-
-    from gateway.items import StopReason
-    from gateway.sinks.metrics import MetricsSink
-    from tests.factories import T0, build_step
-
     sink = MetricsSink(idle_seconds=60)
     sink.step_finished(build_step("stuck", at=T0, stop_reason=StopReason.TOOL_CALLS), 0.0)
     sink.step_finished(build_step("done", at=T0, stop_reason=StopReason.TOOL_CALLS), 0.0)
@@ -209,10 +186,10 @@ def test_a_run_refused_after_its_tool_calls_is_not_counted_abandoned() -> None:
     sink.step_finished(build_step("refused-run", at=T0, stop_reason=StopReason.TOOL_CALLS), 0.0)
     sink.step_finished(build_step("left-run", at=T0, stop_reason=StopReason.TOOL_CALLS), 0.0)
     sink.request_refused(
-        RefusalRecord(
+        refusal(
             "refused-run",
             T0 + timedelta(seconds=5),
-            [Violation(ViolationKind.MISSING_TOOL_RESULT, "dropped", enforced=True)],
+            violations=[Violation(ViolationKind.MISSING_TOOL_RESULT, "dropped", enforced=True)],
         )
     )
     sink.count_abandoned(now=T0 + timedelta(seconds=900))

@@ -7,24 +7,30 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from sqlalchemy.engine import Engine
+
 from gateway.checks.budgets import Limits, Reservation, Settlement, Spent
 from gateway.store.engine import create_schema, make_engine
 from gateway.store.ledger import ThreadLedger
 from gateway.store.ledger_file import separate_sqlite_ledger
 from gateway.store.ledger_memory import MemoryLedger
+from tests.conftest import OpenEngine
 
 
-def _ledger_engine(tmp_path: Path):  # type: ignore[no-untyped-def]
+def _ledger_engine(tmp_path: Path, open_engine: OpenEngine) -> Engine:
+    """The ledger's own engine (its ledger closes it) beside a store made for the test."""
     url = f"sqlite:///{tmp_path}/lw.db"
-    engine = make_engine(url)
+    engine = open_engine(url)
     create_schema(engine)
     own = separate_sqlite_ledger(url, engine)
     assert own is not None and (tmp_path / "lw.db-ledger").exists()
     return own
 
 
-async def test_racing_reservations_are_exact_and_a_restart_resumes(tmp_path: Path) -> None:
-    ledger = MemoryLedger(_ledger_engine(tmp_path))
+async def test_racing_reservations_are_exact_and_a_restart_resumes(
+    tmp_path: Path, open_engine: OpenEngine
+) -> None:
+    ledger = MemoryLedger(_ledger_engine(tmp_path, open_engine))
     limits = Limits(max_steps=10, max_tokens=1000)
     granted = await asyncio.gather(*(ledger.reserve("run", limits, 30) for _ in range(25)))
     reservations = [g for g in granted if isinstance(g, Reservation)]
@@ -34,7 +40,7 @@ async def test_racing_reservations_are_exact_and_a_restart_resumes(tmp_path: Pat
         ledger.settle_later(Settlement(reservation, used_tokens=20))
     await ledger.close()
 
-    again = MemoryLedger(_ledger_engine(tmp_path))
+    again = MemoryLedger(_ledger_engine(tmp_path, open_engine))
     refused = await again.reserve("run", limits, 30)
     assert isinstance(refused, Spent) and (refused.steps_used, refused.tokens_used) == (10, 200)
     fresh = await again.reserve("other", limits, 30)
@@ -42,12 +48,14 @@ async def test_racing_reservations_are_exact_and_a_restart_resumes(tmp_path: Pat
     await again.close()
 
 
-async def test_the_same_answers_as_the_store_statement(tmp_path: Path) -> None:
+async def test_the_same_answers_as_the_store_statement(
+    tmp_path: Path, open_engine: OpenEngine
+) -> None:
     (tmp_path / "m").mkdir()
     (tmp_path / "s").mkdir()
-    memory = MemoryLedger(_ledger_engine(tmp_path / "m"))
+    memory = MemoryLedger(_ledger_engine(tmp_path / "m", open_engine))
     store = ThreadLedger(make_engine(f"sqlite:///{tmp_path}/s/ledger.db"))
-    create_schema(make_engine(f"sqlite:///{tmp_path}/s/ledger.db"))
+    create_schema(open_engine(f"sqlite:///{tmp_path}/s/ledger.db"))
     limits = Limits(max_steps=6, max_tokens=100)
     for want in (40, 40, 40, None, 10, 10, 10):
         ours, theirs = (

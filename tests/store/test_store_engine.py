@@ -9,7 +9,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from gateway.store.engine import create_schema, install_secret, make_engine, normalize_url
+from gateway.store.engine import create_schema, install_secret, normalize_url
+from tests.conftest import OpenEngine
 
 
 def test_urls_map_to_psycopg() -> None:
@@ -40,8 +41,8 @@ def _at_once(count: int, function: Callable[[], Any]) -> list[Any]:
     return results
 
 
-def test_schema_and_secret_race_safe(database_url: str) -> None:
-    engines = [make_engine(database_url) for _ in range(4)]
+def test_schema_and_secret_race_safe(database_url: str, open_engine: OpenEngine) -> None:
+    engines = [open_engine(database_url) for _ in range(4)]
     it = iter(engines)
     lock = threading.Lock()
 
@@ -57,12 +58,10 @@ def test_schema_and_secret_race_safe(database_url: str) -> None:
     assert len(secrets[0]) == 32
     create_schema(engines[0])  # idempotent
     assert install_secret(engines[0]) == secrets[0]
-    for engine in engines:
-        engine.dispose()
 
 
-def test_sqlite_pragmas(sqlite_database: Any) -> None:
-    engine = make_engine(sqlite_database.url, busy_timeout_ms=1234)
+def test_sqlite_pragmas(sqlite_database: Any, open_engine: OpenEngine) -> None:
+    engine = open_engine(sqlite_database.url, busy_timeout_ms=1234)
     with engine.connect() as conn:
 
         def pragma(name: str) -> Any:
@@ -72,7 +71,6 @@ def test_sqlite_pragmas(sqlite_database: Any) -> None:
         assert pragma("busy_timeout") == 1234
         assert pragma("synchronous") == 1  # NORMAL
         assert pragma("foreign_keys") == 1
-    engine.dispose()
 
 
 def test_schema_has_the_indexes_the_read_api_uses(engine: Engine) -> None:

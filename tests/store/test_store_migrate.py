@@ -30,7 +30,7 @@ from gateway.store.migrate import (
     include_object,
 )
 from tests import harness
-from tests.conftest import Database
+from tests.conftest import Database, OpenEngine
 from tests.fakes.chat import completion
 from tests.harness import GatewayFactory
 from tests.traffic import HELLO, post
@@ -119,9 +119,9 @@ TABLES_OF_LATER_REVISIONS = {
 
 
 def test_first_revision_is_the_schema_made_before_migrations(
-    database: Database, tmp_path: Path
+    database: Database, tmp_path: Path, open_engine: OpenEngine
 ) -> None:
-    before = make_engine(load_database_before_migrations(database, tmp_path))
+    before = open_engine(load_database_before_migrations(database, tmp_path))
     expected = schema_of(before)
     with before.begin() as conn:  # the same place, emptied, then built by revision 0001
         METADATA.drop_all(conn)
@@ -129,7 +129,6 @@ def test_first_revision_is_the_schema_made_before_migrations(
         command.upgrade(alembic_config(conn), "0001")
     assert schema_of(before) == expected
     assert set(expected) == set(METADATA.tables) - TABLES_OF_LATER_REVISIONS
-    before.dispose()
 
 
 def test_newest_revision_matches_the_models(engine: Engine) -> None:
@@ -146,10 +145,10 @@ def test_newest_revision_matches_the_models(engine: Engine) -> None:
 
 
 async def test_start_up_adopts_a_database_made_before_migrations(
-    database: Database, tmp_path: Path, make_gateway: GatewayFactory
+    database: Database, tmp_path: Path, make_gateway: GatewayFactory, open_engine: OpenEngine
 ) -> None:
     url = load_database_before_migrations(database, tmp_path)
-    old = make_engine(url)
+    old = open_engine(url)
     traces = {row.id: row.step_count for row in _rows(old, "traces")}
     columns_before = {t: _columns(old, t) for t in METADATA.tables if sa.inspect(old).has_table(t)}
     rows_before = {t: _as_text(old, t, columns) for t, columns in columns_before.items()}
@@ -184,12 +183,13 @@ async def test_start_up_adopts_a_database_made_before_migrations(
     assert {i: statuses[i] for i in statuses_before} == {
         i: renamed.get(s, s) for i, s in statuses_before.items()
     }
-    old.dispose()
 
 
-def test_a_partial_database_gets_its_missing_tables(sqlite_database: Database) -> None:
+def test_a_partial_database_gets_its_missing_tables(
+    sqlite_database: Database, open_engine: OpenEngine
+) -> None:
     """`loopwatch key-fingerprint` used to create the trace tables without the ledger."""
-    engine = make_engine(sqlite_database.url)
+    engine = open_engine(sqlite_database.url)
     with engine.begin() as conn:  # the schema of then, without the ledger and any revision
         command.upgrade(alembic_config(conn), "0001")
         conn.execute(sa.text("DROP TABLE budget_ledger"))
@@ -197,17 +197,17 @@ def test_a_partial_database_gets_its_missing_tables(sqlite_database: Database) -
     create_schema(engine)
     names = {n for n in sa.inspect(engine).get_table_names() if not n.startswith("items_fts")}
     assert names == {*METADATA.tables, "alembic_version"}
-    engine.dispose()
 
 
-def test_a_schema_newer_than_this_code_stops_start_up(sqlite_database: Database) -> None:
-    engine = make_engine(sqlite_database.url)
+def test_a_schema_newer_than_this_code_stops_start_up(
+    sqlite_database: Database, open_engine: OpenEngine
+) -> None:
+    engine = open_engine(sqlite_database.url)
     create_schema(engine)
     with engine.begin() as conn:
         conn.execute(sa.text("UPDATE alembic_version SET version_num = 'f00dfeed'"))
     with pytest.raises(StartupError, match="revision f00dfeed, which this loopwatch does not"):
         create_schema(engine)
-    engine.dispose()
 
 
 def test_a_restart_finds_the_newest_revision_without_alembic(sqlite_database: Database) -> None:

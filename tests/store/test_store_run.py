@@ -5,34 +5,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
 
 import pytest
 from sqlalchemy.engine import Engine
 
 from gateway.items import Item, ItemKind, StopReason, Usage, Violation, ViolationKind
 from gateway.runs.status import TraceStatus
-from gateway.step import RefusalRecord, StepRecord
+from gateway.step import StepRecord
 from gateway.store.filters import TraceFilters
 from gateway.store.queries import get_trace, get_trace_summary, list_traces
 from gateway.store.session_list import sessions_page as list_sessions
 from gateway.store.writer import StoreWriter
-from tests.factories import T0
+from tests.factories import T0, refusal, tool_result
 
 MakeStep = Callable[..., StepRecord]
 IDLE = 300.0
 ANSWER = [Item(ItemKind.ASSISTANT_TEXT, role="assistant", text="done")]
-
-
-def _answer(call_id: str) -> list[Item]:
-    return [Item(ItemKind.TOOL_RESULT, role="tool", text="42", call_id=call_id)]
-
-
-def _refusal(trace_id: str, at: datetime, kind: str, **fields: Any) -> RefusalRecord:
-    violation = Violation(ViolationKind.ORPHAN_TOOL_RESULT, "no call", call_id="c", enforced=True)
-    return RefusalRecord(
-        trace_id=trace_id, created_at=at, violations=[violation], kind=kind, **fields
-    )
 
 
 def _status(engine: Engine, trace_id: str, now: datetime) -> str:
@@ -57,7 +45,7 @@ def _seed_six(engine: Engine, make_step: MakeStep) -> datetime:
             make_step(
                 "answered",
                 at=at + timedelta(seconds=1),
-                input_items=_answer(call_id),
+                input_items=[tool_result(call_id, text="42")],
                 stop_reason=StopReason.COMPLETED,
                 output_items=ANSWER,
             ),
@@ -66,8 +54,8 @@ def _seed_six(engine: Engine, make_step: MakeStep) -> datetime:
     later = at + timedelta(seconds=2)
     writer.write_batch(
         [
-            _refusal("refused", later, "pairing"),
-            _refusal("budget", later, "budget", budget_exceeded=True),
+            refusal("refused", later, kind="pairing"),
+            refusal("budget", later, kind="budget", budget_exceeded=True),
         ]
     )
     return later
@@ -119,7 +107,9 @@ def test_status_is_folded_from_all_steps_in_any_order(engine: Engine, make_step:
     writer.write_batch([early])  # an older step written late does not decide
     assert _status(engine, "t", T0) == "completed"
     # A refusal before the last step started did not end the run.
-    writer.write_batch([_refusal("t", T0 + timedelta(seconds=1), "budget", budget_exceeded=True)])
+    writer.write_batch(
+        [refusal("t", T0 + timedelta(seconds=1), kind="budget", budget_exceeded=True)]
+    )
     assert _status(engine, "t", T0) == "completed"
 
 
@@ -237,17 +227,15 @@ def test_refused_items_round_trip(engine: Engine, make_step: MakeStep) -> None:
     enforced = Violation(
         ViolationKind.ORPHAN_TOOL_RESULT, "no call c9", call_id="c9", enforced=True
     )
-    record = RefusalRecord(
-        trace_id="r", created_at=T0, violations=[note, enforced], kind="pairing", items=refused
-    )
+    record = refusal("r", T0, violations=[note, enforced], kind="pairing", items=refused)
     StoreWriter(engine).write_batch([make_step("r", at=T0 - timedelta(seconds=5)), record])
     trace = get_trace(engine, "r")
     assert trace is not None
     assert trace["status"] == "refused"
-    (refusal,) = trace["refusals"]
-    assert refusal["kind"] == "orphan_tool_result"
-    assert (refusal["call_id"], refusal["enforced"]) == ("c9", True)
-    assert refusal["items"] == [item.to_json() for item in refused]
+    (shown,) = trace["refusals"]
+    assert shown["kind"] == "orphan_tool_result"
+    assert (shown["call_id"], shown["enforced"]) == ("c9", True)
+    assert shown["items"] == [item.to_json() for item in refused]
     by_kind = {v["kind"]: v for v in trace["violations"]}
-    assert by_kind["orphan_tool_result"]["items"] == refusal["items"]
+    assert by_kind["orphan_tool_result"]["items"] == shown["items"]
     assert "items" not in by_kind["missing_tool_result"]

@@ -16,11 +16,12 @@ from sqlalchemy.engine import Engine
 from gateway.items import Item, ItemKind, StopReason, Usage, Violation, ViolationKind
 from gateway.step import RefusalRecord, StepRecord
 from gateway.store import writer
-from gateway.store.engine import create_schema, make_engine
+from gateway.store.engine import create_schema
 from gateway.store.models import ITEMS, STEPS, TOOL_SETS, VIOLATIONS
 from gateway.store.queries import get_trace
 from gateway.store.tool_sets import tool_set_hash
 from gateway.store.writer import StoreWriter
+from tests.conftest import OpenEngine
 
 MakeStep = Callable[..., StepRecord]
 TOOLS = [
@@ -252,9 +253,9 @@ def test_failed_batch_leaves_nothing_and_retries_cleanly(
 
 
 def test_two_replicas_writing_concurrently_stay_exact(
-    database_url: str, make_step: MakeStep
+    database_url: str, open_engine: OpenEngine, make_step: MakeStep
 ) -> None:
-    engines = [make_engine(database_url), make_engine(database_url)]
+    engines = [open_engine(database_url), open_engine(database_url)]
     create_schema(engines[0])
     traces = ["a", "b", "c"]
     batches, per_batch, threads_per_engine = 15, 4, 3
@@ -295,8 +296,6 @@ def test_two_replicas_writing_concurrently_stay_exact(
         counted += len(steps)
     assert counted == total
     assert _count(engines[0], ITEMS) == total * 5
-    for engine in engines:
-        engine.dispose()
 
 
 def test_batch_of_many_items_is_one_statement(engine: Engine, make_step: MakeStep) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 import aiohttp
 import openai
 
+from tests.factories import chat_request
 from tests.fakes.chat import call, completion, streamed, usage
 from tests.fakes.provider import Reply
 from tests.harness import Gateway
@@ -127,10 +128,7 @@ async def budget_run(gw: Gateway, trace_id: str = "ui-budget") -> str:
 async def payload_run(gw: Gateway, trace_id: str = "ui-payload") -> str:
     """Raw HTTP this time: the text reaches the store exactly as a client sent it."""
     gw.provider.queue(completion(f"Here you go: {SCRIPT} and {IMG}", response_id="chatcmpl-p"))
-    body = {
-        "model": f"gpt-4o{IMG}",
-        "messages": [{"role": "user", "content": f"Echo {SCRIPT} {IMG}"}],
-    }
+    body = chat_request(f"Echo {SCRIPT} {IMG}", model=f"gpt-4o{IMG}")
     headers = {"Authorization": "Bearer sk-test", "X-Loopwatch-Trace-Id": trace_id}
     async with (
         aiohttp.ClientSession() as session,

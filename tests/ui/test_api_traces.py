@@ -9,9 +9,9 @@ import aiohttp
 import pytest
 
 from gateway.items import Item, ItemKind, StopReason, Violation, ViolationKind
-from gateway.store.engine import create_schema, make_engine
+from gateway.store.engine import create_schema
 from gateway.store.writer import StoreWriter
-from tests.conftest import Database
+from tests.conftest import Database, OpenEngine
 from tests.factories import build_step
 from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noqa: F401
 
@@ -19,10 +19,12 @@ ANSWER = [Item(ItemKind.ASSISTANT_TEXT, role="assistant", text="done")]
 
 
 @pytest.fixture
-async def seeded(database: Database, make_gateway: GatewayFactory) -> Gateway:
+async def seeded(
+    database: Database, make_gateway: GatewayFactory, open_engine: OpenEngine
+) -> Gateway:
     """Four traces: two of session s1 (one running now), one failed of s2, one old."""
     now = datetime.now(UTC)
-    engine = make_engine(database.url)
+    engine = open_engine(database.url)
     create_schema(engine)
     dup = Violation(ViolationKind.DUPLICATE_CALL_ID, "twice", call_id="c")
     StoreWriter(engine).write_batch(
@@ -113,14 +115,13 @@ async def test_sessions(seeded: Gateway) -> None:
 
 
 async def test_a_search_past_its_time_limit_answers_503(
-    database: Database, make_gateway: GatewayFactory
+    database: Database, make_gateway: GatewayFactory, open_engine: OpenEngine
 ) -> None:
-    engine = make_engine(database.url)
+    engine = open_engine(database.url)
     create_schema(engine)
     hello = [Item(ItemKind.USER, role="user", text="hello there, world")]
     steps = [build_step(f"t{n}", input_items=hello, items=0) for n in range(60)]
     StoreWriter(engine).write_batch(steps)
-    engine.dispose()
     blocker = None
     if database.dialect == "sqlite":  # past the deadline at the first look at the clock
         gw = await make_gateway(search_timeout_s=1e-9)
@@ -147,15 +148,14 @@ async def test_a_search_past_its_time_limit_answers_503(
 
 
 async def test_a_long_trace_comes_in_pages_of_steps(
-    database: Database, make_gateway: GatewayFactory
+    database: Database, make_gateway: GatewayFactory, open_engine: OpenEngine
 ) -> None:
-    engine = make_engine(database.url)
+    engine = open_engine(database.url)
     create_schema(engine)
     dup = Violation(ViolationKind.DUPLICATE_CALL_ID, "twice", call_id="c")
     steps = [build_step("long", items=1, violations=[dup] if n == 0 else []) for n in range(230)]
     StoreWriter(engine).write_batch(steps)
     StoreWriter(engine).write_batch([build_step("short")])
-    engine.dispose()
     gw = await make_gateway()
 
     status, first = await _get(gw, "/api/traces/long")  # as before, for runs up to 100 steps

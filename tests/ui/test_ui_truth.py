@@ -21,6 +21,7 @@ import pytest
 
 from gateway.ui.fmt import money
 from tests.conftest import Database
+from tests.factories import chat_request
 from tests.fakes.chat import completion
 from tests.harness import GatewayFactory, make_gateway, provider  # noqa: F401
 from tests.ui.test_ui_browser import CHROMIUM, browser, expect, new_page  # noqa: F401
@@ -160,13 +161,12 @@ async def test_sessions_cost_and_tools_on_both_databases(
             },
         }
     ]
-    body = {
-        "model": "gpt-4o",
-        "messages": [{"role": "user", "content": "where is my order?"}],
-        "tools": tools,
-        "temperature": 0.1,
-        "reasoning_effort": "low",
-    }
+    body = chat_request(
+        "where is my order?",
+        tools=tools,
+        temperature=0.1,
+        reasoning_effort="low",
+    )
     headers = {"X-Loopwatch-Session-Id": "sess-truth"}
     trace_ids = []
     async with aiohttp.ClientSession() as session:

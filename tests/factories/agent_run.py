@@ -1,50 +1,18 @@
-"""Builders shared by tests: fixture loading and small payload makers."""
+"""A long coding-agent run, written straight to a store: for the viewer's size test and
+bench/ui_bench.py. Timings follow real loops: the agent's tool time dwarfs model time."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import random
-import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from gateway.config import RedactionSettings
 from gateway.items import Item, ItemKind, StopReason, Usage, Violation, ViolationKind
 from gateway.redaction.redactor import Redactor
 from gateway.step import StepRecord
-
-FIXTURES = Path(__file__).parent / "fixtures"
-
-
-def fixture_path(protocol: str, name: str) -> Path:
-    return FIXTURES / protocol / name
-
-
-def load_fixture(protocol: str, name: str) -> Any:
-    """tests/fixtures/<protocol>/<name>: `.sse` files as bytes, `.json` files parsed.
-
-    `name` may omit the extension when only one file has that stem.
-    """
-    path = fixture_path(protocol, name)
-    if not path.suffix:
-        matches = sorted(path.parent.glob(f"{path.name}.*"))
-        if len(matches) != 1:
-            raise FileNotFoundError(f"{protocol}/{name}: {len(matches)} matching fixtures")
-        path = matches[0]
-    if path.suffix == ".json":
-        return json.loads(path.read_text(encoding="utf-8"))
-    return path.read_bytes()
-
-
-def fixture_names(protocol: str, pattern: str = "*") -> list[str]:
-    return sorted(p.name for p in (FIXTURES / protocol).glob(pattern))
-
-
-# A long coding-agent run, written straight to a store: for the viewer's size test and
-# bench/ui_bench.py. Timings follow real loops: the agent's tool time dwarfs model time.
 
 AGENT_PROMPT = (
     "You are a coding agent working in a Python repository. Read files before you change "
@@ -190,163 +158,3 @@ def long_run(
     run.step(steps, [done], StopReason.COMPLETED)
     redactor = Redactor(RedactionSettings())
     return [redactor.redact_step(record) for record in run.records]
-
-
-# Read-API JSON as the store will give it, fields of the second release included when asked
-# for: for the viewer's presenter, which must work with and without them.
-
-T_JSON = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
-
-
-def iso_at(ms: float) -> str:
-    return (T_JSON + timedelta(milliseconds=ms)).isoformat().replace("+00:00", "Z")
-
-
-def item_dict(kind: str, **fields: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "kind": kind,
-        "role": None,
-        "text": None,
-        "call_id": None,
-        "tool_name": None,
-        "arguments": None,
-        "is_error": None,
-        "attrs": {},
-    }
-    return {**base, **fields}
-
-
-def step_dict(
-    seq: int,
-    *,
-    at_ms: float,
-    latency_ms: float = 1000.0,
-    stop: str = "tool_calls",
-    inputs: list[dict[str, Any]] | None = None,
-    outputs: list[dict[str, Any]] | None = None,
-    **fields: Any,
-) -> dict[str, Any]:
-    step: dict[str, Any] = {
-        "id": f"st-{seq}",
-        "seq": seq,
-        "protocol": "chat",
-        "model": "gpt-4o",
-        "stream": True,
-        "http_status": 200,
-        "stop_reason": stop,
-        "raw_stop_reason": stop,
-        "usage": {
-            "prompt_tokens": 100,
-            "completion_tokens": 20,
-            "total_tokens": 120,
-            "cached_tokens": 0,
-            "reasoning_tokens": 0,
-        },
-        "provider_request_id": f"req_{seq}",
-        "response_id": f"resp_{seq}",
-        "started_at": iso_at(at_ms),
-        "latency_ms": latency_ms,
-        "ttft_ms": latency_ms / 4,
-        "input_items": inputs or [],
-        "output_items": outputs or [],
-        "error": None,
-    }
-    return {**step, **fields}
-
-
-def trace_dict(
-    steps: list[dict[str, Any]], violations: list[dict[str, Any]] | None = None, **fields: Any
-) -> dict[str, Any]:
-    ends = [
-        datetime.fromisoformat(s["started_at"]) + timedelta(milliseconds=s["latency_ms"] or 0)
-        for s in steps
-    ]
-    trace: dict[str, Any] = {
-        "id": "tr-json",
-        "started_at": steps[0]["started_at"] if steps else iso_at(0),
-        "updated_at": max(ends).isoformat().replace("+00:00", "Z") if ends else iso_at(0),
-        "status": "ok",
-        "step_count": len(steps),
-        "models": ["gpt-4o"],
-        "usage": {
-            "prompt_tokens": 0,
-            "completion_tokens": 0,
-            "total_tokens": 0,
-            "cached_tokens": 0,
-            "reasoning_tokens": 0,
-        },
-        "violation_count": len(violations or []),
-        "budget": {"max_steps": None, "max_tokens": None},
-        "steps": steps,
-        "violations": violations or [],
-    }
-    return {**trace, **fields}
-
-
-def violation_dict(
-    kind: str, *, step_id: str | None, at_ms: float, **fields: Any
-) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "id": f"v-{kind}-{at_ms:.0f}",
-        "kind": kind,
-        "trace_id": "tr-json",
-        "step_id": step_id,
-        "call_id": None,
-        "detail": f"{kind} happened",
-        "enforced": step_id is None,
-        "created_at": iso_at(at_ms),
-    }
-    return {**base, **fields}
-
-
-# A StepRecord as the gateway builds one, for tests that write or read steps directly.
-
-_counter = itertools.count(1)
-T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
-
-
-def build_step(
-    trace_id: str = "trace-1",
-    *,
-    step_id: str | None = None,
-    at: datetime | None = None,
-    items: int = 2,
-    model: str | None = "gpt-4o",
-    **fields: Any,
-) -> StepRecord:
-    """A realistic step: a user turn in, an assistant text and a tool call out."""
-    n = next(_counter)
-    inputs = [
-        Item(ItemKind.USER, role="user", text=f"question {n}.{i}", attrs={"i": i})
-        for i in range(items)
-    ]
-    outputs = [
-        Item(ItemKind.ASSISTANT_TEXT, role="assistant", text=f"answer {n}"),
-        Item(
-            ItemKind.TOOL_CALL,
-            role="assistant",
-            call_id=f"call_{n}",
-            tool_name="search",
-            arguments='{"q": "x"}',
-        ),
-    ]
-    values: dict[str, Any] = {
-        "id": step_id or f"step-{uuid.uuid4().hex}",
-        "trace_id": trace_id,
-        "protocol": "chat",
-        "method": "POST",
-        "path": "/v1/chat/completions",
-        "started_at": at or T0 + timedelta(seconds=n),
-        "model": model,
-        "stream": True,
-        "http_status": 200,
-        "stop_reason": StopReason.TOOL_CALLS,
-        "raw_stop_reason": "tool_calls",
-        "usage": Usage(prompt_tokens=10, completion_tokens=5, total_tokens=15, cached_tokens=2),
-        "latency_ms": 120.5,
-        "ttft_ms": 40.0,
-        "input_items": inputs,
-        "output_items": outputs,
-    }
-    values.update(fields)
-    return StepRecord(**values)
