@@ -63,6 +63,8 @@ def demo(tmp_path: Path) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(timeout=30)
+        if process.stdout is not None:
+            process.stdout.close()
 
 
 async def fetch(url: str) -> Any:
