@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 
 FIRST_LOOK = 0.2  # seconds: another process's step is stored by then, most of the time
 MAX_DELAY = 30.0
+# Look-ups due within this much of the soonest go with it: under a steady stream of calls
+# the store is asked a few times a second for many executions, not once for each.
+GATHER_SECONDS = 0.25
 Entry = tuple[float, int, str, Execution, float]  # due, order, kind, execution, delay
 
 
@@ -91,8 +94,8 @@ class StoreJoins:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._woken.wait(), wait)
                 continue
-            now, entries = time.monotonic(), []
-            while self._due and self._due[0][0] <= now:
+            until, entries = time.monotonic() + GATHER_SECONDS, []
+            while self._due and self._due[0][0] <= until:
                 entries.append(heapq.heappop(self._due))
             await self._look_up(entries)
 
