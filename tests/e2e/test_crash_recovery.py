@@ -39,7 +39,11 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def _serve(db: Path, spool: Path, upstream: str, port: int) -> subprocess.Popen[bytes]:
+async def _serve(
+    db: Path, spool: Path, upstream: str, port: int, **settings: str
+) -> subprocess.Popen[bytes]:
+    """`loopwatch serve` in a process group of its own, once it answers; `settings` are
+    more LOOPWATCH_ variables."""
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("LOOPWATCH_")},
         "LOOPWATCH_DATABASE_URL": f"sqlite:///{db}",
@@ -49,6 +53,7 @@ async def _serve(db: Path, spool: Path, upstream: str, port: int) -> subprocess.
         # A long batching delay: at the kill, records wait in the spool, not in the store.
         "LOOPWATCH_RECORDER_FLUSH_SECONDS": "2",
         "LOOPWATCH_RECORDER_BATCH_SIZE": "1000",
+        **{f"LOOPWATCH_{name.upper()}": value for name, value in settings.items()},
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "gateway", "serve"],

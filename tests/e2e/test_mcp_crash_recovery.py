@@ -14,13 +14,12 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import aiohttp
 import pytest
 
-from tests.e2e.test_crash_recovery import _free_port, _recorder_of
+from tests.e2e.test_crash_recovery import _free_port, _recorder_of, _serve
 from tests.fakes.provider import FakeProvider
 from tests.harness import provider  # noqa: F401
 from tests.mcp.mcp_harness import mcp_url  # noqa: F401
@@ -40,38 +39,6 @@ META = {
     "io.modelcontextprotocol/clientCapabilities": {},
     "io.modelcontextprotocol/clientInfo": {"name": "crash", "version": "1"},
 }
-
-
-async def _serve(
-    db: Path, spool: Path, upstream: str, mcp: str, port: int
-) -> subprocess.Popen[bytes]:
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("LOOPWATCH_")},
-        "LOOPWATCH_DATABASE_URL": f"sqlite:///{db}",
-        "LOOPWATCH_SPOOL_DIR": str(spool),
-        "LOOPWATCH_UPSTREAM_URL": upstream,
-        "LOOPWATCH_MCP_SERVERS": f"tools={mcp}",
-        "LOOPWATCH_PORT": str(port),
-        # A long batching delay: at the kill, records wait in the spool, not in the store.
-        "LOOPWATCH_RECORDER_FLUSH_SECONDS": "2",
-        "LOOPWATCH_RECORDER_BATCH_SIZE": "1000",
-    }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gateway", "serve"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    async with aiohttp.ClientSession() as session:
-        for _ in range(400):
-            with contextlib.suppress(aiohttp.ClientError):
-                async with session.get(f"http://127.0.0.1:{port}/healthz") as r:
-                    if r.status == 200:
-                        return process
-            await asyncio.sleep(0.05)
-    process.kill()
-    raise AssertionError("gateway did not start")
 
 
 async def _client(
@@ -129,7 +96,7 @@ async def test_a_killed_gateway_loses_no_answered_mcp_call(
 ) -> None:
     db, spool, port = tmp_path / "lw.db", tmp_path / "spool", _free_port()
     upstream = provider.url  # type: ignore[attr-defined]
-    gateway = await _serve(db, spool, upstream, mcp_url, port)
+    gateway = await _serve(db, spool, upstream, port, mcp_servers=f"tools={mcp_url}")
     try:
         url = f"http://127.0.0.1:{port}/mcp/tools"
         answered = await _kill_when_answered(gateway, url, CLIENTS * CALLS // 2)
@@ -139,7 +106,9 @@ async def test_a_killed_gateway_loses_no_answered_mcp_call(
             os.killpg(gateway.pid, signal.SIGKILL)
             gateway.wait(10)
     assert len(answered) >= CLIENTS * CALLS // 2
-    restarted = await _serve(db, spool, upstream, mcp_url, _free_port())  # another port
+    restarted = await _serve(
+        db, spool, upstream, _free_port(), mcp_servers=f"tools={mcp_url}"
+    )  # another port
     try:
         lost = set(answered)
         for _ in range(600):
