@@ -3,7 +3,10 @@ gateways that are gone), feeds the recorder in order, checkpoints what is stored
 
 It sleeps until woken: by a writer (a spooled record, a flush), by the recorder (a batch
 stored), or once per `adopt_seconds` to look for spools whose owner is gone. While records
-keep coming it stays awake and reads them every `GATHER_SECONDS`, unpoked.
+keep coming it stays awake, unpoked, and lets them gather between reads: the pause doubles
+from `GATHER_SECONDS` while each read finds records, up to `gather_max` (the setting
+`recorder_flush_seconds`), so a busy recorder commits one larger batch per pause and a
+record waits at most that pause plus a write. Each read is one batch for the recorder.
 """
 
 from __future__ import annotations
@@ -32,9 +35,9 @@ from gateway.recording.spooler import Record, SpoolRecorder
 log = logging.getLogger(__name__)
 
 Source = tuple[Path, str]  # a spool directory and a writer in it
-# While records keep coming, how long they gather between reads (the recorder waits
-# `recorder_flush_seconds` for a batch to fill anyway; a flush never waits for this).
+# While records keep coming, the first pause between reads (a flush never waits for one).
 GATHER_SECONDS = 0.01
+GATHER_MAX_SECONDS = 0.1
 
 
 class Drain:
@@ -52,19 +55,21 @@ class Drain:
         queue_size: int = 10_000,
         local: SpoolRecorder | None = None,
         adopt_seconds: float = 2.0,
-        gather_seconds: float = GATHER_SECONDS,
+        gather_max: float = GATHER_MAX_SECONDS,
     ) -> None:
         self._own = directory
         self._root = root  # where other owners' spools are adopted from (None: nowhere)
         self._local = local  # the writer in this process, whose records can come by hand
         self._direct = False
         self._recorder = recorder
-        recorder.on_progress = self.wake
+        recorder.on_progress = self.nudge  # a sleeping drain checkpoints a stored batch
         self._active = active
         self._batch = batch_size
         self._room = queue_size
         self._adopt_seconds = adopt_seconds
-        self._gather_seconds = gather_seconds
+        self._gather_max = gather_max
+        self._pause = 0.0  # the current pause between reads while records keep coming
+        self._handed = 0  # records taken by hand since the last read
         self._readers: dict[Source, SpoolReader] = {}
         self._progress: dict[str, Progress] = {}
         self._inodes: dict[str, int] = {}
@@ -76,12 +81,20 @@ class Drain:
         self._woken = asyncio.Event()
         self._stop_requested = False
         self._stopping = False
+        self._sleeping = False
         self._wakeups = 0
         self.replayed = 0  # records of earlier runs or other owners
         self._refresh()
 
     def wake(self) -> None:
+        """A flush, or a poke of the wake-up pipe: read now, whatever the drain waits for."""
         self._woken.set()
+
+    def nudge(self) -> None:
+        """Records arrived (by hand) or a batch was stored: only a sleeping drain needs to
+        know, an awake one reads and checkpoints at the end of its pause."""
+        if self._sleeping:
+            self._woken.set()
 
     def request_stop(self) -> None:
         self._stop_requested = True
@@ -103,7 +116,11 @@ class Drain:
                 self._progress[name] = progress
                 self._inodes[name] = inode
                 # An earlier drain of this run (a recorder started again) counted these.
-                self._committed[name] = progress.snapshot()["committed"]
+                published = progress.snapshot()
+                self._committed[name] = published["committed"]
+                # Its sleeps too: a writer pokes each sleep once, known by its number, so
+                # this drain's sleeps take numbers no writer has poked.
+                self._wakeups = max(self._wakeups, published["wakeups"] + 1)
 
     def adopt(self) -> None:
         """Take every spool under the root whose owner is gone."""
@@ -153,6 +170,10 @@ class Drain:
             moved += len(lines)
             self._maybe_direct(source)
         self._release_finished(unfinished)
+        moved += self._handed
+        self._handed = 0
+        if moved:
+            self._recorder.kick()  # this read is the batch: no batching delay in the recorder
         return moved
 
     def _submit(self, source: Source, lines: list[tuple[bytes, Position]]) -> None:
@@ -201,6 +222,7 @@ class Drain:
             return
         self._recorder.submit(record)
         self._pending.append(((self._own, local.name), end, True))
+        self._handed += 1
 
     def settle(self) -> None:
         """Checkpoint what the recorder has finished with; publish progress."""
@@ -218,6 +240,8 @@ class Drain:
         self._publish()
 
     def _publish(self, sleeping: bool = False) -> None:
+        """`sleeping` is published as the number of this sleep (0 awake): a writer pokes a
+        sleeping drain once per sleep, however many records it spools meanwhile."""
         recorder = self._recorder
         totals = {
             "write_errors": recorder.write_errors_total,
@@ -228,7 +252,10 @@ class Drain:
             "wakeups": self._wakeups,
         }
         for index, (name, progress) in enumerate(self._progress.items()):
-            values = {"sleeping": int(sleeping), "committed": self._committed.get(name, 0)}
+            values = {
+                "sleeping": self._wakeups + 1 if sleeping else 0,
+                "committed": self._committed.get(name, 0),
+            }
             # Counters of the whole drain go on the first writer's progress.
             progress.publish({**values, **totals} if index == 0 else values)
 
@@ -248,6 +275,7 @@ class Drain:
                 if await self._step():
                     await self._gather()
                 else:
+                    self._pause = 0.0
                     await self._sleep(adopted_at + self._adopt_seconds - time.monotonic())
                 if time.monotonic() - adopted_at >= self._adopt_seconds:
                     self.adopt()
@@ -268,24 +296,35 @@ class Drain:
         """Until woken (or `seconds`); a writer pokes the wake-up pipe only while we sleep,
         so say so first and look once more for what came before."""
         self._woken.clear()
+        if self._recorder.finished > self._seen_finished:
+            self.settle()  # stored since the last read: checkpoint it before sleeping
         self._publish(sleeping=True)
         if self.pull():
             self._publish()
             return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._woken.wait(), max(0.0, seconds))
+        self._sleeping = True
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._woken.wait(), max(0.0, seconds))
+        finally:
+            self._sleeping = False
         self._wakeups += 1
         self._publish()
 
     async def _gather(self) -> None:
         """Records are coming: awake (writers do not poke then), let more gather before the
         next read, so a busy gateway makes no wake-up at all and each read carries many.
-        A flush, a stop or a stored batch ends the pause."""
-        if self._stop_requested or self.flush_wanted():
-            return
-        self._woken.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._woken.wait(), self._gather_seconds)
+        The pause doubles while records keep coming, up to `gather_max`; only a flush or a
+        stop ends it early."""
+        self._pause = min(self._gather_max, max(GATHER_SECONDS, self._pause * 2))
+        deadline = time.monotonic() + self._pause
+        while not (self._stop_requested or self.flush_wanted()):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self._woken.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._woken.wait(), left)
 
     async def stop(self, timeout: float = 10.0) -> None:
         """Store what is spooled (within `timeout`); the rest waits in the spool."""

@@ -100,6 +100,7 @@ def make_drain(
         batch_size=settings.recorder_batch_size,
         queue_size=settings.recorder_queue_size,
         local=local,
+        gather_max=settings.recorder_flush_seconds,
     )
 
 

@@ -19,7 +19,8 @@ GATEWAY_FIELDS = (
     "flush_wanted",  # a line count the gateway waits for (no batching delay meanwhile)
 )
 DRAIN_FIELDS = (
-    "sleeping",  # 1 while the drain waits for a wake-up: a writer pokes the FIFO then
+    "sleeping",  # while the drain waits for a wake-up, the number of that sleep (else 0):
+    # a writer pokes the FIFO once per sleep
     "committed",  # lines of this run stored or given up on
     "dropped",  # records given up on (unwritable, unredactable, undecodable)
     "write_errors",
@@ -107,17 +108,21 @@ def empty_fifo(fd: int) -> None:
 
 
 class Waker:
-    """A writer's end: one byte into the FIFO, only when the drain sleeps (a record spooled
-    while the drain is awake is found by its next read; no system call for it)."""
+    """A writer's end: one byte into the FIFO, once per sleep of the drain (a record spooled
+    while the drain is awake, or after this sleep was poked, is found by its next read; no
+    system call for it: a poke costs a switch to the recorder process)."""
 
     def __init__(self, directory: Path, progress: Progress) -> None:
         self._path = directory / WAKE_FIFO
         self._progress = progress
         self._fd: int | None = None
+        self._poked = 0  # the sleep last poked
 
     def __call__(self, always: bool = False) -> None:
-        if not (always or self._progress.get("sleeping")):
+        sleep = self._progress.get("sleeping")
+        if not always and (not sleep or sleep == self._poked):
             return
+        self._poked = sleep
         try:
             if self._fd is None:
                 self._fd = os.open(self._path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)

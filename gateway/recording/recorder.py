@@ -73,6 +73,7 @@ class Recorder:
         self._finished = 0  # written or given up on, in submission order
         self._closing = False
         self._flush_waiters = 0
+        self._kicked = False  # write what is buffered without waiting for more
         self._last_drop_log = -_DROP_LOG_SECONDS
         self._task: asyncio.Task[None] | None = None
         self._executor: ThreadPoolExecutor | None = None
@@ -102,6 +103,12 @@ class Recorder:
         self._accepted += 1
         self._arrived.set()
         if len(self._buffer) >= self._batch_size:
+            self._batch_full.set()
+
+    def kick(self) -> None:
+        """Write what is buffered now, without the batching delay: the caller gathered it."""
+        if self._buffer:
+            self._kicked = True
             self._batch_full.set()
 
     def _drop(self) -> None:
@@ -173,13 +180,18 @@ class Recorder:
                 return []
             self._arrived.clear()
             await self._arrived.wait()
-        if len(self._buffer) < self._batch_size and not (self._closing or self._flush_waiters):
+        if len(self._buffer) < self._batch_size and not (
+            self._closing or self._flush_waiters or self._kicked
+        ):
             # Wait briefly so one transaction carries many records.
             self._batch_full.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._batch_full.wait(), self._flush_seconds)
         count = min(len(self._buffer), self._batch_size)
-        return [self._buffer.popleft() for _ in range(count)]
+        batch = [self._buffer.popleft() for _ in range(count)]
+        if not self._buffer:
+            self._kicked = False
+        return batch
 
     async def _in_thread(self, function: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)

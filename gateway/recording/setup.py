@@ -64,7 +64,7 @@ async def _in_this_process(
 ) -> AsyncIterator[None]:
     store = recorder_process.make_recorder(settings, engine)
     drain = recorder_process.make_drain(settings, directory, [WRITER_NAME], store, local=recorder)
-    recorder.wake = drain.wake
+    recorder.wake, recorder.hurry = drain.nudge, drain.wake
     task = asyncio.get_running_loop().create_task(drain.run(), name="recorder-drain")
     try:
         yield

@@ -32,8 +32,6 @@ def writer_name(worker: int | None) -> str:
 
 
 _DROP_LOG_SECONDS = 10.0
-# Records spooled within this long after the first wake one sleeping drain once.
-WAKE_COALESCE_SECONDS = 0.005
 
 
 def spooled_keys(root: Path, own: Path) -> Iterator[str]:
@@ -76,10 +74,11 @@ class SpoolRecorder:
         self._dropped = 0
         self._last_drop_log = -_DROP_LOG_SECONDS
         self._closed = False
-        self.wake: Callable[[], None] | None = None  # set by an in-process drain
+        # Set by an in-process drain: records arrived (it looks only if asleep), read now.
+        self.wake: Callable[[], None] | None = None
+        self.hurry: Callable[[], None] | None = None
         self._hand: Callable[[Record, Position, Position], None] | None = None
         self._batches_seen = (0, 0.0)
-        self._wake_pending = False
 
     @property
     def name(self) -> str:
@@ -149,26 +148,7 @@ class SpoolRecorder:
         if self.wake is not None:
             self.wake()
         else:
-            self._wake_soon()
-
-    def _wake_soon(self) -> None:
-        """Poke a sleeping drain once for the records spooled within `WAKE_COALESCE_SECONDS`:
-        a poke per record costs a system call and a switch to the recorder process each
-        (on a busy core, about a millisecond of the loop); the records are already spooled."""
-        if self._wake_pending:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # spooled from a thread or a test without a loop
-            self._waker()
-            return
-        self._wake_pending = True
-        loop.call_later(WAKE_COALESCE_SECONDS, self._wake_now)
-
-    def _wake_now(self) -> None:
-        self._wake_pending = False
-        if not self._closed:
-            self._waker()
+            self._waker()  # a system call only for the first record of a drain's sleep
 
     def _drop(self) -> None:
         self._dropped += 1
@@ -182,8 +162,8 @@ class SpoolRecorder:
         """Wait until every record submitted so far is stored (or given up on)."""
         target = self._writer.lines
         self.progress.set("flush_wanted", target)
-        if self.wake is not None:
-            self.wake()
+        if self.hurry is not None:
+            self.hurry()
         else:
             self._waker(always=True)
         async with asyncio.timeout(timeout):

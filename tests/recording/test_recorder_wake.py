@@ -10,9 +10,10 @@ import sqlite3
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from gateway.recording.progress import open_fifo_reader
-from gateway.recording.spooler import WAKE_COALESCE_SECONDS, SpoolRecorder
+from gateway.recording.spooler import SpoolRecorder
 from tests.factories import build_step, chat_request
 from tests.fakes.chat import completion
 from tests.fakes.provider import FakeProvider
@@ -57,17 +58,20 @@ async def test_an_idle_recorder_sleeps_and_a_record_wakes_it(
 
 
 async def test_records_spooled_together_poke_a_sleeping_drain_once(tmp_path: Path) -> None:
-    """A burst of records wakes the recorder process once, not once a record."""
+    """A burst of records wakes the recorder process once, not once a record; its next
+    sleep is poked again."""
     recorder = SpoolRecorder(tmp_path, "w0", queue_size=1000)
     reader = open_fifo_reader(tmp_path)
     try:
         recorder.progress.publish({"sleeping": 1})
         for _ in range(20):
             recorder.submit(build_step())
-        await asyncio.sleep(WAKE_COALESCE_SECONDS * 4)
         assert os.read(reader, 100) == b"w"
-        recorder.submit(build_step())  # later, still asleep: poked again
-        await asyncio.sleep(WAKE_COALESCE_SECONDS * 4)
+        recorder.submit(build_step())  # the same sleep: the drain is woken already
+        with pytest.raises(BlockingIOError):
+            os.read(reader, 100)
+        recorder.progress.publish({"sleeping": 2})  # it woke, read, and sleeps again
+        recorder.submit(build_step())
         assert os.read(reader, 100) == b"w"
     finally:
         recorder.close()
