@@ -151,8 +151,12 @@ class StepStart:
 Redaction = Literal["text", "items", "violations", "json"]
 
 
-def _same(value: Any) -> Any:
+def plain_value(value: Any) -> Any:
+    """A field's JSON form that is its value (most fields): decoding keeps it as parsed."""
     return value
+
+
+_same = plain_value
 
 
 def _column(name: str) -> Callable[[Any], dict[str, Any]]:

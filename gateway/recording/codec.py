@@ -14,7 +14,14 @@ import orjson
 from gateway.jsoncodec import plain
 from gateway.mcp import records as mcp
 from gateway.recording import mcp_codec
-from gateway.step import REFUSAL_FIELDS, STEP_FIELDS, Persisted, RefusalRecord, StepRecord
+from gateway.step import (
+    REFUSAL_FIELDS,
+    STEP_FIELDS,
+    Persisted,
+    RefusalRecord,
+    StepRecord,
+    plain_value,
+)
 
 Record = StepRecord | RefusalRecord | mcp.Record
 _STEP, _REFUSAL = b"S", b"R"
@@ -58,13 +65,27 @@ def continuation_key(line: bytes) -> str | None:
     return key if isinstance(key, str) else None
 
 
+def _decoders(table: tuple[Persisted, ...]) -> tuple[tuple[str, ...], tuple[tuple[int, Any], ...]]:
+    """A table's field names, and the fields whose JSON form needs a conversion."""
+    names = tuple(f.name for f in table)
+    return names, tuple(
+        (i, f.from_json) for i, f in enumerate(table) if f.from_json is not plain_value
+    )
+
+
+_DECODERS = {id(STEP_FIELDS): _decoders(STEP_FIELDS), id(REFUSAL_FIELDS): _decoders(REFUSAL_FIELDS)}
+
+
 def _values(row: list[Any], table: tuple[Persisted, ...], oldest: int) -> dict[str, Any]:
     """A record's fields of a line; fields added after the line was spooled take their
     defaults (the release that wrote it had none), fields after the last one known here are
     ignored (a newer release wrote it)."""
     if not isinstance(row, list) or len(row) < oldest:
         raise ValueError("a spooled record is shorter than its oldest format")
-    return {
-        f.name: None if value is None else f.from_json(value)
-        for f, value in zip(table, row, strict=False)
-    }
+    names, converted = _DECODERS[id(table)]
+    if len(row) > len(names):
+        del row[len(names) :]
+    for index, from_json in converted:  # most fields are kept as parsed
+        if index < len(row) and row[index] is not None:
+            row[index] = from_json(row[index])
+    return dict(zip(names, row, strict=False))

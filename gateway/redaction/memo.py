@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-# Shorter texts are scanned again: the lookup would cost about what the scan does.
-MIN_CHARS = 64
+# Shorter texts are scanned again: the lookup would cost about what the scan does. Ids,
+# tool and model names are longer and usually hold a digit, which sends the scan through
+# every digit rule: remembering them halves the redaction of a typical step.
+MIN_CHARS = 16
 # Longer ones are rare and would crowd out the rest.
 MAX_CHARS = 64 * 1024
 BUDGET_CHARS = 4 * 1024 * 1024  # about 4-16 MB held at most, then forgotten at once

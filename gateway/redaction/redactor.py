@@ -13,6 +13,8 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, TypeVar
 
+import orjson
+
 from gateway import jsoncodec
 from gateway.config import RedactionSettings
 from gateway.items import Item, ItemKind, Violation
@@ -26,6 +28,7 @@ from gateway.step import REFUSAL_FIELDS, STEP_FIELDS, Persisted, RefusalRecord, 
 _PRECUT_FACTOR = 4
 
 _R = TypeVar("_R", StepRecord, RefusalRecord)
+_VALUES_BUDGET_BYTES = 4 * 1024 * 1024  # remembered JSON values, by their JSON's size
 
 # A record's JSON objects and arrays come parsed (dict, list) or read-only (a mapping proxy,
 # a tuple); a redacted copy is plain JSON either way.
@@ -70,6 +73,9 @@ class Redactor:
         # Histories repeat: each text and JSON text is scanned once while remembered.
         self._texts = Memo(self._scan_text)
         self._json_texts = Memo(self._scan_json_text)
+        # A run declares the same tools every step: their redacted copy, by their JSON.
+        self._values: dict[bytes, Any] = {}
+        self._values_held = 0
 
     @staticmethod
     def _custom_replacement(kind: str) -> Callable[[re.Match[str]], str]:
@@ -190,14 +196,24 @@ class Redactor:
                 attrs.update(arguments_length=length, truncated=True)
             if span is not None:
                 attrs["arguments_cut"] = span
-        return item.with_changes(**changes)
+        # Built directly: `dataclasses.replace` costs several times more, item by item.
+        return Item(
+            item.kind,
+            item.role,
+            changes.get("text", item.text),
+            changes["call_id"],
+            changes["tool_name"],
+            changes.get("arguments", item.arguments),
+            item.is_error,
+            attrs,
+        )
 
     def _optional(self, text: str | None) -> str | None:
         return None if text is None else self.redact_text(text)
 
     def redact_violations(self, violations: Iterable[Violation]) -> tuple[Violation, ...]:
         return tuple(
-            replace(v, detail=self.redact_text(v.detail), call_id=self._optional(v.call_id))
+            Violation(v.kind, self.redact_text(v.detail), self._optional(v.call_id), v.enforced)
             for v in violations
         )
 
@@ -206,8 +222,25 @@ class Redactor:
 
     def _json(self, value: Any) -> Any:
         """Errors, tools and parameters: values under secret keys, then every string and
-        key."""
-        return self.redact_value(value) if self.enabled else value
+        key. A value met before (a run's tools, its parameters) gives the copy made then:
+        nothing changes a record's JSON, so records may share it."""
+        if not self.enabled:
+            return value
+        try:
+            key = orjson.dumps(value, default=jsoncodec.plain)
+        except TypeError:  # what orjson refuses (a huge integer, a lone surrogate)
+            return self.redact_value(value)
+        found = self._values.get(key)
+        if found is None:
+            found = self.redact_value(value)
+            if isinstance(found, list):  # as a record keeps it: the same tuple each time
+                found = tuple(found)
+            self._values_held += len(key)
+            if self._values_held > _VALUES_BUDGET_BYTES:  # forgotten at once, as Memo does
+                self._values.clear()
+                self._values_held = len(key)
+            self._values[key] = found
+        return found
 
     def redact_step(self, step: StepRecord) -> StepRecord:
         """A redacted copy of the step; the original is left as the hot path built it."""

@@ -18,6 +18,24 @@ from gateway.step import StepRecord
 from gateway.store.models import TOOL_SETS
 from gateway.store.rows import placeholder
 
+# The hash of each tool list object met lately: the recorder's redactor hands every step of a
+# run the same redacted list, so a run's steps hash it once. The entry holds the list, so
+# its id cannot be reused while remembered.
+_KNOWN_LISTS = 256
+_known: dict[int, tuple[Sequence[Any], str]] = {}
+
+
+def hash_of_list(tools: Sequence[Any]) -> str:
+    """`tool_set_hash`, remembered for the same list object (never changed once built)."""
+    known = _known.get(id(tools))
+    if known is not None and known[0] is tools:
+        return known[1]
+    key = tool_set_hash(tools)
+    if len(_known) >= _KNOWN_LISTS:
+        _known.clear()
+    _known[id(tools)] = (tools, key)
+    return key
+
 
 def tool_set_hash(tools: Sequence[Any]) -> str:
     """SHA-256 of the list's canonical JSON: the same tools in the same order, one row (a
@@ -43,7 +61,7 @@ def store_tool_sets(conn: Connection, steps: Iterable[StepRecord]) -> dict[str, 
     for step in steps:
         if step.declared_tools is None:
             continue
-        key = tool_set_hash(step.declared_tools)
+        key = hash_of_list(step.declared_tools)
         by_step[step.id] = key
         fresh.setdefault(key, step.declared_tools)
     if fresh:
