@@ -5,7 +5,7 @@ adding a tool result and an answer to its history) at a fixed rate into a spool,
 gateway does; a real recorder process (`gateway.recording.process`) stores them in a fresh
 SQLite file. A fixed rate gives the same batches whatever the machine's load, so the CPU
 time per record compares across runs. Usage:
-  python bench/recorder_cpu.py [--rates 50,200,800] [--seconds 6]
+  python bench/recorder_cpu.py [--rates 50,200,800] [--seconds 6] [--flush-seconds 0.1]
 Run from the checkout to measure (the recorder process imports `gateway` from the cwd).
 """
 
@@ -109,6 +109,8 @@ async def one_rate(spool: SpoolRecorder, pid: int, rate: int, seconds: float) ->
 async def main(args: argparse.Namespace) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="lw-recorder-"))
     settings = Settings(database_url=f"sqlite:///{tmp}/bench.db", spool_dir=str(tmp / "spool"))
+    if args.flush_seconds is not None:
+        settings = settings.model_copy(update={"recorder_flush_seconds": args.flush_seconds})
     create_schema(make_engine(settings.database_url))
     load = " ".join(f"{value:.2f}" for value in os.getloadavg())
     print(f"recorder CPU per record, load {load}")
@@ -130,4 +132,5 @@ if __name__ == "__main__":
         "--rates", type=lambda v: [int(r) for r in v.split(",")], default=[50, 200, 800]
     )
     parser.add_argument("--seconds", type=float, default=6.0)
+    parser.add_argument("--flush-seconds", type=float, default=None, help="the setting's value")
     asyncio.run(main(parser.parse_args()))

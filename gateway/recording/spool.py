@@ -113,6 +113,7 @@ class SpoolReader:
         self._buf = b""
         self._at = 0  # start of the unconsumed part of _buf
         self._file: io.FileIO | None = None
+        self._released_before = 0  # segments before this one are deleted already
 
     def read(self, limit: int) -> list[tuple[bytes, Position]]:
         """Up to `limit` complete lines, each with the position right after it."""
@@ -160,7 +161,11 @@ class SpoolReader:
         return True
 
     def release_before(self, position: Position) -> None:
-        """Delete segments wholly before `position` (their records are stored)."""
+        """Delete segments wholly before `position` (their records are stored); the
+        directory is listed only when a segment was finished since the last call."""
+        if position.seq <= self._released_before:
+            return
+        self._released_before = position.seq
         for seq in segments(self._directory, self._name):
             if seq < position.seq:
                 with contextlib.suppress(FileNotFoundError):
@@ -183,7 +188,11 @@ def read_checkpoint(directory: Path, name: str) -> Position | None:
 
 def write_checkpoint(directory: Path, name: str, position: Position) -> None:
     """Atomically: a crash leaves the old checkpoint or the new one, never half of one."""
-    path = directory / f"{name}.checkpoint"
-    temporary = path.with_suffix(".checkpoint.tmp")
-    temporary.write_text(f"{position.seq} {position.offset}\n")
+    path = f"{directory}/{name}.checkpoint"
+    temporary = path + ".tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, f"{position.seq} {position.offset}\n".encode())
+    finally:
+        os.close(fd)
     os.replace(temporary, path)

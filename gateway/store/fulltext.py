@@ -28,9 +28,13 @@ def index_steps(conn: Connection, step_ids: Sequence[str]) -> None:
     """Index the words of these newly inserted steps' items (in the writing transaction)."""
     if conn.dialect.name != "sqlite" or not step_ids:
         return
-    i = ITEMS.c
-    rows = sa.select(i.id, i.text, i.tool_name, i.call_id).where(i.step_id.in_(list(step_ids)))
-    conn.execute(sa.insert(_FTS).from_select(_INDEXED, rows))
+    # At the driver (SQLite's qmark): no statement compiled per batch.
+    conn.exec_driver_sql(
+        "INSERT INTO items_fts (rowid, text, tool_name, call_id) "
+        "SELECT id, text, tool_name, call_id FROM items "
+        f"WHERE step_id IN ({', '.join('?' * len(step_ids))})",
+        tuple(step_ids),
+    )
 
 
 def forget_steps(conn: Connection, steps: sa.Select[Any] | Sequence[str]) -> None:

@@ -82,7 +82,10 @@ def _sqlite_time(value: datetime | None) -> str | None:
     # UTCDateTime's naive UTC, in SQLAlchemy's SQLite DATETIME text format.
     if value is None:
         return None
-    return _naive_utc(value).isoformat(" ", "microseconds")
+    if value.tzinfo is not UTC and value.tzinfo is not None:
+        value = value.astimezone(UTC)
+    # A UTC time's text less its "+00:00": no naive copy made first.
+    return value.isoformat(" ", "microseconds")[:26]
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -90,7 +93,11 @@ def _utc(value: datetime | None) -> datetime | None:
 
 
 def _naive_utc(value: datetime) -> datetime:
-    return value if value.tzinfo is None else value.astimezone(UTC).replace(tzinfo=None)
+    if value.tzinfo is None:
+        return value
+    if value.tzinfo is not UTC:
+        value = value.astimezone(UTC)
+    return value.replace(tzinfo=None)
 
 
 def converter(conn: Connection, column_type: Any) -> Any:

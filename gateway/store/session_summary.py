@@ -16,8 +16,8 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from gateway.store.engine import dialect_insert
 from gateway.store.models import SESSIONS, TRACES
+from gateway.store.rows import converter, placeholder
 
 # Trace columns the writer's merge returns for this module (besides step_count), as they
 # are after the merge: a trace joining a session brings all it has.
@@ -30,6 +30,7 @@ RETURNED = (
     "cost_nano",
 )
 _SUMS = ("trace_count", "step_count", "total_tokens", "violation_count", "cost_nano")
+_COLUMNS = (*_SUMS, "started_at", "last_activity")
 
 
 class TraceChange(Protocol):
@@ -83,9 +84,13 @@ def record(conn: Connection, changes: Iterable[tuple[TraceChange, Any]]) -> None
             _into(sessions, row.session_id, _delta_sums(delta))
         elif delta.session_id is not None:  # the trace joins its session now, whole
             _into(sessions, delta.session_id, _trace_sums(row))
-    if sessions:
-        rows = [{"session_id": s, **_values(sums)} for s, sums in sorted(sessions.items())]
-        conn.execute(_upsert(conn), rows)
+    if sessions:  # at the driver: no statement compiled per batch
+        convert = [converter(conn, SESSIONS.c[name].type) for name in _COLUMNS]
+        rows = [
+            (s, *(f(getattr(sums, name)) for f, name in zip(convert, _COLUMNS, strict=True)))
+            for s, sums in sorted(sessions.items())
+        ]
+        conn.exec_driver_sql(_upsert_sql(placeholder(conn)), rows)
 
 
 def _into(sessions: dict[str, _Sums], session_id: str, sums: _Sums) -> None:
@@ -119,21 +124,19 @@ def _trace_sums(row: Any) -> _Sums:
     )
 
 
-def _values(sums: _Sums) -> dict[str, Any]:
-    return {name: getattr(sums, name) for name in (*_SUMS, "started_at", "last_activity")}
-
-
-def _upsert(conn: Connection) -> Any:
-    s, new = SESSIONS.c, dialect_insert(conn, SESSIONS).excluded
-    merged: dict[str, Any] = {name: s[name] + new[name] for name in _SUMS}
-    merged["started_at"] = sa.case(
-        (new.started_at < s.started_at, new.started_at), else_=s.started_at
+def _upsert_sql(mark: str) -> str:
+    """Add a batch's sums to each session's row (made by the first trace that joins it)."""
+    merged = [f"{name} = sessions.{name} + excluded.{name}" for name in _SUMS] + [
+        "started_at = CASE WHEN excluded.started_at < sessions.started_at "
+        "THEN excluded.started_at ELSE sessions.started_at END",
+        "last_activity = CASE WHEN excluded.last_activity > sessions.last_activity "
+        "THEN excluded.last_activity ELSE sessions.last_activity END",
+    ]
+    return (
+        f"INSERT INTO sessions (session_id, {', '.join(_COLUMNS)}) "
+        f"VALUES ({', '.join([mark] * (1 + len(_COLUMNS)))}) "
+        f"ON CONFLICT (session_id) DO UPDATE SET {', '.join(merged)}"
     )
-    merged["last_activity"] = sa.case(
-        (new.last_activity > s.last_activity, new.last_activity), else_=s.last_activity
-    )
-    insert = dialect_insert(conn, SESSIONS)
-    return insert.on_conflict_do_update(index_elements=["session_id"], set_=merged)
 
 
 def forget(conn: Connection, trace_ids: Sequence[str]) -> None:

@@ -11,8 +11,8 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from gateway.store.engine import dialect_insert
 from gateway.store.models import TRACE_MODELS, TRACES
+from gateway.store.rows import placeholder
 
 # Traces of the wanted models under which the list reads them all and sorts them, rather
 # than walking the newest traces for them (a page then probes at most traces / FEW a row).
@@ -31,10 +31,14 @@ class ModelsOfTrace(Protocol):
 
 def record(conn: Connection, deltas: Iterable[ModelsOfTrace]) -> None:
     """The batch's models of each trace, in the writer's transaction; known ones are kept."""
-    rows = [{"trace_id": d.trace_id, "model": model} for d in deltas for model in d.models]
-    if rows:
-        insert = dialect_insert(conn, TRACE_MODELS)
-        conn.execute(insert.on_conflict_do_nothing(index_elements=["trace_id", "model"]), rows)
+    rows = [(d.trace_id, model) for d in deltas for model in d.models]
+    if rows:  # at the driver: no statement compiled per batch
+        mark = placeholder(conn)
+        conn.exec_driver_sql(
+            f"INSERT INTO trace_models (trace_id, model) VALUES ({mark}, {mark}) "
+            "ON CONFLICT (trace_id, model) DO NOTHING",
+            rows,
+        )
 
 
 def forget(conn: Connection, trace_ids: Sequence[str]) -> None:

@@ -22,7 +22,7 @@ from gateway.step import RefusalRecord, StepRecord
 from gateway.store import fulltext, session_summary, trace_merge, trace_models
 from gateway.store.engine import write_connection
 from gateway.store.models import ITEMS, STEPS, VIOLATIONS
-from gateway.store.rows import insert_many, item_rows, step_row
+from gateway.store.rows import insert_many, item_rows, placeholder, step_row
 from gateway.store.run_fold import Folded, fold, is_unpriced
 from gateway.store.tool_sets import store_tool_sets
 from gateway.store.trace_merge import SUMMARY_COLUMNS, TOKEN_SUMS
@@ -157,12 +157,7 @@ def _unwritten(conn: Connection, records: Sequence[Record]) -> list[Record]:
         for r in records
         if isinstance(r, RefusalRecord) and r.violations
     ]
-    stored: set[str] = set()
-    if step_ids:
-        stored.update(conn.scalars(sa.select(STEPS.c.id).where(STEPS.c.id.in_(step_ids))))
-    if refusal_ids:
-        query = sa.select(VIOLATIONS.c.id).where(VIOLATIONS.c.id.in_(refusal_ids))
-        stored.update(conn.scalars(query))
+    stored = _stored_ids(conn, STEPS, step_ids) | _stored_ids(conn, VIOLATIONS, refusal_ids)
     fresh: list[Record] = []
     for record in records:
         if isinstance(record, StepRecord):
@@ -177,6 +172,15 @@ def _unwritten(conn: Connection, records: Sequence[Record]) -> list[Record]:
             stored.add(key)  # the same record twice in one batch is written once
         fresh.append(record)
     return fresh
+
+
+def _stored_ids(conn: Connection, table: sa.Table, ids: list[str]) -> set[str]:
+    """Which of `ids` the table holds, asked at the driver (no statement compiled a batch)."""
+    if not ids:
+        return set()
+    marks = ", ".join([placeholder(conn)] * len(ids))
+    sql = f"SELECT id FROM {table.name} WHERE id IN ({marks})"
+    return {row[0] for row in conn.exec_driver_sql(sql, tuple(ids))}
 
 
 def _group(records: list[Record]) -> list[TraceDelta]:
