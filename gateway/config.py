@@ -135,8 +135,10 @@ class Settings(_Frozen):
     store_reasoning_summary: bool = True
     recorder_queue_size: int = Field(default=10_000, ge=1)
     recorder_batch_size: int = Field(default=200, ge=1)
-    # While records keep coming, the longest they gather before a batch is written.
-    recorder_flush_seconds: float = Field(default=0.1, gt=0)
+    # While records keep coming, the longest they gather before a batch is written: at 0.2 s
+    # a busy recorder commits about 5 times a second (a batch's commit, trace merge and
+    # checkpoint shared by all its steps) and a step is in the store within a quarter second.
+    recorder_flush_seconds: float = Field(default=0.2, gt=0)
     recorder: Literal["process", "thread"] = "process"
     spool_dir: str | None = None  # default: beside a SQLite file, else ./loopwatch-spool
     workers: int = Field(default=1, ge=1, le=64)

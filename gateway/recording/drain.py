@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 Source = tuple[Path, str]  # a spool directory and a writer in it
 # While records keep coming, the first pause between reads (a flush never waits for one).
 GATHER_SECONDS = 0.01
-GATHER_MAX_SECONDS = 0.1
+GATHER_MAX_SECONDS = 0.2
 
 
 class Drain:
