@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
 MB = 1024 * 1024
-RECENT_STEPS_BYTES = 16 * MB  # continuation: recent steps, their keys and claims
+RECENT_STEPS_BYTES = 20 * MB  # continuation: recent steps, their keys and claims
 CONTINUATION_KEYS_BYTES = 4 * MB  # continuation: chain steps already hashed
 REMEMBERED_ELEMENTS_BYTES = 4 * MB  # each chat protocol: history elements already typed
 MODEL_CALLS_BYTES = 8 * MB  # MCP: the model's recent tool calls, to join executions to

@@ -20,13 +20,14 @@ PER_KEY = 16
 # A retry repeats a failed attempt within this many seconds (SDK back-off is far shorter).
 RETRY_WINDOW_SECONDS = 600.0
 # Each index's share of the byte budget, in sixteenths: the steps' keys (the lookup of
-# every agent step) get the most, the small maps of ids the least.
+# every agent step, which must still find steps the recorder has not written) get the
+# most, the small maps of ids the least.
 SHARES = {
-    "key": 4,
-    "input": 3,
-    "response": 2,
+    "key": 7,
+    "input": 2,
+    "response": 1,
     "trace": 2,
-    "call": 2,
+    "call": 1,
     "item": 1,
     "claim": 1,
     "failed": 1,
