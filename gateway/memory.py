@@ -36,8 +36,8 @@ def text_bytes(text: str | bytes | None) -> int:
 
 class ByteLru(Generic[K, V]):
     """An ordered map bounded in bytes: past its budget the least recently put entries go
-        first (an entry larger than the budget is not kept). `size(key, value)` estimates what an
-    entry holds; it is taken once, when put."""
+    first (an entry larger than the whole budget is not kept, and takes no other's place).
+    `size(key, value)` estimates what an entry holds; it is taken once, when put."""
 
     def __init__(self, budget: int, size: Callable[[K, V], int]) -> None:
         self.budget = budget
@@ -53,6 +53,8 @@ class ByteLru(Generic[K, V]):
         old = entries.pop(key, None)
         if old is not None:
             self.held -= old[1]
+        if cost > self.budget:
+            return  # it would push out all the others, and then itself
         entries[key] = (value, cost)
         self.held += cost
         while self.held > self.budget and entries:

@@ -74,12 +74,14 @@ class ModelCalls:
                 continue
             call = ModelCall(trace_id, item.call_id, item.tool_name, item.arguments, now)
             self._forget(self._calls.pop(item.call_id, None))
+            added.append(call)
             size = call_bytes(call)
+            if size > self._budget:
+                continue  # would push out every other call, then itself
             self._calls[item.call_id] = (call, size)
             self._held += size
             for name in mcp_names(call.tool_name):
                 self._by_name.setdefault(name, {})[call.call_id] = None
-            added.append(call)
         while self._held > self._budget and self._calls:
             self._forget(self._calls.popitem(last=False)[1])
         return added
