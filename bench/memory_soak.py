@@ -87,7 +87,12 @@ async def main(args: argparse.Namespace) -> int:
                 fixed_client(session, url, body, deadline, counts)
                 for _ in range(args.fixed_clients)
             ]
-            await asyncio.gather(*agents, *fixed)
+            tasks = [asyncio.ensure_future(c) for c in (*agents, *fixed)]
+            while counts["steps"] < args.steps and not all(t.done() for t in tasks):
+                await asyncio.sleep(0.5)
+            for task in tasks:  # enough steps: the agents stop mid-run
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
         await asyncio.sleep(2)  # the recorder catches up
         sampler.cancel()
         others = [p for p in tree(gateway.pid) if p != gateway.pid]

@@ -65,7 +65,6 @@ def test_claims_and_failed_attempts_are_bounded_too() -> None:
     assert recent.take_failed("failed0") is None
 
 
-@pytest.mark.sqlite
 async def test_runs_thread_through_the_store_when_nothing_is_kept_in_memory(
     make_gateway: GatewayFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
