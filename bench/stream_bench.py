@@ -4,7 +4,8 @@ A provider process streams chunks that carry the monotonic clock of their sendin
 clock is the machine's, shared by processes); the client notes each chunk's arrival. The
 same streams go direct and through `loopwatch serve` (recording to SQLite), several rounds
 alternately; printed: per-chunk latency p50/p99 direct and via, the added p99, and the
-gateway's RSS after each round (it should stay flat). With 2 CPUs the gateway runs on
+gateway's RSS after each round (it should stay flat), and the CPU its process tree spent
+per chunk relayed (a figure the machine's load moves far less). With 2 CPUs the gateway runs on
 CPU 0, provider and client on CPU 1.
 Usage: python bench/stream_bench.py [--streams 50] [--chunks 50] [--interval-ms 20] [--rounds 2]
 With NAIVE_PROXY=<path of a bare pass-through taking --port and $UPSTREAM> the same streams
@@ -101,6 +102,22 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system time of a process and its children (the recorder process)."""
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            with open(f"/proc/{current}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{current}/task/{current}/children") as children:
+                todo += [int(child) for child in children.read().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -186,8 +203,10 @@ async def compare(
     memory: list[float] = []
     for number in range(1, args.rounds + 1):
         d = await round_of(direct, args.streams, args.chunks, interval)
+        spent = cpu_seconds(pid)
         v = await round_of(via, args.streams, args.chunks, interval)
         await asyncio.sleep(1.0)  # recording of the round settles
+        spent = cpu_seconds(pid) - spent
         memory.append(rss_mib(pid))
         added.append(pct(v, 99) - pct(d, 99))
         if bare is not None:
@@ -201,7 +220,8 @@ async def compare(
             f"round {number}: {args.streams} streams x {args.chunks} chunks: chunk latency "
             f"direct p50={pct(d, 50):.3f} p99={pct(d, 99):.3f} ms, via p50={pct(v, 50):.3f} "
             f"p99={pct(v, 99):.3f} ms, added p50={pct(v, 50) - pct(d, 50):.3f} "
-            f"p99={added[-1]:.3f} ms; gateway RSS {memory[-1]:.1f} MiB",
+            f"p99={added[-1]:.3f} ms; gateway RSS {memory[-1]:.1f} MiB, CPU "
+            f"{1e6 * spent / len(v):.0f} µs a chunk",
             flush=True,
         )
     growth = memory[-1] - memory[0]

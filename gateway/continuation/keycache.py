@@ -7,24 +7,29 @@ Sans-IO. The chain values are exactly ContinuationKeys'; only the work is not re
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 
 from gateway.continuation.keys import ContinuationKeys
 from gateway.items import Item
+from gateway.memory import CONTINUATION_KEYS_BYTES, TUPLE, ByteLru, text_bytes
 
-# Items whose hashed fields are longer than this are hashed each time: the memory holds
-# their text, so it stays bounded (entries x this) whatever a history carries.
+# Items whose hashed fields are longer than this are hashed each time: one would take the
+# room of hundreds of short ones.
 MAX_ITEM_CHARS = 4096
-CAPACITY = 20_000
 
 _Key = tuple[bytes, str, str | None, str | None, str | None, str | None, bool | None]
 
 
+def _entry_bytes(key: _Key, value: bytes) -> int:
+    """The key tuple, the texts it holds (the state and value are 20-byte digests)."""
+    state, _, text, call_id, tool_name, arguments, _ = key
+    strings = text_bytes(text) + text_bytes(call_id) + text_bytes(tool_name)
+    return TUPLE + 56 + text_bytes(state) + strings + text_bytes(arguments) + text_bytes(value)
+
+
 class CachedContinuationKeys(ContinuationKeys):
-    def __init__(self, secret: bytes, capacity: int = CAPACITY) -> None:
+    def __init__(self, secret: bytes, budget: int = CONTINUATION_KEYS_BYTES) -> None:
         super().__init__(secret)
-        self._capacity = capacity
-        self._steps: OrderedDict[_Key, bytes] = OrderedDict()
+        self._steps = ByteLru[_Key, bytes](budget, _entry_bytes)
         # Very long histories are hashed in a thread while the loop hashes others.
         self._lock = threading.Lock()
 
@@ -45,11 +50,9 @@ class CachedContinuationKeys(ContinuationKeys):
         with self._lock:
             found = self._steps.get(key)
             if found is not None:
-                self._steps.move_to_end(key)
+                self._steps.touch(key)
                 return found
         value = super()._step(state, item)
         with self._lock:
-            self._steps[key] = value
-            if len(self._steps) > self._capacity:
-                self._steps.popitem(last=False)
+            self._steps.put(key, value)
         return value

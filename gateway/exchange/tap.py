@@ -193,7 +193,10 @@ class ResponseTap:
                 self._assembler.feed(delta)
 
     def _visible(self, events: list[SSEEvent]) -> bytes:
-        return b"".join(e.raw for e in events if not self._adapter.is_injected_usage_event(e))
+        injected = self._adapter.is_injected_usage_event
+        if len(events) == 1:  # most chunks: one event, whose bytes are the chunk's
+            return b"" if injected(events[0]) else events[0].raw
+        return b"".join(e.raw for e in events if not injected(e))
 
     def _inflated(self, chunk: bytes) -> bytes:
         """Decompress at most what may still be parsed, over the whole body: a tiny chunk

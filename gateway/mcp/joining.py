@@ -9,8 +9,20 @@ from dataclasses import dataclass
 
 from gateway.items import Item, ItemKind
 from gateway.mcp.texts import canonical, mcp_names
+from gateway.memory import ENTRY, MODEL_CALLS_BYTES, SLOTS, STR, text_bytes
 
-MAX_CALLS = 50_000  # model calls remembered at most, oldest forgotten first
+# A trace noted by its OTel id: an entry in each of two maps, its id, the OTel id (an int).
+TRACE_BYTES = 2 * ENTRY + 2 * (STR + 32) + 44
+# The calls get three quarters of the budget, the traces' OTel ids the rest.
+TRACES = MODEL_CALLS_BYTES // 4 // TRACE_BYTES  # remembered at most, oldest forgotten first
+
+
+def call_bytes(call: ModelCall) -> int:
+    """A call, its entry under each MCP name it may go by, and its canonical arguments to
+    come (about the size of the sent ones)."""
+    strings = text_bytes(call.trace_id) + text_bytes(call.call_id) + text_bytes(call.tool_name)
+    arguments = 2 * text_bytes(call.sent_arguments)
+    return SLOTS + ENTRY + strings + arguments + ENTRY * len(mcp_names(call.tool_name))
 
 
 @dataclass(slots=True)
@@ -36,10 +48,17 @@ class ModelCalls:
     """The model's tool calls of the last `window` seconds, and the traces seen by their OTel
     trace id (`otel_id`: how the exporter derives it from a Loopwatch trace id)."""
 
-    def __init__(self, window: float, otel_id: Callable[[str], int] | None = None) -> None:
+    def __init__(
+        self,
+        window: float,
+        otel_id: Callable[[str], int] | None = None,
+        budget: int = MODEL_CALLS_BYTES * 3 // 4,
+    ) -> None:
         self._window = window
         self._otel_id = otel_id
-        self._calls: OrderedDict[str, ModelCall] = OrderedDict()
+        self._budget = budget  # bytes of calls held, oldest forgotten first
+        self._held = 0
+        self._calls: OrderedDict[str, tuple[ModelCall, int]] = OrderedDict()
         # MCP tool name -> ids of the calls it may execute, oldest first (a set in order).
         self._by_name: dict[str, dict[str, None]] = {}
         self._otel: OrderedDict[int, str] = OrderedDict()
@@ -55,17 +74,23 @@ class ModelCalls:
                 continue
             call = ModelCall(trace_id, item.call_id, item.tool_name, item.arguments, now)
             self._forget(self._calls.pop(item.call_id, None))
-            self._calls[item.call_id] = call
+            added.append(call)
+            size = call_bytes(call)
+            if size > self._budget:
+                continue  # would push out every other call, then itself
+            self._calls[item.call_id] = (call, size)
+            self._held += size
             for name in mcp_names(call.tool_name):
                 self._by_name.setdefault(name, {})[call.call_id] = None
-            added.append(call)
-        while len(self._calls) > MAX_CALLS:
+        while self._held > self._budget and self._calls:
             self._forget(self._calls.popitem(last=False)[1])
         return added
 
-    def _forget(self, call: ModelCall | None) -> None:
-        if call is None:
+    def _forget(self, entry: tuple[ModelCall, int] | None) -> None:
+        if entry is None:
             return
+        call, size = entry
+        self._held -= size
         for name in mcp_names(call.tool_name):
             ids = self._by_name.get(name)
             if ids is not None:
@@ -79,7 +104,7 @@ class ModelCalls:
         unhashed = self._unhashed
         unhashed[trace_id] = None
         unhashed.move_to_end(trace_id)
-        if len(unhashed) > MAX_CALLS:  # older than any trace the map would keep
+        if len(unhashed) > TRACES:  # older than any trace the map would keep
             unhashed.popitem(last=False)
 
     def trace_of_otel(self, otel_trace_id: int) -> str | None:
@@ -96,11 +121,12 @@ class ModelCalls:
             otel_map[otel] = trace_id
             otel_map.move_to_end(otel)
         self._unhashed.clear()
-        while len(otel_map) > MAX_CALLS:
+        while len(otel_map) > TRACES:
             otel_map.popitem(last=False)
 
     def by_call_id(self, call_id: str) -> ModelCall | None:
-        return self._calls.get(call_id)
+        found = self._calls.get(call_id)
+        return None if found is None else found[0]
 
     def candidates(
         self, tool: str, arguments: object, now: float, trace_id: str | None = None
@@ -109,7 +135,7 @@ class ModelCalls:
         wanted = canonical(arguments)
         found = []
         for call_id in self._by_name.get(tool, ()):
-            call = self._calls[call_id]
+            call = self._calls[call_id][0]
             if (
                 not call.matched
                 and now - call.seen <= self._window

@@ -64,6 +64,11 @@ class ChatEventDecoder:
             return []
         out: list[Delta] = []
         self._meta(chunk, out)
+        plain = _plain_text(chunk)
+        if plain is not None:  # most of a stream: no more to look at
+            if plain[0]:
+                out.append(TextDelta(*plain))
+            return out
         choices = chunk.get("choices")
         if isinstance(choices, list):
             for position, choice in enumerate(choices):
@@ -100,6 +105,27 @@ class ChatEventDecoder:
             if isinstance(legacy, dict):
                 _function_call(legacy, number, out)
         finish(choice, number, out)
+
+
+def _plain_text(chunk: dict[str, Any]) -> tuple[str, int] | None:
+    """Text and choice of a chunk that carries nothing else: one unfinished choice whose delta
+    is `content` (and perhaps `role`), no usage or error. None for any other chunk."""
+    choices = chunk.get("choices")
+    if type(choices) is not list or len(choices) != 1:
+        return None
+    choice = choices[0]
+    if type(choice) is not dict:
+        return None
+    delta = choice.get("delta")
+    if type(delta) is not dict or len(delta) != (2 if "role" in delta else 1):
+        return None
+    content, reason = delta.get("content"), choice.get("finish_reason")
+    if type(content) is not str or (isinstance(reason, str) and reason):
+        return None
+    if isinstance(chunk.get("usage"), dict) or chunk.get("error") is not None:
+        return None
+    index = choice.get("index")
+    return content, index if isinstance(index, int) else 0
 
 
 def call_parts(entry: dict[str, Any]) -> tuple[str | None, Any, dict[str, Any]]:

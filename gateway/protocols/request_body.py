@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from gateway import jsoncodec
+from gateway.memory import REMEMBERED_ELEMENTS_BYTES, TUPLE, ByteLru, text_bytes
 
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _LIST = msgspec.json.Decoder(list[msgspec.Raw])
@@ -51,16 +52,19 @@ def element(value: Any) -> Any:
     return _ANY.decode(value) if isinstance(value, msgspec.Raw) else value
 
 
+def _entry_bytes(key: tuple[int, bytes], made: Any) -> int:
+    """The key and its text, and about as much again for the items made of it."""
+    return TUPLE + 2 * text_bytes(key[1]) + 200
+
+
 class Remembered:
     """What an adapter made of a history element, by (position, the element's text): an
     agent's next request repeats every earlier element at the same position. Bounded in
-    entries and in the size of the text kept: at most ~2 x capacity x max_chars bytes (the
-    text and the items made of it), 32 MB by default; 2,048 entries hold 64 agents' last
-    32 messages each."""
+    bytes (the text and the items made of it, oldest first); 4 MB hold 64 agents' last
+    32 messages of 1 KB each."""
 
-    def __init__(self, capacity: int = 2048, max_chars: int = 8192) -> None:
-        self._entries: dict[tuple[int, bytes], Any] = {}
-        self._capacity = capacity
+    def __init__(self, budget: int = REMEMBERED_ELEMENTS_BYTES, max_chars: int = 8192) -> None:
+        self._entries = ByteLru[tuple[int, bytes], Any](budget, _entry_bytes)
         self._max_chars = max_chars
         self._lock = threading.Lock()  # large bodies are parsed in a thread
 
@@ -75,8 +79,5 @@ class Remembered:
             return found  # type: ignore[no-any-return]
         made = make(_ANY.decode(text))
         with self._lock:
-            self._entries[key] = made
-            if len(self._entries) > self._capacity:
-                # Oldest first: dicts keep insertion order.
-                del self._entries[next(iter(self._entries))]
+            self._entries.put(key, made)
         return made

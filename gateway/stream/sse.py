@@ -77,10 +77,33 @@ class SSEDecoder:
         return bytes(self._buf)
 
     def decode(self, chunk: bytes) -> list[SSEEvent]:
+        if not self._buf and self._started and chunk.endswith(b"\n\n"):
+            found = self._whole_events(chunk)
+            if found is not None:
+                return found
         if chunk:
             self._buf += chunk
         out: list[SSEEvent] = []
         self._parse(out, final=False)
+        return out
+
+    def _whole_events(self, chunk: bytes) -> list[SSEEvent] | None:
+        """Most chunks of an LLM stream: whole events of one `data:` line each, LF-ended,
+        none pending before them. None for anything else (the general parser reads it)."""
+        if b"\r" in chunk or len(chunk) > self._max or self._oversized or self._midline:
+            return None
+        if self._data or self._event is not None or self._id is not None:
+            return None
+        blocks = chunk.split(b"\n\n")
+        if blocks.pop():  # more than the empty text after the last blank line
+            return None
+        out = []
+        for block in blocks:
+            if not block.startswith(b"data:") or b"\n" in block:
+                return None
+            value = block[6:] if block[5:6] == b" " else block[5:]
+            raw = chunk if len(blocks) == 1 else block + b"\n\n"
+            out.append(SSEEvent(None, value.decode("utf-8", "replace"), None, raw))
         return out
 
     def flush(self) -> list[SSEEvent]:

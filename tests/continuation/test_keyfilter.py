@@ -98,7 +98,7 @@ def test_cached_chain_values_equal_the_uncached_ones() -> None:
     from gateway.items import Item, ItemKind
 
     secret = b"s" * 32
-    plain, cached = ContinuationKeys(secret), CachedContinuationKeys(secret, capacity=3)
+    plain, cached = ContinuationKeys(secret), CachedContinuationKeys(secret, budget=1200)
     history = [
         Item(ItemKind.USER, role="user", text="go"),
         Item(ItemKind.TOOL_CALL, role="assistant", call_id="c1", tool_name="f", arguments="{}"),

@@ -258,7 +258,7 @@ def test_pairing_and_threading_take_any_history(history: list[Item], protocol: s
     keys = ContinuationKeys(b"fuzz-secret")
     boundaries, state = keys.boundaries(history)
     keys.step_key(state, history)
-    recent = RecentSteps(capacity=4)
+    recent = RecentSteps(budget=64 * 1024)
     recent.remember("k", "r", StepRef("t", "s", tuple(history)))
     recent.longest(boundaries)
     resolve_references(history, recent.output_item)

@@ -432,3 +432,41 @@ def test_streamed_custom_tool_call_is_assembled_as_free_form_text() -> None:
         "print(1 + 2)",
         {"free_form": True},
     )
+
+
+@pytest.mark.parametrize(
+    ("choice", "extra", "expected"),
+    [
+        ({"delta": {"content": "hi"}}, {}, [TextDelta("hi")]),
+        ({"index": 1, "delta": {"role": "assistant", "content": "hi"}}, {}, [TextDelta("hi", 1)]),
+        ({"delta": {"content": ""}}, {}, []),
+        (
+            {"delta": {"content": "hi"}, "finish_reason": None, "logprobs": None},
+            {},
+            [TextDelta("hi")],
+        ),
+        # Anything more is read by the general walk.
+        (
+            {"delta": {"content": "hi"}, "finish_reason": "stop"},
+            {},
+            [TextDelta("hi"), FinishDelta(StopReason.COMPLETED, "stop")],
+        ),
+        (
+            {"delta": {"content": "hi", "reasoning_content": "hmm"}},
+            {},
+            [ReasoningDelta(chars=3), TextDelta("hi")],
+        ),
+        (
+            {"delta": {"content": "hi"}},
+            {"usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}},
+            [TextDelta("hi"), UsageDelta(Usage(1, 2, 3))],
+        ),
+    ],
+)
+def test_plain_content_chunks_and_the_rest(
+    choice: dict[str, Any], extra: dict[str, Any], expected: list[Any]
+) -> None:
+    decoder = ADAPTER.new_event_decoder()
+    decoder.decode(SSEEvent(None, json.dumps({"id": "c1", "model": "m", "choices": []})))
+    chunk = {"id": "c1", "model": "m", "choices": [choice], **extra}
+    assert decoder.decode(SSEEvent(None, json.dumps(chunk))) == expected

@@ -104,7 +104,7 @@ def test_a_rewritten_body_keeps_the_clients_text_of_every_message() -> None:
 
 
 def test_what_is_remembered_is_bounded() -> None:
-    remembered = request_body.Remembered(capacity=2, max_chars=40)
+    remembered = request_body.Remembered(budget=900, max_chars=40)  # two short entries
     made: list[Any] = []
 
     def make(value: Any) -> tuple[Any, ...]:

@@ -175,3 +175,38 @@ def test_oversized_line_without_terminator_at_flush() -> None:
     events, rest = _decode_all(transcript[:2000], transcript[2000:], max_event_bytes=1000)
     assert all(e.oversized for e in events)
     assert b"".join(e.raw for e in events) + rest == transcript
+
+
+MIXED = (
+    b"data: first\n\n"
+    b": keep-alive\n\n"
+    b"data: after a comment\n\n"
+    b"event: named\ndata: one\n\n"
+    b"data:no space\n\n"
+    b"data:\n\n"
+    b"id: 7\n\n"
+    b"data: two\ndata: lines\n\n"
+    b"data: " + b"o" * 300 + b"\n\n"
+    b"data: caf\xc3\xa9\n\n"
+    b"data: crlf\r\n\r\n"
+    b"data: last\n\n"
+)
+
+
+@pytest.mark.parametrize("group", [1, 2, 3])
+def test_chunks_of_whole_events_give_the_same_events(group: int) -> None:
+    """Chunks that end where an event does (most of a real stream) are read by a quicker
+    path: the same events and bytes as one byte at a time, whatever precedes them."""
+    blocks = [block + b"\n\n" for block in MIXED.split(b"\n\n")[:-1]]
+    chunks = [b"".join(blocks[i : i + group]) for i in range(0, len(blocks), group)]
+    bytewise = [MIXED[i : i + 1] for i in range(len(MIXED))]
+    expected, _ = _decode_all(*bytewise)
+    events, rest = _decode_all(*chunks)
+    assert events == expected and rest == b""
+    # An oversized event comes in pieces that depend on the chunks; the rest does not.
+    expected, _ = _decode_all(*bytewise, max_event_bytes=100)
+    events, rest = _decode_all(*chunks, max_event_bytes=100)
+    assert _fields([e for e in events if not e.oversized]) == _fields(
+        [e for e in expected if not e.oversized]
+    )
+    assert b"".join(e.raw for e in events) == MIXED and rest == b""
