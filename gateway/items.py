@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
@@ -108,7 +108,7 @@ class Usage:
     def merged(self, other: Usage) -> Usage:
         """Every field `other` knows over this one's; later reports win (streams repeat
         usage)."""
-        known = {name: getattr(other, name) for name in self.__slots__}
+        known = {name: getattr(other, name) for name in USAGE_FIELDS}
         return replace(self, **{name: value for name, value in known.items() if value is not None})
 
     def total(self) -> int:
@@ -117,7 +117,11 @@ class Usage:
         return (self.prompt_tokens or 0) + (self.completion_tokens or 0)
 
     def to_json(self) -> dict[str, int | None]:
-        return {name: getattr(self, name) for name in self.__slots__}
+        return {name: getattr(self, name) for name in USAGE_FIELDS}
+
+
+# Usage's field names in order (compiled classes have no __slots__ to read them from).
+USAGE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Usage))
 
 
 class StopReason(StrEnum):

@@ -13,7 +13,15 @@ from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Any, Literal
 
-from gateway.items import Item, ItemKind, StopReason, Usage, Violation, ViolationKind
+from gateway.items import (
+    USAGE_FIELDS,
+    Item,
+    ItemKind,
+    StopReason,
+    Usage,
+    Violation,
+    ViolationKind,
+)
 
 # `ended_at` not given: derived from `started_at` and `latency_ms` when the record is built.
 _DERIVED = datetime.min.replace(tzinfo=UTC)
@@ -198,7 +206,7 @@ def _rows(each: Callable[[Any], Any]) -> Callable[[Iterable[Any]], list[Any]]:
 
 
 def _usage_row(u: Usage) -> tuple[int | None, ...]:
-    return tuple(getattr(u, name) for name in Usage.__slots__)
+    return tuple(getattr(u, name) for name in USAGE_FIELDS)
 
 
 def _stored(name: str, redact: Redaction | None = None, **codec: Any) -> Persisted:

@@ -270,4 +270,5 @@ class AnthropicMessagesAdapter:
         return {"type": "error", "error": {"type": kind, "message": message}}
 
 
-ADAPTER = AnthropicMessagesAdapter()
+# Typed here: compiling the package with mypyc needs it before registry.py infers it.
+ADAPTER: AnthropicMessagesAdapter = AnthropicMessagesAdapter()

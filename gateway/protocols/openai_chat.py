@@ -157,7 +157,8 @@ class OpenAIChatAdapter:
         return openai_error_body(error)
 
 
-ADAPTER = OpenAIChatAdapter()
+# Typed here: compiling the package with mypyc needs it before registry.py infers it.
+ADAPTER: OpenAIChatAdapter = OpenAIChatAdapter()
 
 
 def _typed(position: int, message: Any) -> tuple[Item, ...]:

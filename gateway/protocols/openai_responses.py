@@ -257,7 +257,8 @@ class OpenAIResponsesAdapter:
         return openai_error_body(error)
 
 
-ADAPTER = OpenAIResponsesAdapter()
+# Typed here: compiling the package with mypyc needs it before registry.py infers it.
+ADAPTER: OpenAIResponsesAdapter = OpenAIResponsesAdapter()
 
 if TYPE_CHECKING:
     # mypy proves here that the adapter satisfies the interface; nothing to do at run time.
