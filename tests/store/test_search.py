@@ -78,9 +78,13 @@ def test_a_common_word_lists_its_traces_newest_first(stored: Engine) -> None:
     assert [t["id"] for t in page["traces"] + rest["traces"]] == _found(stored, COMMON)
 
 
+@pytest.mark.parametrize("common_share", [0.0, 2.0], ids=["walked", "gin"])
 def test_a_word_in_more_items_than_read_lists_its_newest(
-    stored: Engine, monkeypatch: pytest.MonkeyPatch
+    stored: Engine, monkeypatch: pytest.MonkeyPatch, common_share: float
 ) -> None:
+    """Either way PostgreSQL reads a word's matches (walking the newest items for a common
+    word, from the GIN index for any other), the same newest are kept."""
+    monkeypatch.setattr(search, "COMMON_SHARE", common_share)
     monkeypatch.setattr(search, "MAX_WORD_MATCHES", 3)  # items: t29's, t28's and t27's
     assert _found(stored, COMMON) == ["t29", "t28", "t27"]
     assert _found(stored, "zanzibar") == ["t07"]  # a rarer word still finds all its traces
