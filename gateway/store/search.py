@@ -1,11 +1,11 @@
 """`q=` on the traces list: find first, then fetch. The ids of matching traces come from
 indexed lookups alone, each bounded; the list then pages those traces with its filters.
 
-Words of recorded text, tool names and call ids match through SQLite FTS5 (`items_fts`,
-kept by gateway.store.fulltext) or PostgreSQL's stored `items.search_words` and its GIN
-index (`simple` configuration); trace, step, response, provider request and call ids match
-by prefix, as range seeks on their indexes (`id >= prefix AND id < next`), which any
-collation serves.
+Words of recorded text and tool names match through SQLite FTS5 (`items_fts`, kept by
+gateway.store.fulltext, which holds call ids' words too) or PostgreSQL's stored
+`items.search_words` and its GIN index (`simple` configuration, revision 0010); trace, step,
+response, provider request and call ids match by prefix, as range seeks on their indexes
+(`id >= prefix AND id < next`), which any collation serves.
 
 On PostgreSQL the planner's statistics say how common the words are: a word in more than a
 hundredth of the items (`file`, `the`) is met quickly walking the newest items, so its
@@ -34,7 +34,7 @@ MAX_PREFIX_MATCHES = 2000  # rows of one id column a prefix reads
 # newest matches within a few hundred thousand rows. Twice the planner's guess for a word
 # it has no statistics on (0.5 %), so such a word always takes the GIN index.
 COMMON_SHARE = 0.01
-# The stored words of an item (revision 0006) and their GIN index: nothing is recomputed.
+# The stored words of an item (revision 0010) and their GIN index: nothing is recomputed.
 _PG_WORDS_MATCH = "items.search_words @@ plainto_tsquery('simple', :words)"
 _PG_ESTIMATE = f"EXPLAIN (FORMAT JSON) SELECT 1 FROM items WHERE {_PG_WORDS_MATCH}"
 # The items as the planner counts them (its statistics scaled to the table's size now).
