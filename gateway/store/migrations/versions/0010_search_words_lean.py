@@ -1,4 +1,4 @@
-"""PostgreSQL's words of an item without its call id, and item bodies compressed with lz4.
+"""PostgreSQL's words of an item without its call id.
 
 Revision ID: 0010
 Revises: 0009
@@ -7,13 +7,9 @@ Create Date: 2026-12-01
 `items.search_words` (revision 0006) held the words of an item's call id too: one distinct
 word a call, so the GIN index took an entry for each and every write inserted it at a random
 place of the index. A call id is found by prefix through `ix_items_call_id_kind` (search.py),
-whole or by its start, so the stored words are now the text and the tool name alone: a generated
-column's expression cannot change in place, so the column and its index are made again, for
+whole or by its start, so the stored words are now the text and the tool name alone: a
+generated column's expression cannot change in place, so the column and its index are made again, for
 the stored items too (the table is rewritten once).
-
-lz4 compresses an item's text, arguments and words where PostgreSQL compresses (rows past
-about 2 KB) several times faster than the default pglz, for about the same size: new rows
-only, where the server was built with it. SQLite is unchanged.
 
 The rewrite and the index build take minutes on a large store (about 3 minutes for 200k
 steps on a loaded 2-CPU machine), once, at the first start-up of this version.
@@ -23,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0010"
@@ -32,24 +27,14 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 _WORDS = "strip(to_tsvector('simple', coalesce(text, '') || ' ' || coalesce(tool_name, '')))"
-_HAS_LZ4 = "SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'"
 
 
 def upgrade() -> None:
-    bind = op.get_bind()
-    if bind.dialect.name != "postgresql":
+    if op.get_bind().dialect.name != "postgresql":  # SQLite is unchanged
         return
-    lz4 = bool(bind.scalar(sa.text(_HAS_LZ4)))
-    compression = " COMPRESSION lz4" if lz4 else ""
-    if lz4:
-        op.execute(
-            "ALTER TABLE items ALTER COLUMN text SET COMPRESSION lz4, "
-            "ALTER COLUMN arguments SET COMPRESSION lz4"
-        )
     op.execute("ALTER TABLE items DROP COLUMN IF EXISTS search_words")  # and its GIN index
     op.execute(
-        f"ALTER TABLE items ADD COLUMN search_words tsvector{compression} "
-        f"GENERATED ALWAYS AS ({_WORDS}) STORED"
+        f"ALTER TABLE items ADD COLUMN search_words tsvector GENERATED ALWAYS AS ({_WORDS}) STORED"
     )
     op.execute("SET LOCAL maintenance_work_mem = '256MB'")  # the GIN build, in fewer passes
     op.execute("CREATE INDEX ix_items_search_words ON items USING gin (search_words)")
