@@ -7,9 +7,9 @@ Create Date: 2026-12-01
 `items.search_words` (revision 0006) held the words of an item's call id too: one distinct
 word a call, so the GIN index took an entry for each and every write inserted it at a random
 place of the index. A call id is found by prefix through `ix_items_call_id_kind` (search.py),
-whole or by its start, so the stored words are now the text and the tool name alone: a
-generated column's expression cannot change in place, so the column and its index are made again, for
-the stored items too (the table is rewritten once).
+whole or by its start, so the stored words are now the text and the tool name alone. A
+generated column's expression cannot change in place: the column and its index are made
+again, for the stored items too (the table is rewritten once).
 
 The rewrite and the index build take minutes on a large store (about 3 minutes for 200k
 steps on a loaded 2-CPU machine), once, at the first start-up of this version.
