@@ -11,11 +11,12 @@ with values converted here as the column types would: no statement compiled per 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Dialect
 
 from gateway import jsoncodec
 from gateway.store import session_summary
@@ -122,27 +123,41 @@ def insert_new(conn: Connection, rows: Sequence[dict[str, Any]]) -> set[str]:
 
     The locks are taken in id order, as every writer does: replicas cannot deadlock. A
     trace another replica inserts meanwhile is waited for, then counts as stored."""
-    mark = placeholder(conn)
     convert = [converter(conn, TRACES.c[name].type) for name in _NEW]
-    one = "(" + ", ".join([mark] * len(_NEW)) + ")"
     # DO UPDATE … WHERE false: a stored row is locked, left as it is and not returned.
-    sql = (
-        f"INSERT INTO traces ({', '.join(_NEW)}) VALUES {', '.join([one] * len(rows))} "
-        "ON CONFLICT (id) DO UPDATE SET id = excluded.id WHERE 1 = 0 RETURNING id"
-    )
+    conflict = "ON CONFLICT (id) DO UPDATE SET id = excluded.id WHERE 1 = 0 RETURNING id"
+    if conn.dialect.name == "postgresql":
+        columns = [[f(row[name]) for row in rows] for f, name in zip(convert, _NEW, strict=True)]
+        sql = f"INSERT INTO traces ({', '.join(_NEW)}) {_pg_batch_rows(conn.dialect)} {conflict}"
+        return set(conn.exec_driver_sql(sql, tuple(columns)).scalars())
+    mark = placeholder(conn)
+    one = "(" + ", ".join([mark] * len(_NEW)) + ")"
+    sql = f"INSERT INTO traces ({', '.join(_NEW)}) VALUES {', '.join([one] * len(rows))} {conflict}"
     values = [f(row[name]) for row in rows for f, name in zip(convert, _NEW, strict=True)]
     return set(conn.exec_driver_sql(sql, tuple(values)).scalars())
+
+
+@functools.cache
+def _pg_batch_rows(dialect: Dialect) -> str:
+    """A batch's rows as one array a column, unnested in id order: the statement's text is
+    the same whatever the batch's size, so psycopg converts it once (its placeholders, one
+    a value, cost more to find in a many-row VALUES than the statement takes to run)."""
+    arrays = ", ".join(f"%s::{TRACES.c[name].type.compile(dialect=dialect)}[]" for name in _NEW)
+    return f"SELECT * FROM unnest({arrays}) AS batch({', '.join(_NEW)}) ORDER BY id"
 
 
 def read_stored(conn: Connection, trace_ids: Sequence[str]) -> dict[str, StoredTrace]:
     """The stored rows of these traces, as stored (their locks already held)."""
     if not trace_ids:
         return {}
-    mark = placeholder(conn)
-    sql = (
-        f"SELECT {', '.join(_READ)} FROM traces WHERE id IN ({', '.join([mark] * len(trace_ids))})"
-    )
-    return {row[0]: _stored(row) for row in conn.exec_driver_sql(sql, tuple(trace_ids))}
+    select = f"SELECT {', '.join(_READ)} FROM traces WHERE "
+    if conn.dialect.name == "postgresql":
+        found = conn.exec_driver_sql(select + "id = ANY(%s)", (list(trace_ids),))
+    else:
+        found = conn.exec_driver_sql(
+            select + f"id IN ({', '.join('?' * len(trace_ids))})", tuple(trace_ids)
+        )
+    return {row[0]: _stored(row) for row in found}
 
 
 def add_to_stored(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:

@@ -157,10 +157,9 @@ def _unwritten(conn: Connection, records: Sequence[Record]) -> list[Record]:
     ]
     stored: set[str] = set()
     if step_ids:
-        stored.update(conn.scalars(sa.select(STEPS.c.id).where(STEPS.c.id.in_(step_ids))))
+        stored.update(_stored_ids(conn, STEPS, step_ids))
     if refusal_ids:
-        query = sa.select(VIOLATIONS.c.id).where(VIOLATIONS.c.id.in_(refusal_ids))
-        stored.update(conn.scalars(query))
+        stored.update(_stored_ids(conn, VIOLATIONS, refusal_ids))
     fresh: list[Record] = []
     for record in records:
         if isinstance(record, StepRecord):
@@ -175,6 +174,18 @@ def _unwritten(conn: Connection, records: Sequence[Record]) -> list[Record]:
             stored.add(key)  # the same record twice in one batch is written once
         fresh.append(record)
     return fresh
+
+
+def _stored_ids(conn: Connection, table: sa.Table, ids: list[str]) -> list[str]:
+    """Which of `ids` `table` holds. On PostgreSQL one array parameter: the statement's text
+    stays the same whatever the batch's size, so psycopg converts it once."""
+    if conn.dialect.name == "postgresql":
+        return list(
+            conn.exec_driver_sql(
+                f"SELECT id FROM {table.name} WHERE id = ANY(%s)", (ids,)
+            ).scalars()
+        )
+    return list(conn.scalars(sa.select(table.c.id).where(table.c.id.in_(ids))))
 
 
 def _group(records: list[Record]) -> list[TraceDelta]:
