@@ -1,17 +1,22 @@
-"""The trace rows of a batch at the driver: one multi-row upsert that adds the batch's counts
-and returns each row's stored run summary, then one executemany setting the folded summary.
+"""The trace rows of a batch at the driver, one new row version a trace: a multi-row insert of
+the traces not stored yet, complete (folded as a first batch), that locks the stored ones
+without changing them; then a read of those under their locks and one executemany adding
+the batch to them with their folded summary.
 
-Plain SQL both dialects share (`ON CONFLICT … DO UPDATE`, `excluded`, `RETURNING`), with
-values converted here as the column types would: no statement compiled per batch.
+Every update of a trace row writes a new version and an entry in each of its indexes (the
+columns that change are indexed: no HOT update), so a batch changes each row once.
+Plain SQL both dialects share (`ON CONFLICT … DO UPDATE … WHERE`, `excluded`, `RETURNING`),
+with values converted here as the column types would: no statement compiled per batch.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Dialect
 
 from gateway import jsoncodec
 from gateway.store import session_summary
@@ -54,27 +59,26 @@ _INSERTED = (
     "session_id",
     *SUMMARY_COLUMNS,
 )
-_MERGED = ", ".join(
-    [f"{name} = traces.{name} + excluded.{name}" for name in _ADDED]
-    + [
-        "started_at = CASE WHEN excluded.started_at < traces.started_at "
-        "THEN excluded.started_at ELSE traces.started_at END",
-        "updated_at = CASE WHEN excluded.updated_at > traces.updated_at "
-        "THEN excluded.updated_at ELSE traces.updated_at END",
-        "budget_max_steps = coalesce(excluded.budget_max_steps, traces.budget_max_steps)",
-        "budget_max_tokens = coalesce(excluded.budget_max_tokens, traces.budget_max_tokens)",
-    ]
-)
-# The session is left as stored (the fold sets it), so session_summary sees a trace join it.
-_RETURNED = ("id", "step_count", "models", *SUMMARY_COLUMNS, *session_summary.RETURNED)
+# What the fold reads of a stored row, and session_summary of a trace joining its session.
+_READ = ("id", "step_count", "models", *SUMMARY_COLUMNS, *session_summary.RETURNED)
 FOLDED_COLUMNS = (*SUMMARY_COLUMNS, "status", "status_final", "models", "span_ms", "session_id")
+# A new trace's row: the batch's counts and its fold, whole.
+_NEW = (*_INSERTED, "status_final", "span_ms", "tool_ms")
+_ADD_TO_STORED = ", ".join(
+    [f"{name} = {name} + {{mark}}" for name in _ADDED]
+    + ["started_at = {mark}", "updated_at = {mark}"]
+    + [f"{name} = coalesce({{mark}}, {name})" for name in ("budget_max_steps", "budget_max_tokens")]
+    + [f"{name} = {{mark}}" for name in FOLDED_COLUMNS]
+    + ["tool_ms = tool_ms + {mark}"]
+)
 _TIMES = frozenset(
     {"last_step_started_at", "last_refusal_at", "last_response_end", "started_at", "updated_at"}
 )
 
 
 class StoredTrace(NamedTuple):
-    """A trace row as the merge returned it: counts after the batch, summary before it."""
+    """A trace row as the fold sees it: counts and times with the batch added, run summary
+    and session as stored before it."""
 
     id: str
     step_count: int
@@ -94,42 +98,98 @@ class StoredTrace(NamedTuple):
     cost_nano: int
 
 
-def merge(conn: Connection, rows: Sequence[dict[str, Any]]) -> dict[str, StoredTrace]:
-    """Insert or add to every trace row of a batch in one statement; id → stored row.
+def as_new(row: dict[str, Any]) -> StoredTrace:
+    """The stored row of a trace this batch creates (`row` as the batch alone makes it)."""
+    named = {name: row[name] for name in _READ}
+    named["open_calls"] = int(named["open_calls"] or 0)
+    return StoredTrace(**named)
 
-    The row lock it takes orders concurrent replicas, and the increments make counters
-    exact; it leaves the run summary alone, so RETURNING gives it as before the batch."""
-    mark = placeholder(conn)
-    convert = [converter(conn, TRACES.c[name].type) for name in _INSERTED]
-    one = "(" + ", ".join([mark] * len(_INSERTED)) + ")"
-    sql = (
-        f"INSERT INTO traces ({', '.join(_INSERTED)}) VALUES {', '.join([one] * len(rows))} "
-        f"ON CONFLICT (id) DO UPDATE SET {_MERGED} RETURNING {', '.join(_RETURNED)}"
+
+def with_batch(before: StoredTrace, row: dict[str, Any]) -> StoredTrace:
+    """A stored trace with the batch's counts and times added (read under its row lock)."""
+    return before._replace(
+        step_count=before.step_count + row["step_count"],
+        started_at=min(before.started_at, row["started_at"]),
+        updated_at=max(before.updated_at, row["updated_at"]),
+        total_tokens=before.total_tokens + row["total_tokens"],
+        violation_count=before.violation_count + row["violation_count"],
+        cost_nano=before.cost_nano + row["cost_nano"],
     )
-    values = [f(row[name]) for row in rows for f, name in zip(convert, _INSERTED, strict=True)]
-    returned = conn.exec_driver_sql(sql, tuple(values)).all()
-    return {row[0]: _stored(row) for row in returned}
 
 
-def set_folded(conn: Connection, updates: Sequence[dict[str, Any]]) -> None:
-    """The folded run summary of each trace (FOLDED_COLUMNS, `add_tool_ms`, `trace_id`)."""
+def insert_new(conn: Connection, rows: Sequence[dict[str, Any]]) -> set[str]:
+    """Insert the rows (`_NEW` columns, sorted by id) of traces not stored yet; the stored
+    ones are locked, not changed. Returns the ids inserted.
+
+    The locks are taken in id order, as every writer does: replicas cannot deadlock. A
+    trace another replica inserts meanwhile is waited for, then counts as stored."""
+    convert = [converter(conn, TRACES.c[name].type) for name in _NEW]
+    # DO UPDATE … WHERE false: a stored row is locked, left as it is and not returned.
+    conflict = "ON CONFLICT (id) DO UPDATE SET id = excluded.id WHERE 1 = 0 RETURNING id"
+    if conn.dialect.name == "postgresql":
+        columns = [[f(row[name]) for row in rows] for f, name in zip(convert, _NEW, strict=True)]
+        sql = f"INSERT INTO traces ({', '.join(_NEW)}) {_pg_batch_rows(conn.dialect)} {conflict}"
+        return set(conn.exec_driver_sql(sql, tuple(columns)).scalars())
     mark = placeholder(conn)
-    assigned = ", ".join(f"{name} = {mark}" for name in FOLDED_COLUMNS)
-    sql = f"UPDATE traces SET {assigned}, tool_ms = tool_ms + {mark} WHERE id = {mark}"
-    convert = [converter(conn, TRACES.c[name].type) for name in FOLDED_COLUMNS]
+    one = "(" + ", ".join([mark] * len(_NEW)) + ")"
+    sql = f"INSERT INTO traces ({', '.join(_NEW)}) VALUES {', '.join([one] * len(rows))} {conflict}"
+    values = [f(row[name]) for row in rows for f, name in zip(convert, _NEW, strict=True)]
+    return set(conn.exec_driver_sql(sql, tuple(values)).scalars())
+
+
+@functools.cache
+def _pg_batch_rows(dialect: Dialect) -> str:
+    """A batch's rows as one array a column, unnested in id order: the statement's text is
+    the same whatever the batch's size, so psycopg converts it once (its placeholders, one
+    a value, cost more to find in a many-row VALUES than the statement takes to run)."""
+    arrays = ", ".join(f"%s::{TRACES.c[name].type.compile(dialect=dialect)}[]" for name in _NEW)
+    return f"SELECT * FROM unnest({arrays}) AS batch({', '.join(_NEW)}) ORDER BY id"
+
+
+def read_stored(conn: Connection, trace_ids: Sequence[str]) -> dict[str, StoredTrace]:
+    """The stored rows of these traces, as stored (their locks already held)."""
+    if not trace_ids:
+        return {}
+    select = f"SELECT {', '.join(_READ)} FROM traces WHERE "
+    if conn.dialect.name == "postgresql":
+        found = conn.exec_driver_sql(select + "id = ANY(%s)", (list(trace_ids),))
+    else:
+        found = conn.exec_driver_sql(
+            select + f"id IN ({', '.join('?' * len(trace_ids))})", tuple(trace_ids)
+        )
+    return {row[0]: _stored(row) for row in found}
+
+
+def add_to_stored(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
+    """Add a batch to stored traces: counts by increment, times and folded summary as
+    computed under the row lock, tool time by increment. Each row holds `_ADDED`,
+    `started_at`, `updated_at` (merged), the budgets, FOLDED_COLUMNS, `add_tool_ms`, `id`."""
+    if not rows:
+        return
+    mark = placeholder(conn)
+    sql = f"UPDATE traces SET {_ADD_TO_STORED.format(mark=mark)} WHERE id = {mark}"
+    names = (
+        *_ADDED,
+        "started_at",
+        "updated_at",
+        "budget_max_steps",
+        "budget_max_tokens",
+        *FOLDED_COLUMNS,
+    )
+    convert = [converter(conn, TRACES.c[name].type) for name in names]
     values = [
         (
-            *(f(row[name]) for f, name in zip(convert, FOLDED_COLUMNS, strict=True)),
+            *(f(row[name]) for f, name in zip(convert, names, strict=True)),
             row["add_tool_ms"],
-            row["trace_id"],
+            row["id"],
         )
-        for row in updates
+        for row in rows
     ]
     conn.exec_driver_sql(sql, values)
 
 
 def _stored(row: Sequence[Any]) -> StoredTrace:
-    named = dict(zip(_RETURNED, row, strict=True))
+    named = dict(zip(_READ, row, strict=True))
     for name in _TIMES:
         named[name] = _time(named[name])
     models = named["models"]

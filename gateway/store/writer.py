@@ -17,7 +17,6 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Engine
 
 from gateway.items import Violation
-from gateway.runs.status import TraceStatus
 from gateway.step import RefusalRecord, StepRecord
 from gateway.store import fulltext, session_summary, trace_merge, trace_models
 from gateway.store.engine import write_connection
@@ -29,8 +28,6 @@ from gateway.store.trace_merge import SUMMARY_COLUMNS, TOKEN_SUMS
 
 Record = StepRecord | RefusalRecord
 
-# What a new row holds until the batch's fold sets it, in the same transaction.
-_PLACEHOLDER_STATUS = TraceStatus.COMPLETED.value
 # Summed as reported; total_tokens falls back to prompt + completion when not reported.
 _SUMMED_AS_IS = ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens")
 
@@ -128,8 +125,9 @@ class StoreWriter:
     """Writes batches of records; sync, meant for one dedicated worker thread.
 
     A batch is one transaction of a fixed number of statements whatever its size: one
-    select of what is stored already, one upsert of its traces and one update of their
-    summaries, then one driver-level executemany per table."""
+    select of what is stored already, one insert of its new traces (locking the stored
+    ones), a read of the stored ones and one update adding the batch to them, then one
+    driver-level executemany per table."""
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
@@ -175,9 +173,14 @@ def _unwritten(conn: Connection, records: Sequence[Record]) -> list[Record]:
 
 
 def _stored_ids(conn: Connection, table: sa.Table, ids: list[str]) -> set[str]:
-    """Which of `ids` the table holds, asked at the driver (no statement compiled a batch)."""
+    """Which of `ids` the table holds, asked at the driver (no statement compiled a batch). On
+    PostgreSQL one array parameter: the statement's text stays the same whatever the batch's
+    size, so psycopg converts it once."""
     if not ids:
         return set()
+    if conn.dialect.name == "postgresql":
+        sql = f"SELECT id FROM {table.name} WHERE id = ANY(%s)"
+        return {row[0] for row in conn.exec_driver_sql(sql, (ids,))}
     marks = ", ".join([placeholder(conn)] * len(ids))
     sql = f"SELECT id FROM {table.name} WHERE id IN ({marks})"
     return {row[0] for row in conn.exec_driver_sql(sql, tuple(ids))}
@@ -201,12 +204,11 @@ def _group(records: list[Record]) -> list[TraceDelta]:
 
 def _trace_row(delta: TraceDelta) -> dict[str, Any]:
     """The trace row as this batch alone would make it, its run summary empty (the fold
-    sets it); merged into an existing row."""
+    sets it): added to a stored row, or completed by the fold into a new one."""
     return {
         "id": delta.trace_id,
         "started_at": delta.started_at,
         "updated_at": delta.updated_at,
-        "status": _PLACEHOLDER_STATUS,
         "step_count": len(delta.steps),
         "models": delta.models,
         **delta.tokens,
@@ -225,29 +227,52 @@ def _trace_row(delta: TraceDelta) -> dict[str, Any]:
 def _merge_traces(
     conn: Connection, deltas: list[TraceDelta]
 ) -> tuple[dict[str, int], dict[str, Folded]]:
-    """Apply every delta and fold it into its trace's run summary; return each trace's
-    step count before this batch and its fold."""
-    stored = trace_merge.merge(conn, [_trace_row(d) for d in deltas])
+    """Apply every delta and fold it into its trace's run summary, one row version a trace;
+    return each trace's step count before this batch and its fold."""
+    rows = {delta.trace_id: _trace_row(delta) for delta in deltas}
+    # Every trace folded as new first: those that are go in whole, in one statement.
+    news = {d.trace_id: _folded(trace_merge.as_new(rows[d.trace_id]), d) for d in deltas}
+    inserted = trace_merge.insert_new(
+        conn, [rows[d.trace_id] | news[d.trace_id][1] for d in deltas]
+    )
+    stored_before = trace_merge.read_stored(
+        conn, [d.trace_id for d in deltas if d.trace_id not in inserted]
+    )
+    stored: dict[str, trace_merge.StoredTrace] = {}
     before: dict[str, int] = {}
     folds: dict[str, Folded] = {}
-    updates: list[dict[str, Any]] = []
+    additions: list[dict[str, Any]] = []
     for delta in deltas:
-        row = stored[delta.trace_id]
-        before[delta.trace_id] = row.step_count - len(delta.steps)
-        folded = fold(row, delta.steps, delta.refusals, first_batch=before[delta.trace_id] == 0)
-        folds[delta.trace_id] = folded
-        known = list(row.models or [])
-        # The row lock is held until commit, so `known` cannot go stale.
-        models = known + [m for m in delta.models if m not in known]
-        session = session_summary.session_of(row, delta)
-        updates.append(
-            {**folded.values, "models": models, "add_tool_ms": folded.tool_ms}
-            | {"trace_id": delta.trace_id, "session_id": session}
-        )
-    trace_merge.set_folded(conn, updates)
+        trace_id, row = delta.trace_id, rows[delta.trace_id]
+        if trace_id in inserted:
+            stored[trace_id] = trace_merge.as_new(row)
+            folds[trace_id] = news[trace_id][0]
+        else:
+            merged = stored[trace_id] = trace_merge.with_batch(stored_before[trace_id], row)
+            folds[trace_id], values = _folded(merged, delta)
+            times = {"started_at": merged.started_at, "updated_at": merged.updated_at}
+            additions.append(row | values | times | {"add_tool_ms": values["tool_ms"]})
+        before[trace_id] = stored[trace_id].step_count - len(delta.steps)
+    trace_merge.add_to_stored(conn, additions)
     trace_models.record(conn, deltas)
     session_summary.record(conn, ((delta, stored[delta.trace_id]) for delta in deltas))
     return before, folds
+
+
+def _folded(row: trace_merge.StoredTrace, delta: TraceDelta) -> tuple[Folded, dict[str, Any]]:
+    """The delta folded into `row` (counts with the batch, summary before it): the fold
+    and the column values it sets."""
+    first_batch = row.step_count == len(delta.steps)
+    folded = fold(row, delta.steps, delta.refusals, first_batch=first_batch)
+    known = list(row.models or [])
+    # The row lock is held until commit, so `known` cannot go stale.
+    models = known + [m for m in delta.models if m not in known]
+    values = folded.values | {
+        "models": models,
+        "session_id": session_summary.session_of(row, delta),
+        "tool_ms": folded.tool_ms,
+    }
+    return folded, values
 
 
 def _insert_steps(

@@ -14,7 +14,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.elements import ClauseElement
 
 from gateway.items import Item, ItemKind
-from gateway.store import search
+from gateway.store import fulltext, search
 from gateway.store.deadline import ReadTimedOut
 from gateway.store.engine import create_schema, make_engine
 from gateway.store.filters import TraceFilters
@@ -78,9 +78,13 @@ def test_a_common_word_lists_its_traces_newest_first(stored: Engine) -> None:
     assert [t["id"] for t in page["traces"] + rest["traces"]] == _found(stored, COMMON)
 
 
+@pytest.mark.parametrize("common_share", [0.0, 2.0], ids=["walked", "gin"])
 def test_a_word_in_more_items_than_read_lists_its_newest(
-    stored: Engine, monkeypatch: pytest.MonkeyPatch
+    stored: Engine, monkeypatch: pytest.MonkeyPatch, common_share: float
 ) -> None:
+    """Either way PostgreSQL reads a word's matches (walking the newest items for a common
+    word, from the GIN index for any other), the same newest are kept."""
+    monkeypatch.setattr(search, "COMMON_SHARE", common_share)
     monkeypatch.setattr(search, "MAX_WORD_MATCHES", 3)  # items: t29's, t28's and t27's
     assert _found(stored, COMMON) == ["t29", "t28", "t27"]
     assert _found(stored, "zanzibar") == ["t07"]  # a rarer word still finds all its traces
@@ -143,17 +147,24 @@ def test_search_builds_no_expression_at_import() -> None:
     assert built == set()
 
 
-def test_a_store_at_the_revision_before_upgrades_and_finds_old_data(database: Database) -> None:
+@pytest.mark.parametrize("revision", ["0005", "0009"])
+def test_a_store_at_a_revision_before_upgrades_and_finds_old_data(
+    database: Database, revision: str
+) -> None:
+    """From before the batched full-text index (0006) and before PostgreSQL's lean stored
+    words (0010): old items are found by their words and their call ids by prefix."""
     engine = make_engine(database.url)
     with engine.begin() as conn:
-        command.upgrade(alembic_config(conn), "0005")
+        command.upgrade(alembic_config(conn), revision)
         records: list[Any] = []
         for n in range(3):
             records += _trace(f"old{n}", n, "Zanzibar" if n == 1 else "plain")
-        _store_as_then(conn, records)
+        _store_as_then(conn, records, indexed=revision >= "0006")
     create_schema(engine)  # the start-up upgrade
     assert _found(engine, "zanzibar") == ["old1"]
     assert _found(engine, "old") == ["old2", "old1", "old0"]
+    assert _found(engine, "call_old1") == ["old1"]
+    assert _found(engine, "read_file") == ["old2", "old1", "old0"]
     with engine.connect() as conn:
         triggers = "SELECT name FROM sqlite_master WHERE type = 'trigger'"
         if database.dialect == "sqlite":
@@ -165,8 +176,9 @@ def test_a_store_at_the_revision_before_upgrades_and_finds_old_data(database: Da
     engine.dispose()
 
 
-def _store_as_then(conn: Connection, records: list[Any]) -> None:
-    """Rows as the revision before stores them: today's rows cut to the columns it has."""
+def _store_as_then(conn: Connection, records: list[Any], *, indexed: bool) -> None:
+    """Rows as the revision before stores them: today's rows cut to the columns it has;
+    `indexed`, SQLite's full-text index kept by the writer (0006 on), not by triggers."""
     tables = sa.MetaData()
     traces, steps, items = (sa.Table(n, tables, autoload_with=conn) for n in TABLES)
     for seq, record in enumerate(records, start=1):
@@ -179,6 +191,8 @@ def _store_as_then(conn: Connection, records: list[Any]) -> None:
         for direction in ("input", "output"):
             rows = item_rows(record.id, direction, getattr(record, f"{direction}_items"))
             insert_many(conn, items, [_known(items, row) for row in rows])
+        if indexed:
+            fulltext.index_steps(conn, [record.id])
 
 
 def _known(table: sa.Table, row: dict[str, Any]) -> dict[str, Any]:
