@@ -40,6 +40,8 @@ from gateway.store.engine import make_engine
 from gateway.store.writer import StoreWriter
 
 BATCH = 200  # the recorder's batch size
+# The production functions, before any variant swaps them out of the writer's reach.
+INDEX_STEPS, TUNE_FOR_BATCHES = fulltext.index_steps, engine_module.tune_for_batches
 RANDOM_KEYED = (
     "ix_steps_continuation_key",
     "ix_steps_response_id",
@@ -101,8 +103,8 @@ def run(store: Path, variant: Variant, batches: list[list[Any]]) -> str:
     engine = make_engine(f"sqlite:///{work}")
     if variant.pragmas:
         sa.event.listen(engine, "connect", _pragmas(variant.pragmas))
-    writer_module.tune_for_batches = engine_module.tune_for_batches if variant.tuned else _no_op
-    writer_module.fulltext.index_steps = fulltext.index_steps if variant.fts else _no_op
+    writer_module.tune_for_batches = TUNE_FOR_BATCHES if variant.tuned else _no_op
+    fulltext.index_steps = INDEX_STEPS if variant.fts else _no_op
     writer = StoreWriter(engine)
     wall = cpu = 0.0
     read, written = io_bytes()
