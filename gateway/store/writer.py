@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection, Engine
 from gateway.items import Violation
 from gateway.step import RefusalRecord, StepRecord
 from gateway.store import fulltext, session_summary, trace_merge, trace_models
-from gateway.store.engine import write_connection
+from gateway.store.engine import tune_for_batches, write_connection
 from gateway.store.models import ITEMS, STEPS, VIOLATIONS
 from gateway.store.rows import insert_many, item_rows, placeholder, step_row
 from gateway.store.run_fold import Folded, fold, is_unpriced
@@ -136,6 +136,7 @@ class StoreWriter:
         if not records:
             return
         with write_connection(self._engine) as conn, conn.begin():
+            tune_for_batches(conn)
             fresh = _unwritten(conn, records)
             if not fresh:
                 return

@@ -228,3 +228,27 @@ def test_query_words_are_single_terms() -> None:
     assert next_prefix("ab") == "ac"
     assert next_prefix("a\U0010ffff") == "b"
     assert next_prefix("a\ud7ff") == "a\ue000"
+
+
+def test_a_store_upgraded_to_fewer_merges_finds_words_written_before_and_after(
+    database: Database,
+) -> None:
+    engine = make_engine(database.url)
+    with engine.begin() as conn:
+        command.upgrade(alembic_config(conn), "0009")
+    writer = StoreWriter(engine)
+    writer.write_batch(_trace("before", 0, "Zanzibar"))  # type: ignore[arg-type]
+    create_schema(engine)  # the start-up upgrade
+    for n in range(40):  # one full-text segment a batch: more than a level of 16 holds
+        words = "Zanzibar" if n % 10 == 0 else f"plain{n}"
+        writer.write_batch(_trace(f"after{n:02d}", n + 1, words))  # type: ignore[arg-type]
+    assert _found(engine, "zanzibar") == ["after30", "after20", "after10", "after00", "before"]
+    assert _found(engine, "plain39") == ["after39"]
+    assert len(_found(engine, COMMON)) == 41
+    if database.dialect == "sqlite":
+        with engine.connect() as conn:
+            config = dict(conn.exec_driver_sql("SELECT k, v FROM items_fts_config").all())
+        assert (config["automerge"], config["crisismerge"]) == (16, 32)
+    assert purge_batch(engine, T0 + timedelta(minutes=11), limit=100) == 11  # 0 to 10
+    assert _found(engine, "zanzibar") == ["after30", "after20", "after10"]
+    engine.dispose()

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from gateway.store.engine import create_schema, install_secret, normalize_url
+from gateway.step import StepRecord
+from gateway.store.engine import create_schema, install_secret, normalize_url, read_only_engine
+from gateway.store.models import STEPS
+from gateway.store.writer import StoreWriter
 from tests.conftest import OpenEngine
 
 
@@ -91,3 +97,42 @@ def test_schema_has_the_indexes_the_read_api_uses(engine: Engine) -> None:
     assert ("call_id",) not in indexes["items"]
     assert ("kind", "created_at", "id") in indexes["violations"]
     assert ("trace_id",) in indexes["violations"]
+
+
+def test_batch_writer_connection_caches_more_and_checkpoints_less_often(
+    sqlite_database: Any, open_engine: OpenEngine, make_step: Callable[..., StepRecord]
+) -> None:
+    engine = open_engine(sqlite_database.url)
+    create_schema(engine)
+    StoreWriter(engine).write_batch([make_step("t-tuned")])
+    with engine.connect() as conn:  # the pool's one connection: the one the batch used
+
+        def pragma(name: str) -> Any:
+            return conn.exec_driver_sql(f"PRAGMA {name}").scalar()
+
+        assert pragma("cache_size") == -65536  # KiB
+        assert pragma("wal_autocheckpoint") == 16384  # pages
+        assert pragma("journal_size_limit") == 64 * 1024 * 1024
+    other = open_engine(sqlite_database.url)
+    with other.connect() as conn:  # readers and other writers keep SQLite's defaults
+        assert conn.exec_driver_sql("PRAGMA cache_size").scalar() == -2000
+
+
+def test_batches_are_read_before_a_checkpoint_and_in_the_file_after_the_writer_stops(
+    sqlite_database: Any, open_engine: OpenEngine, make_step: Callable[..., StepRecord]
+) -> None:
+    engine = open_engine(sqlite_database.url)
+    create_schema(engine)
+    writer = StoreWriter(engine)
+    for batch in range(5):
+        writer.write_batch([make_step(f"t-{batch}-{n}") for n in range(20)])
+    wal = Path(f"{sqlite_database.path}-wal")
+    assert wal.stat().st_size > 0  # not checkpointed yet: readers find the rows in the WAL
+    reader = read_only_engine(sqlite_database.url)
+    with reader.connect() as conn:
+        assert conn.scalar(sa.select(sa.func.count()).select_from(STEPS)) == 100
+    reader.dispose()
+    engine.dispose()  # the last connection checkpoints the WAL into the file
+    assert not wal.exists()
+    with contextlib.closing(sqlite3.connect(sqlite_database.path)) as raw:
+        assert raw.execute("SELECT count(*) FROM steps").fetchone()[0] == 100
