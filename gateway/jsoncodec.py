@@ -7,6 +7,7 @@ held as JSON text (`msgspec.Raw`, see `protocols.request_body`) is written as it
 from __future__ import annotations
 
 import json
+import re
 from types import MappingProxyType
 from typing import Any
 
@@ -54,3 +55,25 @@ def _as_value(value: Any) -> Any:
 
 def dumps_text(value: Any) -> str:
     return dumps(value).decode()
+
+
+# orjson writes every float with a digit then "." or "e"; the standard library may write the
+# same float otherwise (1e+16 where orjson writes 1e16), so text with such a pair is left to
+# it, as is, for ASCII output, any byte it would escape (non-ASCII, DEL).
+_ORJSON_DIFFERS = re.compile(rb"\d[.eE]")
+_ORJSON_DIFFERS_ASCII = re.compile(rb"\d[.eE]|[^\x20-\x7e]")
+
+
+def canonical(text: str | bytes, *, ensure_ascii: bool) -> str:
+    """`json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"), ensure_ascii=...)`
+    exactly (hashes and stored keys are made of it), by orjson where its text is the same.
+    Raises what `json.loads` raises."""
+    try:
+        out = orjson.dumps(orjson.loads(text), option=orjson.OPT_SORT_KEYS)
+    except (ValueError, TypeError):  # NaN, integers past 64 bits, lone surrogates, depth
+        out = None
+    differs = _ORJSON_DIFFERS_ASCII if ensure_ascii else _ORJSON_DIFFERS
+    if out is not None and differs.search(out) is None:
+        return out.decode()
+    value = json.loads(text)
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=ensure_ascii)
