@@ -58,10 +58,8 @@ def dumps_text(value: Any) -> str:
 
 
 # orjson writes every float with a digit then "." or "e"; the standard library may write the
-# same float otherwise (1e+16 where orjson writes 1e16), so text with such a pair is left to
-# it, as is, for ASCII output, any byte it would escape (non-ASCII, DEL).
-_ORJSON_DIFFERS = re.compile(rb"\d[.eE]")
-_ORJSON_DIFFERS_ASCII = re.compile(rb"\d[.eE]|[^\x20-\x7e]")
+# same float otherwise (1e+16 where orjson writes 1e16), so text with such a pair is left to it.
+_FLOAT_LIKE = re.compile(rb"\d[.eE]")
 
 
 def canonical(text: str | bytes, *, ensure_ascii: bool) -> str:
@@ -72,8 +70,9 @@ def canonical(text: str | bytes, *, ensure_ascii: bool) -> str:
         out = orjson.dumps(orjson.loads(text), option=orjson.OPT_SORT_KEYS)
     except (ValueError, TypeError):  # NaN, integers past 64 bits, lone surrogates, depth
         out = None
-    differs = _ORJSON_DIFFERS_ASCII if ensure_ascii else _ORJSON_DIFFERS
-    if out is not None and differs.search(out) is None:
+    # For ASCII output the standard library escapes what is not printable ASCII (DEL too).
+    same = out is not None and (not ensure_ascii or (out.isascii() and b"\x7f" not in out))
+    if same and out is not None and _FLOAT_LIKE.search(out) is None:
         return out.decode()
     value = json.loads(text)
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=ensure_ascii)
