@@ -49,9 +49,9 @@ _STEP_ROW, _REFUSAL_ROW = _Row(STEP_FIELDS), _Row(REFUSAL_FIELDS)
 
 def encode(record: Record) -> bytes:
     """One line: a type tag, the record, a newline (orjson never writes a raw newline)."""
-    if type(record) is StepRecord:
+    if isinstance(record, StepRecord):
         return _STEP + orjson.dumps(_STEP_ROW(record), default=plain) + b"\n"
-    if type(record) is RefusalRecord:
+    if isinstance(record, RefusalRecord):
         return _REFUSAL + orjson.dumps(_REFUSAL_ROW(record), default=plain) + b"\n"
     return mcp_codec.encode(record)
 
