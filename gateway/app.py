@@ -69,7 +69,7 @@ def create_app(
     the spool directory `spool` and runs the recorder."""
     app = web.Application(
         client_max_size=settings.max_body_bytes + 1,
-        middlewares=[_errors, _admin_auth],
+        middlewares=[_guarded],
         handler_args={"handler_cancellation": True},
     )
     app.cleanup_ctx.append(
@@ -330,8 +330,13 @@ def _adapter_for(path: str):  # type: ignore[no-untyped-def]
 
 
 @web.middleware
-async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+async def _guarded(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The admin token where the read side needs it, and errors as JSON: one middleware,
+    the one layer every proxied request passes through."""
     try:
+        token = request.app[DEPS].settings.admin_token
+        if token is not None and _needs_admin(request.path):
+            _admit_admin(request, token)
         return await handler(request)
     except GatewayError as exc:
         return proxy.error_response(_adapter_for(request.path), exc)
@@ -346,13 +351,9 @@ def _needs_admin(path: str) -> bool:
     return not (public or path in ("/metrics", "/healthz", "/readyz"))
 
 
-@web.middleware
-async def _admin_auth(request: web.Request, handler: Handler) -> web.StreamResponse:
-    token = request.app[DEPS].settings.admin_token
-    if token is None or not _needs_admin(request.path):
-        return await handler(request)
+def _admit_admin(request: web.Request, token: str) -> None:
     if auth.authorized(request, token):  # bearer header or the login cookie
-        return await handler(request)
+        return
     if auth.wants_html(request):
         raise auth.login_redirect(request)
     raise Unauthorized("This Loopwatch requires its admin token (Authorization: Bearer ...).")

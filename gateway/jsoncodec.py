@@ -7,6 +7,7 @@ held as JSON text (`msgspec.Raw`, see `protocols.request_body`) is written as it
 from __future__ import annotations
 
 import json
+import re
 from types import MappingProxyType
 from typing import Any
 
@@ -54,3 +55,24 @@ def _as_value(value: Any) -> Any:
 
 def dumps_text(value: Any) -> str:
     return dumps(value).decode()
+
+
+# orjson writes every float with a digit then "." or "e"; the standard library may write the
+# same float otherwise (1e+16 where orjson writes 1e16), so text with such a pair is left to it.
+_FLOAT_LIKE = re.compile(rb"\d[.eE]")
+
+
+def canonical(text: str | bytes, *, ensure_ascii: bool) -> str:
+    """`json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"), ensure_ascii=...)`
+    exactly (hashes and stored keys are made of it), by orjson where its text is the same.
+    Raises what `json.loads` raises."""
+    try:
+        out = orjson.dumps(orjson.loads(text), option=orjson.OPT_SORT_KEYS)
+    except (ValueError, TypeError):  # NaN, integers past 64 bits, lone surrogates, depth
+        out = None
+    # For ASCII output the standard library escapes what is not printable ASCII (DEL too).
+    same = out is not None and (not ensure_ascii or (out.isascii() and b"\x7f" not in out))
+    if same and out is not None and _FLOAT_LIKE.search(out) is None:
+        return out.decode()
+    value = json.loads(text)
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=ensure_ascii)

@@ -68,12 +68,16 @@ def resolve(settings: Settings, protocol: str, model: str | None, path: str, que
     A base ending in /v1 (OpenAI style, like OPENAI_BASE_URL) takes the path after /v1;
     any other base (Anthropic style, like ANTHROPIC_BASE_URL) takes the whole path.
     """
-    segments = [unquote(segment) for segment in path.split("/")]
-    if "." in segments or ".." in segments:
-        # Resolved by the HTTP client, they would reach paths of the provider's host
-        # outside its API base, with the route's own key.
-        raise BadRequest("The request path must not contain '.' or '..' segments.", param="path")
-    if protocol == "passthrough" and "/".join(segments).startswith(ANTHROPIC_PATHS):
+    decoded = path
+    if "%" in path or "." in path:  # else no segment can be (or decode to) a dot segment
+        segments = [unquote(segment) for segment in path.split("/")]
+        if "." in segments or ".." in segments:
+            # Resolved by the HTTP client, they would reach paths of the provider's host
+            # outside its API base, with the route's own key.
+            message = "The request path must not contain '.' or '..' segments."
+            raise BadRequest(message, param="path")
+        decoded = "/".join(segments)
+    if protocol == "passthrough" and decoded.startswith(ANTHROPIC_PATHS):
         # Anthropic's other endpoints (count_tokens, batches) belong with its Messages API:
         # sent to the OpenAI upstream they would carry an Anthropic key to the wrong provider.
         protocol = "messages"

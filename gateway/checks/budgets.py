@@ -38,9 +38,11 @@ class Limits:
 
     @property
     def any(self) -> bool:
-        return any(
-            limit is not None
-            for limit in (self.max_steps, self.max_tokens, self.max_cost_usd, self.max_duration_s)
+        return not (
+            self.max_steps is None
+            and self.max_tokens is None
+            and self.max_cost_usd is None
+            and self.max_duration_s is None
         )
 
     @property
@@ -123,10 +125,17 @@ def key_settings(settings: Settings, secret: bytes, headers: Mapping[str, str]) 
     return next((k for k in settings.keys if k.key_fingerprint == fingerprint), None)
 
 
+UNLIMITED = Limits()
+_LIMIT_HEADERS = (STEPS_HEADER, TOKENS_HEADER, COST_HEADER, DURATION_HEADER)
+
+
 def limits_for(settings: Settings, key: KeyBudget | None, headers: Mapping[str, str]) -> Limits:
     """Each source tightens the one before; a budget header that does not parse is a 400."""
     steps, tokens = settings.max_steps, settings.max_tokens
     cost, seconds = settings.max_cost_usd, settings.max_duration_s
+    unset = steps is None and tokens is None and cost is None and seconds is None
+    if unset and key is None and not any(name in headers for name in _LIMIT_HEADERS):
+        return UNLIMITED  # the common case: no budget anywhere
     if key is not None:
         steps, tokens = _tighter(steps, key.max_steps), _tighter(tokens, key.max_tokens)
         cost, seconds = _tighter(cost, key.max_cost_usd), _tighter(seconds, key.max_duration_s)

@@ -4,13 +4,14 @@ the mark of an agent stuck in a loop. Sans-IO: a per-trace counter and the refus
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from hashlib import blake2b
+from json.encoder import encode_basestring  # json.dumps of a str, ensure_ascii=False
 from typing import Literal
 
+from gateway import jsoncodec
 from gateway.checks.output import call_label
 from gateway.errors import RepeatedToolCall
 from gateway.items import Item, ItemKind, Violation, ViolationKind
@@ -24,7 +25,7 @@ SHOWN_ARGUMENT_CHARS = 120
 
 def canonical_call(name: str, arguments: str | None, *, free_form: bool = False) -> str:
     """The call as one string: its quoted name, then its canonical arguments."""
-    return json.dumps(name, ensure_ascii=False) + canonical_arguments(arguments, free_form)
+    return encode_basestring(name) + canonical_arguments(arguments, free_form)
 
 
 def canonical_arguments(arguments: str | None, free_form: bool = False) -> str:
@@ -33,14 +34,13 @@ def canonical_arguments(arguments: str | None, free_form: bool = False) -> str:
     text, quoted. Free-form input (custom tools) is its text, quoted: it is not JSON even
     when it looks like it, and its spacing may matter."""
     if free_form:
-        return json.dumps(arguments or "", ensure_ascii=False)
+        return encode_basestring(arguments or "")
     if arguments is None or not arguments.strip():
         return "{}"  # providers send "" for a call without parameters
     try:
-        value = json.loads(arguments)
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return jsoncodec.canonical(arguments, ensure_ascii=False)
     except (ValueError, RecursionError):
-        return json.dumps(arguments.strip(), ensure_ascii=False)
+        return encode_basestring(arguments.strip())
 
 
 def call_key(name: str, arguments: str | None, *, free_form: bool = False) -> bytes:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+import orjson
+
 from gateway.items import Item, ItemKind, StopReason, Violation, ViolationKind
 
 if TYPE_CHECKING:
@@ -46,11 +48,24 @@ def arguments_problem(arguments: str | None) -> str | None:
     if arguments is None or not arguments.strip():
         return None
     try:
+        # orjson reads a subset of what the standard library reads, to the same values;
+        # the standard library decides the rest, and words the errors.
+        return _shape_problem(orjson.loads(arguments))
+    except orjson.JSONDecodeError:
+        return _standard_problem(arguments)
+
+
+def _standard_problem(arguments: str) -> str | None:
+    try:
         value = json.loads(arguments)
     except json.JSONDecodeError as exc:
         return f"not valid JSON ({exc.msg} at character {exc.pos})"
     except RecursionError:  # a hostile provider's arguments: flagged, never a lost step
         return "JSON nested too deeply to read"
+    return _shape_problem(value)
+
+
+def _shape_problem(value: object) -> str | None:
     if not isinstance(value, dict):
         return f"valid JSON but not an object (a {type(value).__name__})"
     return None

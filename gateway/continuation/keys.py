@@ -10,11 +10,11 @@ when it was re-rendered as text, the step's whole input is still its prefix (`Sc
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from hashlib import blake2b
 
+from gateway import jsoncodec
 from gateway.items import ASSISTANT_KINDS, Item, ItemKind
 
 # Kinds a client commonly drops or rewrites when it echoes an assistant turn.
@@ -36,7 +36,7 @@ def _canonical(item: Item) -> bytes:
     if arguments:
         # Deeply nested arguments compare as the text they are.
         with contextlib.suppress(ValueError, RecursionError):
-            arguments = json.dumps(json.loads(arguments), sort_keys=True, separators=(",", ":"))
+            arguments = jsoncodec.canonical(arguments, ensure_ascii=True)
     parts = (
         item.kind.value,
         item.text or "",

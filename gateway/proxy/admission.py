@@ -47,6 +47,8 @@ async def admit(
 ) -> Admission | Refuse:
     """Decide, ask the ledger if the decision says so, decide from its answer."""
     limits = budgets.limits_for(deps.settings, key, headers)
+    if not limits.any:  # admitted untouched (`decide` would say so)
+        return Admission(limits)
     decision: Admit | Reserve | Refuse = decide(limits, trace_id, wanted_tokens)
     if isinstance(decision, Reserve):
         answer = await _reserve(deps, decision, model, upstream_url)

@@ -36,7 +36,7 @@ from gateway.proxy.upstream import forward_headers
 from gateway.routing import Target, resolve
 from gateway.runs.status import TERMINAL, mark_terminal
 from gateway.sinks.base import notify_refusal
-from gateway.sinks.metrics import relaying
+from gateway.sinks.metrics import Relaying
 from gateway.step import RefusalRecord, StepStart
 from gateway.stream import codings
 
@@ -164,7 +164,7 @@ async def _forward(
     except GatewayError as exc:
         return _unreachable(adapter, exchange, finisher, exc, own)
     finisher.upstream_answered(provider_request_id(upstream.headers))
-    with relaying(deps.metrics, adapter.name):
+    with Relaying(deps.metrics, adapter.name):
         response, gone = await relay(request, upstream, exchange, finisher, own_headers=own)
     if gone and handler_cancelled():
         raise asyncio.CancelledError
@@ -244,7 +244,7 @@ async def handle_passthrough(
     except GatewayError as exc:
         return _unreachable(adapter, exchange, finisher, exc, own)
     finisher.upstream_answered(provider_request_id(upstream.headers))
-    with relaying(deps.metrics, "passthrough"):
+    with Relaying(deps.metrics, "passthrough"):
         response, gone = await relay(request, upstream, exchange, finisher, own_headers=own)
     if gone and handler_cancelled():
         raise asyncio.CancelledError

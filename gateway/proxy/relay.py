@@ -66,7 +66,10 @@ async def relay(
     )
     # The exchange has decided, from the head, whether it rewrites the body (it never does
     # for an encoded one): the headers follow that decision, so they match the bytes.
-    response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+    # An event stream's head goes out at once: the client sees the stream start.
+    events = upstream.content_type == "text/event-stream"
+    kind = web.StreamResponse if events else _BodyResponse
+    response = kind(status=upstream.status, reason=upstream.reason)
     for name, value in response_headers(upstream.headers, body_rewritten=exchange.holds_back):
         response.headers.add(name, value)
     response.headers.update(own_headers)
@@ -91,6 +94,13 @@ async def relay(
     finally:
         upstream.release()
     return response, run.gone
+
+
+class _BodyResponse(web.StreamResponse):
+    """A body (JSON, mostly whole in one chunk): its head leaves with the first bytes of it,
+    one write(2) for both instead of two (as `web.Response` does)."""
+
+    _send_headers_immediately = False
 
 
 def execute_now(commands: list[Command], handler: Handler, timing: Timing) -> None:

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterable, Mapping
 
 import aiohttp
 from aiohttp.payload import TOO_LARGE_BYTES_BODY
+from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
 from gateway.config import Settings
@@ -44,11 +45,14 @@ class Upstream:
             connect=self._settings.connect_timeout,
             sock_read=self._settings.read_timeout,
         )
-        # auto_decompress off: the client gets the provider's bytes as sent.
+        # auto_decompress off: the client gets the provider's bytes as sent. No cookie jar:
+        # a cookie one client's provider set is never sent on another client's request (and
+        # no request pays for looking cookies up).
         self._session = aiohttp.ClientSession(
             connector=connector,
             timeout=timeout,
             auto_decompress=False,
+            cookie_jar=aiohttp.DummyCookieJar(),
             skip_auto_headers=("User-Agent", "Accept-Encoding", "Accept", "Content-Type"),
         )
 
@@ -88,7 +92,8 @@ def forward_headers(
 ) -> dict[str, str]:
     """Client headers minus hop-by-hop and our own; the route's key replaces the client's."""
     out: dict[str, str] = {}
-    dropped = HOP_BY_HOP | _named_by_connection(incoming)
+    named = _named_by_connection(incoming)
+    dropped = HOP_BY_HOP | named if named else HOP_BY_HOP
     for name, value in incoming.items():
         lower = name.lower()
         if lower in dropped or lower.startswith("x-loopwatch-"):
@@ -118,8 +123,17 @@ def response_headers(incoming: Mapping[str, str], *, body_rewritten: bool) -> li
     return out
 
 
+_NONE: frozenset[str] = frozenset()
+
+
 def _named_by_connection(headers: Mapping[str, str]) -> frozenset[str]:
     """Headers a `Connection` header lists are hop-by-hop too (RFC 9110 section 7.6.1)."""
-    listed = ",".join(v for k, v in headers.items() if k.lower() == "connection")
+    if isinstance(headers, CIMultiDictProxy | CIMultiDict):  # aiohttp's: one lookup
+        values = headers.getall("Connection", ())
+    else:
+        values = [v for k, v in headers.items() if k.lower() == "connection"]
+    if not values:
+        return _NONE
+    listed = ",".join(values)
     names = {token.strip().lower() for token in listed.split(",")}
     return frozenset(names - {"", "close", "keep-alive", "content-length"})

@@ -7,6 +7,8 @@ stored like a live one.
 
 from __future__ import annotations
 
+from dataclasses import fields
+from operator import attrgetter
 from typing import Any
 
 import orjson
@@ -30,15 +32,35 @@ _KEY_AT = next(i for i, f in enumerate(STEP_FIELDS) if f.name == "continuation_k
 _OLDEST = 1 + next(i for i, f in enumerate(STEP_FIELDS) if f.name == "session_id")
 
 
+class _Row:
+    """A record's fields in a table's order, read at once; only the few fields with a JSON
+    form of their own (usage, items, violations) are converted."""
+
+    _AS_IS = next(f.default for f in fields(Persisted) if f.name == "to_json")
+
+    def __init__(self, table: tuple[Persisted, ...]) -> None:
+        self._values = attrgetter(*(f.name for f in table))
+        self._convert = tuple(
+            (at, f.to_json) for at, f in enumerate(table) if f.to_json is not self._AS_IS
+        )
+
+    def __call__(self, record: Any) -> list[Any]:
+        row = list(self._values(record))
+        for at, to_json in self._convert:
+            row[at] = to_json(row[at])
+        return row
+
+
+_STEP_ROW, _REFUSAL_ROW = _Row(STEP_FIELDS), _Row(REFUSAL_FIELDS)
+
+
 def encode(record: Record) -> bytes:
     """One line: a type tag, the record, a newline (orjson never writes a raw newline)."""
-    if not isinstance(record, StepRecord | RefusalRecord):
-        return mcp_codec.encode(record)
-    tag, table = (
-        (_STEP, STEP_FIELDS) if isinstance(record, StepRecord) else (_REFUSAL, REFUSAL_FIELDS)
-    )
-    row = [f.to_json(getattr(record, f.name)) for f in table]
-    return tag + orjson.dumps(row, default=plain) + b"\n"
+    if isinstance(record, StepRecord):
+        return _STEP + orjson.dumps(_STEP_ROW(record), default=plain) + b"\n"
+    if isinstance(record, RefusalRecord):
+        return _REFUSAL + orjson.dumps(_REFUSAL_ROW(record), default=plain) + b"\n"
+    return mcp_codec.encode(record)
 
 
 def decode(line: bytes) -> Record:

@@ -4,9 +4,8 @@ refusals, and the /metrics exposition. Run semantics come from gateway.runs.
 
 from __future__ import annotations
 
-import contextlib
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -22,7 +21,7 @@ from gateway.sinks.instruments import BUDGETS, Instruments, ModelNames
 from gateway.sinks.series import MAX_KINDS, StepKind, StepSeries, build_series
 from gateway.step import RefusalRecord, StepRecord
 
-__all__ = ["MetricsSink", "ModelNames", "metrics_response", "relaying"]
+__all__ = ["MetricsSink", "ModelNames", "Relaying", "metrics_response"]
 
 UPSTREAM_CODES = {"upstream_timeout": "timeout", "upstream_unreachable": "unreachable"}
 # The classic text format: every Prometheus version parses it (names here are all ASCII).
@@ -77,11 +76,9 @@ class MetricsSink:
     def watch_recorder(self, recorder: RecorderGauges) -> None:
         self._scrape.recorder.recorder = recorder
 
-    def stream_started(self, protocol: str) -> None:
-        self._child(self.instruments.in_flight, protocol).inc()
-
-    def stream_ended(self, protocol: str) -> None:
-        self._child(self.instruments.in_flight, protocol).dec()
+    def in_flight(self, protocol: str) -> Any:
+        """The gauge of responses of `protocol` being relayed."""
+        return self._child(self.instruments.in_flight, protocol)
 
     def step_finished(self, step: StepRecord, overhead_seconds: float) -> None:
         series = self._series(step)
@@ -225,16 +222,22 @@ class MetricsSink:
         return generate_latest(self.registry)
 
 
-@contextlib.contextmanager
-def relaying(metrics: MetricsSink | None, protocol: str) -> Iterator[None]:
-    """Counts a provider response in `loopwatch_streams_in_flight` while it is relayed."""
-    if metrics is not None:
-        metrics.stream_started(protocol)
-    try:
-        yield
-    finally:
-        if metrics is not None:
-            metrics.stream_ended(protocol)
+class Relaying:
+    """Counts a provider response in `loopwatch_streams_in_flight` while it is relayed (a
+    class, not a generator: it runs for every request)."""
+
+    __slots__ = ("_child",)
+
+    def __init__(self, metrics: MetricsSink | None, protocol: str) -> None:
+        self._child = None if metrics is None else metrics.in_flight(protocol)
+
+    def __enter__(self) -> None:
+        if self._child is not None:
+            self._child.inc()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._child is not None:
+            self._child.dec()
 
 
 def metrics_response(metrics: MetricsSink | None) -> web.Response:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from aiohttp import web
 from multidict import CIMultiDict
 
-from gateway.proxy.upstream import forward_headers, response_headers
+from gateway.config import Settings
+from gateway.proxy.upstream import Upstream, forward_headers, response_headers
 
 
 def test_hop_by_hop_and_connection_named_headers_are_not_forwarded() -> None:
@@ -36,3 +40,34 @@ def test_content_length_kept_only_when_the_body_is_unchanged() -> None:
         ("x-request-id", "r"),
     ]
     assert response_headers(incoming, body_rewritten=True) == [("x-request-id", "r")]
+
+
+async def test_a_cookie_one_provider_response_sets_is_never_sent_upstream_again(
+    aiohttp_server: Any,
+) -> None:
+    """The upstream session is shared by every client: a cookie kept from one client's
+    response would travel with the next client's request."""
+    seen: list[str | None] = []
+
+    async def answer(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Cookie"))
+        response = web.json_response({"ok": True})
+        response.set_cookie("session", "from-the-first-client")
+        return response
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", answer)
+    server = await aiohttp_server(app)
+    upstream = Upstream(Settings())
+    await upstream.start()
+    try:
+        for _ in range(2):
+            # A host name, as providers have (aiohttp keeps no cookie of an IP address).
+            url = f"http://localhost:{server.port}/v1/chat/completions"
+            response = await upstream.send("POST", url, {"Content-Type": "application/json"}, b"{}")
+            assert "session=" in response.headers["Set-Cookie"]
+            await response.read()
+            response.release()
+    finally:
+        await upstream.close()
+    assert seen == [None, None]
