@@ -92,10 +92,27 @@ def _check_known(current: str | None) -> None:
 SEARCH_OBJECTS = ("items_fts", "ix_items_search", "search_words")
 
 
+# PostgreSQL's time partitions (revision 0011), which the models do not describe either: the
+# partitions themselves (named `<table>__<suffix>`), and on the partitioned tables the keys
+# widened by the partition key, which is not null there, and the foreign keys they do without.
+PARTITIONED = ("steps", "items", "violations")
+_PARTITIONING = ("foreign_key_constraint", "unique_constraint")
+
+
 def include_object(
     obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any
 ) -> bool:
-    return not (name or "").startswith(SEARCH_OBJECTS)
+    return not ((name or "").startswith(SEARCH_OBJECTS) or _partitioning(obj, name, type_))
+
+
+def _partitioning(obj: Any, name: str | None, type_: str) -> bool:
+    table = obj if type_ == "table" else getattr(obj, "table", None)
+    table_name = str(getattr(table, "name", ""))
+    if "__" in table_name or "__" in (name or ""):
+        return True
+    if table_name not in PARTITIONED:
+        return False
+    return type_ in _PARTITIONING or (type_ == "column" and name == "placed_at")
 
 
 def render_item(kind: str, value: Any, context: AutogenContext) -> str | Literal[False]:

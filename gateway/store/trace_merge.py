@@ -52,6 +52,7 @@ _INSERTED = (
     "unpriced_steps",
     "model_ms",
     "session_id",
+    "placed_at",
     *SUMMARY_COLUMNS,
 )
 _MERGED = ", ".join(
@@ -66,10 +67,26 @@ _MERGED = ", ".join(
     ]
 )
 # The session is left as stored (the fold sets it), so session_summary sees a trace join it.
-_RETURNED = ("id", "step_count", "models", *SUMMARY_COLUMNS, *session_summary.RETURNED)
+# `placed_at` is set when the row is made and never merged: every batch of a trace places
+# its rows where the first did (gateway.store.partitions).
+_RETURNED = (
+    "id",
+    "step_count",
+    "models",
+    *SUMMARY_COLUMNS,
+    *session_summary.RETURNED,
+    "placed_at",
+)
 FOLDED_COLUMNS = (*SUMMARY_COLUMNS, "status", "status_final", "models", "span_ms", "session_id")
 _TIMES = frozenset(
-    {"last_step_started_at", "last_refusal_at", "last_response_end", "started_at", "updated_at"}
+    {
+        "last_step_started_at",
+        "last_refusal_at",
+        "last_response_end",
+        "started_at",
+        "updated_at",
+        "placed_at",
+    }
 )
 
 
@@ -92,6 +109,7 @@ class StoredTrace(NamedTuple):
     total_tokens: int
     violation_count: int
     cost_nano: int
+    placed_at: datetime | None  # null only for a trace stored before revision 0011
 
 
 def merge(conn: Connection, rows: Sequence[dict[str, Any]]) -> dict[str, StoredTrace]:

@@ -25,7 +25,7 @@ from gateway.store.models import ITEMS, STEPS, VIOLATIONS
 from gateway.store.rows import insert_many, item_rows, step_row
 from gateway.store.run_fold import Folded, fold, is_unpriced
 from gateway.store.tool_sets import store_tool_sets
-from gateway.store.trace_merge import SUMMARY_COLUMNS, TOKEN_SUMS
+from gateway.store.trace_merge import SUMMARY_COLUMNS, TOKEN_SUMS, StoredTrace
 
 Record = StepRecord | RefusalRecord
 
@@ -142,9 +142,9 @@ class StoreWriter:
             if not fresh:
                 return
             written = WrittenBatch(fresh, _group(fresh))
-            seqs, folds = _merge_traces(conn, written.traces)
-            _insert_steps(conn, written, seqs, folds)
-            _insert_violations(conn, fresh)
+            seqs, folds, placed = _merge_traces(conn, written.traces)
+            _insert_steps(conn, written, seqs, folds, placed)
+            _insert_violations(conn, fresh, placed)
             for upkeep in BATCH_UPKEEP:
                 upkeep(conn, written)
 
@@ -213,16 +213,20 @@ def _trace_row(delta: TraceDelta) -> dict[str, Any]:
         "unpriced_steps": delta.unpriced_steps,
         "model_ms": delta.model_ms,
         "session_id": None,  # set by the fold: session_summary sees a trace join its session
+        "placed_at": delta.started_at,  # a new trace's; a stored one keeps its own
         **dict.fromkeys(SUMMARY_COLUMNS),
         "open_calls": 0,
     }
 
 
+Placement = dict[str, datetime] | None
+
+
 def _merge_traces(
     conn: Connection, deltas: list[TraceDelta]
-) -> tuple[dict[str, int], dict[str, Folded]]:
+) -> tuple[dict[str, int], dict[str, Folded], Placement]:
     """Apply every delta and fold it into its trace's run summary; return each trace's
-    step count before this batch and its fold."""
+    step count before this batch, its fold and, on PostgreSQL, where its rows are placed."""
     stored = trace_merge.merge(conn, [_trace_row(d) for d in deltas])
     before: dict[str, int] = {}
     folds: dict[str, Folded] = {}
@@ -243,11 +247,23 @@ def _merge_traces(
     trace_merge.set_folded(conn, updates)
     trace_models.record(conn, deltas)
     session_summary.record(conn, ((delta, stored[delta.trace_id]) for delta in deltas))
-    return before, folds
+    return before, folds, _placement(conn, stored)
+
+
+def _placement(conn: Connection, stored: dict[str, StoredTrace]) -> Placement:
+    """Each trace's partition key for its rows on PostgreSQL (its partitions' key, never
+    null there); SQLite's rows leave the column null."""
+    if conn.dialect.name != "postgresql":
+        return None
+    return {trace_id: row.placed_at or row.started_at for trace_id, row in stored.items()}
 
 
 def _insert_steps(
-    conn: Connection, written: WrittenBatch, seqs: dict[str, int], folds: dict[str, Folded]
+    conn: Connection,
+    written: WrittenBatch,
+    seqs: dict[str, int],
+    folds: dict[str, Folded],
+    placed: Placement,
 ) -> None:
     step_rows, items = written.steps, written.items
     tool_sets = store_tool_sets(conn, (step for delta in written.traces for step in delta.steps))
@@ -257,14 +273,20 @@ def _insert_steps(
             row = step_row(record, seqs[delta.trace_id] + offset)
             extra = {"tool_ms": tool_ms.get(record.id), "tool_set": tool_sets.get(record.id)}
             step_rows.append(row | extra)
+            first = len(items)
             items.extend(item_rows(record.id, "input", record.input_items))
             items.extend(item_rows(record.id, "output", record.output_items))
+            if placed is not None:
+                at = placed[delta.trace_id]
+                step_rows[-1]["placed_at"] = at
+                for item in items[first:]:
+                    item["placed_at"] = at
     insert_many(conn, STEPS, step_rows)
     insert_many(conn, ITEMS, items)
     fulltext.index_steps(conn, [row["id"] for row in step_rows])
 
 
-def _insert_violations(conn: Connection, records: list[Record]) -> None:
+def _insert_violations(conn: Connection, records: list[Record], placed: Placement) -> None:
     rows: list[dict[str, Any]] = []
     for record in records:
         items: list[dict[str, Any]] | None = None
@@ -288,6 +310,8 @@ def _insert_violations(conn: Connection, records: list[Record]) -> None:
                     "items": items if index == keeper else None,
                 }
             )
+            if placed is not None:
+                rows[-1]["placed_at"] = placed[record.trace_id]
     insert_many(conn, VIOLATIONS, rows)
 
 
