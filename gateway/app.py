@@ -42,6 +42,7 @@ from gateway.store.ledger import Ledger, ThreadLedger
 from gateway.store.ledger_fallback import FallbackLedger
 from gateway.store.ledger_file import separate_sqlite_ledger
 from gateway.store.ledger_memory import MemoryLedger
+from gateway.store.partition_keeper import PartitionKeeper
 from gateway.store.retention import Retention
 from gateway.ui import api, auth, mcp_api, views
 from gateway.ui.health import Readiness
@@ -108,9 +109,12 @@ async def _lifecycle(
 ) -> AsyncIterator[None]:
     injected = engine is not None
     engine = engine or make_engine(settings.database_url)
+    clock = clock or (lambda: datetime.now(UTC))
     stack = contextlib.AsyncExitStack()
     stack.enter_context(holding(settings.database_url))  # `demo` never empties a held store
     create_schema(engine)
+    keeper = PartitionKeeper(engine, settings.retention_days, clock=clock)
+    keeper.keep()  # before the recorder writes: this period's partition exists
     ledger = await _open_ledger(settings, engine, injected)
     secret = install_secret(engine)
     redactor = Redactor(settings.redaction)
@@ -133,7 +137,7 @@ async def _lifecycle(
         keys=CachedContinuationKeys(secret),
         secret=secret,
         recent=RecentSteps(),
-        clock=clock or (lambda: datetime.now(UTC)),
+        clock=clock,
         sinks=_step_sinks(settings, metrics, webhooks, otlp, mcp),
         metrics=metrics,
         known_keys=known_keys,
@@ -141,9 +145,11 @@ async def _lifecycle(
         loops=TraceCounters(settings.loop_threshold),
     )
     app[READINESS] = Readiness(engine, recording, settings.recorder_queue_size)
+    keeper.start()
     try:
         yield
     finally:
+        await keeper.close()
         await loading.stop()  # its thread gives its store connection back first
         await _close(app[DEPS], mcp, webhooks, otlp, stack)
 
