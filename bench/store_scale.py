@@ -30,6 +30,7 @@ from idle_cpu import cpu_seconds
 from store_reads import samples, start_server, stop_server, time_reads
 from store_workload import Workload
 
+from gateway.store import partitions
 from gateway.store.engine import create_schema, make_engine
 from gateway.store.models import STEPS, TRACES
 from gateway.store.retention import purge_batch
@@ -88,6 +89,8 @@ def _server_cpu(engine: sa.Engine) -> dict[int, float]:
 def fill(engine: sa.Engine, steps: int) -> None:
     """Write `steps` steps in recorder-sized batches; only write_batch is timed."""
     start = datetime.now(UTC) - timedelta(days=DAYS, hours=1)
+    # A partitioned PostgreSQL store gets its days' partitions, as if written as they came.
+    partitions.ensure(engine, start, datetime.now(UTC) + timedelta(days=1), 1)
     workload = Workload(steps, start=start, days=DAYS)
     writer = StoreWriter(engine)
     marks = [c for c in CHECKPOINTS if c < steps] + [steps]
@@ -146,11 +149,14 @@ def retention(engine: sa.Engine) -> None:
     time.sleep(3.0)  # the probe's own pace, without retention
     alone = list(probe.latencies)
     held = _TransactionClock(engine, threading.get_ident())
+    parts = _partitions(engine)
     purged, began = 0, time.perf_counter()
     while done := purge_batch(engine, cutoff, 500):
         purged += done
     total = time.perf_counter() - began
     held.close()
+    if parts:
+        print(f"partitions before retention {parts}, after {_partitions(engine)}")
     probe.stop()
     during = probe.latencies[len(alone) :]
     longest = max(held.durations, default=0.0) * 1000
@@ -232,6 +238,11 @@ def reads(database_url: str, tries: int) -> None:
         time_reads(base, found, tries)
     finally:
         stop_server(server)
+
+
+def _partitions(engine: sa.Engine) -> int:
+    with engine.connect() as conn:
+        return len(partitions.listed(conn)) if partitions.is_partitioned(conn) else 0
 
 
 def main(args: argparse.Namespace) -> None:
