@@ -21,7 +21,7 @@ from gateway.runs.status import TraceStatus
 from gateway.step import RefusalRecord, StepRecord
 from gateway.store import fulltext, session_summary, trace_merge, trace_models
 from gateway.store.engine import write_connection
-from gateway.store.models import ITEMS, STEPS, VIOLATIONS
+from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
 from gateway.store.rows import insert_many, item_rows, step_row
 from gateway.store.run_fold import Folded, fold, is_unpriced
 from gateway.store.tool_sets import store_tool_sets
@@ -158,11 +158,15 @@ def _unwritten(conn: Connection, records: Sequence[Record]) -> list[Record]:
         if isinstance(r, RefusalRecord) and r.violations
     ]
     stored: set[str] = set()
-    if step_ids:
-        stored.update(conn.scalars(sa.select(STEPS.c.id).where(STEPS.c.id.in_(step_ids))))
-    if refusal_ids:
-        query = sa.select(VIOLATIONS.c.id).where(VIOLATIONS.c.id.in_(refusal_ids))
-        stored.update(conn.scalars(query))
+    placed = _placed_of(conn, records) if step_ids or refusal_ids else None
+    if placed == []:
+        return list(records)  # none of their traces is stored: neither are they
+    for table, ids in ((STEPS, step_ids), (VIOLATIONS, refusal_ids)):
+        if ids:
+            query = sa.select(table.c.id).where(table.c.id.in_(ids))
+            if placed is not None:
+                query = query.where(table.c.placed_at.in_(placed))
+            stored.update(conn.scalars(query))
     fresh: list[Record] = []
     for record in records:
         if isinstance(record, StepRecord):
@@ -177,6 +181,18 @@ def _unwritten(conn: Connection, records: Sequence[Record]) -> list[Record]:
             stored.add(key)  # the same record twice in one batch is written once
         fresh.append(record)
     return fresh
+
+
+def _placed_of(conn: Connection, records: Sequence[Record]) -> list[datetime] | None:
+    """On PostgreSQL, where the records' stored traces place their rows: the look-up of
+    stored records then reads those time partitions alone, not each one's index (and plans
+    for one or two partitions, not every one). None on SQLite."""
+    if conn.dialect.name != "postgresql":
+        return None
+    trace_ids = sorted({record.trace_id for record in records})
+    query = sa.select(TRACES.c.placed_at).where(TRACES.c.id.in_(trace_ids)).distinct()
+    placed = list(conn.scalars(query))
+    return None if None in placed else placed  # (not null since revision 0011)
 
 
 def _group(records: list[Record]) -> list[TraceDelta]:
