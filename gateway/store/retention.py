@@ -92,13 +92,15 @@ def _purge_traces(conn: Connection, candidates: list[tuple[str, int]], cutoff: d
     if not ids:
         return 0
     # The step ids as values, read once: items and tool sets are found by them by index.
-    steps = list(conn.execute(sa.select(STEPS.c.id).where(STEPS.c.trace_id.in_(ids))).scalars())
-    tool_sets = _tool_sets_of(conn, STEPS.c.trace_id.in_(ids))
+    within = _partitions_of(conn, ids)
+    of_traces = sa.and_(STEPS.c.trace_id.in_(ids), *within(STEPS))
+    steps = list(conn.execute(sa.select(STEPS.c.id).where(of_traces)).scalars())
+    tool_sets = _tool_sets_of(conn, of_traces)
     # Children first: correct without relying on ON DELETE CASCADE being enforced.
     fulltext.forget_steps(conn, steps)
-    conn.execute(ITEMS.delete().where(ITEMS.c.step_id.in_(steps)))
-    conn.execute(VIOLATIONS.delete().where(VIOLATIONS.c.trace_id.in_(ids)))
-    conn.execute(STEPS.delete().where(STEPS.c.trace_id.in_(ids)))
+    conn.execute(ITEMS.delete().where(ITEMS.c.step_id.in_(steps), *within(ITEMS)))
+    conn.execute(VIOLATIONS.delete().where(VIOLATIONS.c.trace_id.in_(ids), *within(VIOLATIONS)))
+    conn.execute(STEPS.delete().where(of_traces))
     drop_unused_tool_sets(conn, tool_sets)
     forget_traces(conn, ids)
     return len(ids)
@@ -114,18 +116,32 @@ def _drain_steps(engine: Engine, trace_id: str, cutoff: datetime) -> None:
 def _delete_first_steps(conn: Connection, trace_id: str, cutoff: datetime) -> int:
     if not _still_idle(conn, [trace_id], cutoff):
         return 0
-    s = STEPS.c
-    first = sa.select(s.id).where(s.trace_id == trace_id).order_by(s.seq)
+    s, within = STEPS.c, _partitions_of(conn, [trace_id])
+    first = sa.select(s.id).where(s.trace_id == trace_id, *within(STEPS)).order_by(s.seq)
     ids = list(conn.execute(first.limit(STEPS_PER_TRANSACTION)).scalars())
     if len(ids) < STEPS_PER_TRANSACTION:
         return 0  # what is left fits one transaction with the trace row
-    tool_sets = _tool_sets_of(conn, s.id.in_(ids))
+    tool_sets = _tool_sets_of(conn, sa.and_(s.id.in_(ids), *within(STEPS)))
     fulltext.forget_steps(conn, ids)
-    conn.execute(ITEMS.delete().where(ITEMS.c.step_id.in_(ids)))
-    conn.execute(VIOLATIONS.delete().where(VIOLATIONS.c.step_id.in_(ids)))
-    conn.execute(STEPS.delete().where(s.id.in_(ids)))
+    conn.execute(ITEMS.delete().where(ITEMS.c.step_id.in_(ids), *within(ITEMS)))
+    conn.execute(VIOLATIONS.delete().where(VIOLATIONS.c.step_id.in_(ids), *within(VIOLATIONS)))
+    conn.execute(STEPS.delete().where(s.id.in_(ids), *within(STEPS)))
     drop_unused_tool_sets(conn, tool_sets)
     return len(ids)
+
+
+def _partitions_of(
+    conn: Connection, trace_ids: list[str]
+) -> Callable[[sa.Table], list[sa.ColumnElement[bool]]]:
+    """On PostgreSQL, the condition keeping a statement on these traces' time partitions
+    (revision 0011): it plans and probes those alone, not each one. None on SQLite."""
+    placed: list[Any] = [None]
+    if conn.dialect.name == "postgresql":
+        query = sa.select(TRACES.c.placed_at).where(TRACES.c.id.in_(trace_ids)).distinct()
+        placed = list(conn.scalars(query))
+    if None in placed:
+        return lambda table: []
+    return lambda table: [table.c.placed_at.in_(placed)]
 
 
 def _tool_sets_of(conn: Connection, steps: Any) -> list[str]:
