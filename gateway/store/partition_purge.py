@@ -30,6 +30,10 @@ log = logging.getLogger(__name__)
 # Trace rows one transaction deletes before a drop: each is a few rows and index entries
 # (its steps go with the partition), so a thousand take about as long as 100 steps' rows.
 TRACES_PER_TRANSACTION = 1000
+# Tries at the tables' lock before a drop waits for a later pass, each a short wait
+# (partitions.DROP_LOCK_TIMEOUT) followed by as long a pause, so writers go on between them.
+DROP_TRIES = 10
+_BUSY = -1
 
 
 def drop_expired(engine: Engine, cutoff: datetime) -> int:
@@ -48,7 +52,7 @@ def drop_expired(engine: Engine, cutoff: datetime) -> int:
             tool_sets = _tool_sets(conn, part)
         while done := bounded(engine, partial(_forget_some, part=part, cutoff=cutoff)):
             purged += done
-        if bounded(engine, partial(_drop, part=part)):
+        if _drop_when_free(engine, part):
             for start in range(0, len(tool_sets), TRACES_PER_TRANSACTION):
                 chunk = tool_sets[start : start + TRACES_PER_TRANSACTION]
                 bounded(engine, partial(_drop_tool_sets, hashes=chunk))
@@ -88,15 +92,23 @@ def _forget_some(conn: Connection, part: Partition, cutoff: datetime) -> int:
     return len(ids)
 
 
+def _drop_when_free(engine: Engine, part: Partition) -> bool:
+    for _ in range(DROP_TRIES):
+        dropped = bounded(engine, partial(_drop, part=part))
+        if dropped != _BUSY:
+            return dropped == 1
+    log.info("partition from %s not dropped now: its tables stay busy", part.lower)
+    return False
+
+
 def _drop(conn: Connection, part: Partition) -> int:
-    """1 once the partition is dropped; 0 if a trace is placed in it again, or the tables
-    stay busy for longer than the lock timeout (a later pass tries again)."""
+    """1 once the partition is dropped; 0 if a trace is placed in it again; _BUSY if the
+    tables stay in use for longer than the lock timeout."""
     try:
         with conn.begin_nested():
             partitions.lock_tables(conn)
-    except sa_exc.OperationalError as exc:
-        log.info("partition from %s not dropped now: %s", part.lower, exc.orig)
-        return 0
+    except sa_exc.OperationalError:
+        return _BUSY
     if conn.execute(sa.select(TRACES.c.id).where(_in(part)).limit(1)).first() is not None:
         return 0
     partitions.drop(conn, part)

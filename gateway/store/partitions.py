@@ -31,9 +31,12 @@ DEFAULT_SUFFIX = "__default"
 # Periods made ahead of now: a keeper that stops for less than this never lets rows fall
 # into the DEFAULT partition.
 AHEAD_PERIODS = 2
-# Longer than any writer transaction, short enough that the writes queued behind the lock
-# wait no longer than a slow batch: a partition not made or dropped now is tried next pass.
+# Making a partition waits for the transactions on the tables, and the writes queued behind
+# it wait as long: at most a slow batch (one not made now is tried an hour later).
 LOCK_TIMEOUT = "1s"
+# A drop waits less, and tries again (gateway.store.partition_purge): a writer queued
+# behind its lock is never held up for longer than this.
+DROP_LOCK_TIMEOUT = "200ms"
 # Any constant shared by every replica: one keeper at a time changes the partitions.
 _KEEPER_LOCK_ID = 0x4C6F6F71
 _EPOCH = datetime(1970, 1, 1)
@@ -159,6 +162,6 @@ def drop(conn: Connection, part: Partition) -> None:
 
 
 def lock_tables(conn: Connection) -> None:
-    """Every partitioned table, exclusively, waiting at most LOCK_TIMEOUT (then raises)."""
-    conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+    """Every partitioned table, exclusively, waiting at most DROP_LOCK_TIMEOUT (then raises)."""
+    conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{DROP_LOCK_TIMEOUT}'")
     conn.exec_driver_sql(f"LOCK TABLE {', '.join(PARTITIONED)} IN ACCESS EXCLUSIVE MODE")
