@@ -79,6 +79,7 @@ def create_app(
         )
     )
     app.cleanup_ctx.append(_retention)  # after the store is open, stopped before it closes
+    app.cleanup_ctx.append(_partitions)
     for path, protocol in PATHS.items():
         app.router.add_post(path, _bind(proxy.handle_model, ADAPTERS[protocol]))
     app.router.add_route("*", "/v1/{tail:.*}", _bind(proxy.handle_passthrough, ADAPTERS["chat"]))
@@ -109,12 +110,9 @@ async def _lifecycle(
 ) -> AsyncIterator[None]:
     injected = engine is not None
     engine = engine or make_engine(settings.database_url)
-    clock = clock or (lambda: datetime.now(UTC))
     stack = contextlib.AsyncExitStack()
     stack.enter_context(holding(settings.database_url))  # `demo` never empties a held store
-    create_schema(engine)
-    keeper = PartitionKeeper(engine, settings.retention_days, clock=clock)
-    keeper.keep()  # before the recorder writes: this period's partition exists
+    _open_store(engine, settings, clock)
     ledger = await _open_ledger(settings, engine, injected)
     secret = install_secret(engine)
     redactor = Redactor(settings.redaction)
@@ -137,7 +135,7 @@ async def _lifecycle(
         keys=CachedContinuationKeys(secret),
         secret=secret,
         recent=RecentSteps(),
-        clock=clock,
+        clock=clock or (lambda: datetime.now(UTC)),
         sinks=_step_sinks(settings, metrics, webhooks, otlp, mcp),
         metrics=metrics,
         known_keys=known_keys,
@@ -145,11 +143,9 @@ async def _lifecycle(
         loops=TraceCounters(settings.loop_threshold),
     )
     app[READINESS] = Readiness(engine, recording, settings.recorder_queue_size)
-    keeper.start()
     try:
         yield
     finally:
-        await keeper.close()
         await loading.stop()  # its thread gives its store connection back first
         await _close(app[DEPS], mcp, webhooks, otlp, stack)
 
@@ -228,6 +224,27 @@ async def _close(
     await stack.aclose()  # the recorder stores what is spooled, then stops
     deps.engine.dispose()
     await deps.ledger.close()
+
+
+def _open_store(engine: Engine, settings: Settings, clock: Callable[[], datetime] | None) -> None:
+    """The newest schema and, on PostgreSQL, this period's time partitions and the next
+    ones, made before the recorder writes."""
+    create_schema(engine)
+    PartitionKeeper(engine, settings.retention_days, clock=clock or _now).keep()
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+async def _partitions(app: web.Application) -> AsyncIterator[None]:
+    deps = app[DEPS]
+    keeper = PartitionKeeper(deps.engine, deps.settings.retention_days, clock=deps.clock)
+    keeper.start()
+    try:
+        yield
+    finally:
+        await keeper.close()
 
 
 async def _retention(app: web.Application) -> AsyncIterator[None]:
