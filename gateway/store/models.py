@@ -68,8 +68,6 @@ class TraceRow(SQLModel, table=True):
         sa.Index("ix_traces_span", "span_ms", "id"),
         # A session's first activity again once retention took its oldest traces.
         sa.Index("ix_traces_session_started", "session_id", "started_at"),
-        # PostgreSQL's retention: a time partition's traces, and whether any is still active.
-        sa.Index("ix_traces_placed", "placed_at", "updated_at"),
     )
 
     id: str = _id(primary_key=True)
@@ -122,16 +120,18 @@ class TraceRow(SQLModel, table=True):
     session_id: str | None = Field(default=None, sa_column=sa.Column(sa.String(256)))
     first_user_text: str | None = Field(default=None, sa_column=sa.Column(sa.Text))
     # Where the trace's rows are placed: its first stored batch's start, never changed, so on
-    # PostgreSQL all its steps, items and violations share one time partition (gateway.store
-    # .partitions); null for traces stored before revision 0011 on SQLite, which has none.
+    # a partitioned PostgreSQL store all its steps, items and violations share one time
+    # partition (gateway.store.partitions); null on SQLite, and for traces stored before
+    # revision 0011 until `loopwatch store partition` places them.
     placed_at: datetime | None = Field(
         default=None, sa_column=sa.Column(UTCDateTime(), nullable=True)
     )
 
 
 def _placed() -> Any:
-    """The trace's `placed_at` on each of its rows: PostgreSQL's partition key (not null
-    there, and part of the primary key); SQLite leaves it null."""
+    """The trace's `placed_at` on each of its rows, filled on PostgreSQL: the partition key
+    of a partitioned store (not null there, and part of the primary key); SQLite leaves it
+    null."""
     return Field(default=None, sa_column=sa.Column(UTCDateTime(), nullable=True))
 
 

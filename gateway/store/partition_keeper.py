@@ -1,6 +1,6 @@
 """The keeper of PostgreSQL's time partitions: at start-up and every hour after, makes the
 partitions of the coming periods (gateway.store.partitions), so rows seldom fall into the
-DEFAULT partition. A no-op on SQLite."""
+DEFAULT partition. A no-op on an unpartitioned store (SQLite, or PostgreSQL not converted)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ class PartitionKeeper:
         return partitions.ensure_ahead(self._engine, self._clock(), self._days)
 
     def start(self) -> None:
-        if self._engine.dialect.name == "postgresql":
+        if partitions.partitioned(self._engine):
             self._task = asyncio.get_running_loop().create_task(self._run(), name="partitions")
 
     async def close(self) -> None:

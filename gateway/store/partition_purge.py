@@ -40,9 +40,9 @@ def drop_expired(engine: Engine, cutoff: datetime) -> int:
     """Drop every partition whose traces are all idle since before `cutoff`; return how
     many traces went with them."""
     cutoff = partitions.naive_utc(cutoff)
+    if not partitions.partitioned(engine):
+        return 0
     with engine.connect() as conn:
-        if not partitions.is_partitioned(conn):
-            return 0
         candidates = [p for p in partitions.listed(conn) if p.upper <= cutoff]
     purged = 0
     for part in candidates:

@@ -1,5 +1,6 @@
-"""PostgreSQL's time partitions of the per-step tables (revision 0011): which exist, making
-them ahead of the writes, dropping one.
+"""PostgreSQL's opt-in time partitions of the per-step tables (`loopwatch store partition`,
+gateway.store.partition_convert): whether the store has them, which exist, making them
+ahead of the writes, dropping one.
 
 `steps`, `items` and `violations` are partitioned by range on `placed_at`, the trace's
 placement time copied onto each of its rows, so a whole trace lives in one partition and
@@ -8,13 +9,15 @@ their partitions' bounds and names (`steps__p20261201`, `items__p20261201`, ...)
 partition takes any row no range partition covers (a replayed old record, a clock jump), so
 the writer never fails for a missing partition; the keeper makes them ahead, outside the
 writer's path, because creating or dropping one locks the whole table for a moment.
-SQLite has no partitions: everything here is a no-op there.
+An unpartitioned store (SQLite, or PostgreSQL never converted) has none: everything here
+is a no-op there, and reads and retention go as before.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import weakref
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -68,10 +71,32 @@ def period_days(retention_days: int | None) -> int:
 
 
 def is_partitioned(conn: Connection) -> bool:
+    """Read from the catalog now."""
     if conn.dialect.name != "postgresql":
         return False
-    query = "SELECT relkind FROM pg_class WHERE oid = to_regclass('steps')"
-    return conn.exec_driver_sql(query).scalar() == "p"
+    query = "SELECT 1 FROM pg_partitioned_table WHERE partrelid = to_regclass('steps')"
+    return conn.exec_driver_sql(query).first() is not None
+
+
+# Whether each engine's store is partitioned, read once (at start-up): converting a store
+# is an operator's command run beside a stopped gateway, which reads it again on restart.
+_KNOWN: weakref.WeakKeyDictionary[Engine, bool] = weakref.WeakKeyDictionary()
+
+
+def partitioned(engine: Engine) -> bool:
+    known = _KNOWN.get(engine)
+    if known is None:
+        known = False
+        if engine.dialect.name == "postgresql":
+            with engine.connect() as conn:
+                known = is_partitioned(conn)
+        _KNOWN[engine] = known
+    return known
+
+
+def remember(engine: Engine, known: bool) -> None:
+    """The conversion's own engine knows at once."""
+    _KNOWN[engine] = known
 
 
 def listed(conn: Connection) -> list[Partition]:
@@ -124,9 +149,9 @@ def ensure(engine: Engine, start: datetime, end: datetime, days: int) -> list[Pa
     whose range already has rows in the DEFAULT partition is left out (logged): its rows
     stay there, and retention deletes them row by row."""
     start, end = naive_utc(start), naive_utc(end)
+    if not partitioned(engine):
+        return []
     with engine.connect() as conn:
-        if not is_partitioned(conn):
-            return []
         todo = missing(listed(conn), start, end, days)
     made = []
     for part in todo:

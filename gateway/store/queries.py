@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection, Engine, RowMapping
 from gateway.items import Item, ItemKind
 from gateway.runs.status import DEFAULT_IDLE_SECONDS
 from gateway.store import cursor as cursor_codec
-from gateway.store import keyset, search, trace_models
+from gateway.store import keyset, partitions, search, trace_models
 from gateway.store.deadline import time_limit
 from gateway.store.filters import TraceFilters, trace_conditions
 from gateway.store.mcp_tables import MCP_VIOLATIONS
@@ -186,9 +186,10 @@ def get_trace(
 
 
 def _partition_of(conn: Connection, trace: Any) -> datetime | None:
-    """On PostgreSQL the trace's partition key (revision 0011): its rows' reads then look in
-    its one time partition instead of in each."""
-    return trace["placed_at"] if conn.dialect.name == "postgresql" else None
+    """On a partitioned store the trace's partition key: its rows' reads then look in its
+    one time partition instead of in each. None on an unpartitioned store (old rows there
+    have no placement)."""
+    return trace["placed_at"] if partitions.partitioned(conn.engine) else None
 
 
 def _in_partition(table: sa.Table, placed: datetime | None) -> list[sa.ColumnElement[bool]]:

@@ -1,7 +1,8 @@
 """Retention: a background purge of traces idle longer than `retention_days`, with every row
 that belongs to them (steps, items, violations, budget ledger, MCP executions, models) and
 the tool sets no step left refers to; their sessions' summaries are adjusted. On a
-partitioned PostgreSQL store whole time partitions go first (gateway.store.partition_purge).
+partitioned PostgreSQL store (`loopwatch store partition`) whole time partitions go first
+(gateway.store.partition_purge).
 
 Bounded: a pass deletes at most `batch_size` traces in a worker thread, in transactions of
 a few hundred steps with a pause after each (a long run's steps go a slice at a time), so
@@ -22,7 +23,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from gateway.store import fulltext, mcp_purge, partition_purge
+from gateway.store import fulltext, mcp_purge, partition_purge, partitions
 from gateway.store.engine import write_connection
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
 from gateway.store.trace_purge import LEDGER, bounded, drop_unused_tool_sets, forget_traces
@@ -133,10 +134,10 @@ def _delete_first_steps(conn: Connection, trace_id: str, cutoff: datetime) -> in
 def _partitions_of(
     conn: Connection, trace_ids: list[str]
 ) -> Callable[[sa.Table], list[sa.ColumnElement[bool]]]:
-    """On PostgreSQL, the condition keeping a statement on these traces' time partitions
-    (revision 0011): it plans and probes those alone, not each one. None on SQLite."""
+    """On a partitioned store, the condition keeping a statement on these traces' time
+    partitions: it plans and probes those alone, not each one. None when unpartitioned."""
     placed: list[Any] = [None]
-    if conn.dialect.name == "postgresql":
+    if partitions.partitioned(conn.engine):
         query = sa.select(TRACES.c.placed_at).where(TRACES.c.id.in_(trace_ids)).distinct()
         placed = list(conn.scalars(query))
     if None in placed:

@@ -109,7 +109,7 @@ class StoredTrace(NamedTuple):
     total_tokens: int
     violation_count: int
     cost_nano: int
-    placed_at: datetime | None  # null only for a trace stored before revision 0011
+    placed_at: datetime | None  # null for a trace stored before revision 0011, unconverted
 
 
 def merge(conn: Connection, rows: Sequence[dict[str, Any]]) -> dict[str, StoredTrace]:

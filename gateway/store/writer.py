@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection, Engine
 from gateway.items import Violation
 from gateway.runs.status import TraceStatus
 from gateway.step import RefusalRecord, StepRecord
-from gateway.store import fulltext, session_summary, trace_merge, trace_models
+from gateway.store import fulltext, partitions, session_summary, trace_merge, trace_models
 from gateway.store.engine import write_connection
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
 from gateway.store.rows import insert_many, item_rows, step_row
@@ -184,15 +184,15 @@ def _unwritten(conn: Connection, records: Sequence[Record]) -> list[Record]:
 
 
 def _placed_of(conn: Connection, records: Sequence[Record]) -> list[datetime] | None:
-    """On PostgreSQL, where the records' stored traces place their rows: the look-up of
-    stored records then reads those time partitions alone, not each one's index (and plans
-    for one or two partitions, not every one). None on SQLite."""
-    if conn.dialect.name != "postgresql":
+    """On a partitioned store, where the records' stored traces place their rows: the
+    look-up of stored records then reads those time partitions alone, not each one's index
+    (and plans for one or two partitions, not every one). None on an unpartitioned store."""
+    if not partitions.partitioned(conn.engine):
         return None
     trace_ids = sorted({record.trace_id for record in records})
     query = sa.select(TRACES.c.placed_at).where(TRACES.c.id.in_(trace_ids)).distinct()
     placed = list(conn.scalars(query))
-    return None if None in placed else placed  # (not null since revision 0011)
+    return None if None in placed else placed  # (null: a trace the conversion left out)
 
 
 def _group(records: list[Record]) -> list[TraceDelta]:
@@ -267,8 +267,9 @@ def _merge_traces(
 
 
 def _placement(conn: Connection, stored: dict[str, StoredTrace]) -> Placement:
-    """Each trace's partition key for its rows on PostgreSQL (its partitions' key, never
-    null there); SQLite's rows leave the column null."""
+    """Each trace's placement for its rows on PostgreSQL, partitioned or not (a later
+    conversion finds new rows placed; never null in a partitioned table); SQLite's rows
+    leave the column null."""
     if conn.dialect.name != "postgresql":
         return None
     return {trace_id: row.placed_at or row.started_at for trace_id, row in stored.items()}

@@ -1,22 +1,27 @@
-"""PostgreSQL's time partitions (revision 0011): a trace's rows live in one partition, a row
-no partition covers still gets stored, and retention drops a partition whose traces are all
-past the cutoff while one with an active trace goes row by row; the sessions summary, tool
-sets and every other table stay right."""
+"""PostgreSQL's opt-in time partitions (`loopwatch store partition`): the conversion keeps
+every row and places old traces, runs once, refuses SQLite; then a trace's rows live in one
+partition, a row no partition covers still gets stored, and retention drops a partition
+whose traces are all past the cutoff while one with an active trace goes row by row; the
+sessions summary, tool sets and every other table stay right."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from functools import partial
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from gateway import cli
 from gateway.store import partition_purge, partitions, trace_purge
 from gateway.store.engine import create_schema, make_engine
 from gateway.store.models import STEPS, TRACES
+from gateway.store.partition_convert import partition_store
 from gateway.store.partitions import Partition, missing
+from gateway.store.queries import get_trace
 from gateway.store.retention import purge_batch
 from gateway.store.trace_purge import bounded
 from gateway.store.writer import StoreWriter
@@ -33,10 +38,12 @@ DAYS = [{"type": "function", "function": {"name": "only_the_dropped_day_had_this
 
 @pytest.fixture
 def pg(postgres_database: Database, monkeypatch: pytest.MonkeyPatch) -> Iterator[Engine]:
-    """A partitioned store with day partitions from 45 days before NOW to a day after."""
+    """A store converted to partitions, with day partitions from 45 days before NOW to a
+    day after."""
     monkeypatch.setattr(trace_purge.time, "sleep", lambda _: None)
     engine = make_engine(postgres_database.url)
     create_schema(engine)
+    assert partition_store(engine)
     partitions.ensure(engine, NOW - 45 * DAY, NOW + DAY, 1)
     yield engine
     engine.dispose()
@@ -161,3 +168,48 @@ def test_a_drop_waits_briefly_for_busy_tables_and_leaves_them_to_a_later_pass(
     assert purge_batch(pg, CUTOFF, 500) == 0
     assert part not in _listed(pg)
     assert_no_orphans(pg)
+
+
+def test_the_conversion_keeps_and_places_old_rows_and_runs_once(
+    postgres_database: Database, capsys: pytest.CaptureFixture[str]
+) -> None:
+    engine = make_engine(postgres_database.url)
+    try:
+        create_schema(engine)
+        writer = StoreWriter(engine)
+        _trace(writer, engine, "before", OLD)
+        with engine.begin() as conn:  # as a trace stored before revision 0011 is
+            for table in ("traces", "steps", "items", "violations"):
+                conn.exec_driver_sql(f"UPDATE {table} SET placed_at = NULL")
+        assert not partitions.partitioned(engine)  # unpartitioned: no partition is made
+        assert partitions.ensure(engine, NOW, NOW + DAY, 1) == []
+        unconverted = get_trace(engine, "before")
+        assert unconverted is not None
+        url = postgres_database.url
+        assert cli.main(["store", "partition", "--database-url", url]) == 0
+        assert capsys.readouterr().out == "time partitions made\n"
+        assert cli.main(["store", "partition", "--database-url", url]) == 0
+        assert capsys.readouterr().out == "the store is already partitioned\n"
+    finally:
+        engine.dispose()
+    converted = make_engine(postgres_database.url)  # a gateway restarted after
+    try:
+        assert partitions.partitioned(converted)
+        assert _partition_of(converted, "before") == {f"p{OLD:%Y%m%d}"}
+        assert get_trace(converted, "before") == unconverted
+        writer = StoreWriter(converted)
+        writer.write_batch([build_step("before", at=NOW)])  # its new step joins its partition
+        assert _partition_of(converted, "before") == {f"p{OLD:%Y%m%d}"}
+        assert_no_orphans(converted)
+    finally:
+        converted.dispose()
+
+
+def test_the_conversion_refuses_sqlite_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    assert cli.main(["store", "partition", "--database-url", url]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("loopwatch: time partitions need PostgreSQL") and error.count("\n") == 1
+    assert not (tmp_path / "store.db").exists()

@@ -84,8 +84,7 @@ def test_schema_has_the_indexes_the_read_api_uses(engine: Engine) -> None:
     assert {("continuation_key",), ("response_id",)} <= indexes["steps"]
     assert ("provider_request_id",) in indexes["steps"]
     unique = {tuple(u["column_names"]) for u in inspector.get_unique_constraints("steps")}
-    # A trace's steps, in order (on PostgreSQL with the partition key: revision 0011).
-    assert unique & {("trace_id", "seq"), ("trace_id", "seq", "placed_at")}
+    assert ("trace_id", "seq") in unique  # a trace's steps, in order
     assert {("step_id",), ("call_id", "direction", "kind")} <= indexes["items"]
     # Each index costs every write: none that no query uses (revision 0008).
     assert not {("trace_id",), ("model", "trace_id")} & indexes["steps"]
