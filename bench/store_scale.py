@@ -33,6 +33,7 @@ from store_workload import Workload
 from gateway.store import partitions
 from gateway.store.engine import create_schema, make_engine
 from gateway.store.models import STEPS, TRACES
+from gateway.store.partition_convert import partition_store
 from gateway.store.retention import purge_batch
 from gateway.store.writer import StoreWriter
 
@@ -252,6 +253,8 @@ def main(args: argparse.Namespace) -> None:
     print(f"store {database_url}, load {os.getloadavg()[0]:.1f} (1 min, {os.cpu_count()} CPUs)")
     engine = make_engine(database_url)
     create_schema(engine)
+    if args.partitioned:  # before the fill: its rows go straight into their partitions
+        partition_store(engine)
     present = stored_steps(engine)
     if present and not args.reuse:
         raise SystemExit(f"the store holds {present:,} steps: give --reuse or an empty store")
@@ -283,5 +286,8 @@ if __name__ == "__main__":
     parser.add_argument("--reuse", action="store_true", help="time a store filled before (no fill)")
     parser.add_argument("--tries", type=int, default=20)
     parser.add_argument("--no-reads", action="store_true")
+    parser.add_argument(
+        "--partitioned", action="store_true", help="PostgreSQL: `loopwatch store partition` first"
+    )
     parser.add_argument("--no-retention", action="store_true", help="leave the store as filled")
     main(parser.parse_args())
