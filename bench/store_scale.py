@@ -30,8 +30,10 @@ from idle_cpu import cpu_seconds
 from store_reads import samples, start_server, stop_server, time_reads
 from store_workload import Workload
 
+from gateway.store import partitions
 from gateway.store.engine import create_schema, make_engine
 from gateway.store.models import STEPS, TRACES
+from gateway.store.partition_convert import partition_store
 from gateway.store.retention import purge_batch
 from gateway.store.writer import StoreWriter
 
@@ -88,6 +90,8 @@ def _server_cpu(engine: sa.Engine) -> dict[int, float]:
 def fill(engine: sa.Engine, steps: int) -> None:
     """Write `steps` steps in recorder-sized batches; only write_batch is timed."""
     start = datetime.now(UTC) - timedelta(days=DAYS, hours=1)
+    # A partitioned PostgreSQL store gets its days' partitions, as if written as they came.
+    partitions.ensure(engine, start, datetime.now(UTC) + timedelta(days=1), 1)
     workload = Workload(steps, start=start, days=DAYS)
     writer = StoreWriter(engine)
     marks = [c for c in CHECKPOINTS if c < steps] + [steps]
@@ -146,11 +150,14 @@ def retention(engine: sa.Engine) -> None:
     time.sleep(3.0)  # the probe's own pace, without retention
     alone = list(probe.latencies)
     held = _TransactionClock(engine, threading.get_ident())
+    parts = _partitions(engine)
     purged, began = 0, time.perf_counter()
     while done := purge_batch(engine, cutoff, 500):
         purged += done
     total = time.perf_counter() - began
     held.close()
+    if parts:
+        print(f"partitions before retention {parts}, after {_partitions(engine)}")
     probe.stop()
     during = probe.latencies[len(alone) :]
     longest = max(held.durations, default=0.0) * 1000
@@ -234,6 +241,11 @@ def reads(database_url: str, tries: int) -> None:
         stop_server(server)
 
 
+def _partitions(engine: sa.Engine) -> int:
+    with engine.connect() as conn:
+        return len(partitions.listed(conn)) if partitions.is_partitioned(conn) else 0
+
+
 def main(args: argparse.Namespace) -> None:
     database_url = args.database_url or "sqlite:///" + os.path.join(
         tempfile.gettempdir(), f"loopwatch-scale-{args.steps}.db"
@@ -241,6 +253,8 @@ def main(args: argparse.Namespace) -> None:
     print(f"store {database_url}, load {os.getloadavg()[0]:.1f} (1 min, {os.cpu_count()} CPUs)")
     engine = make_engine(database_url)
     create_schema(engine)
+    if args.partitioned:  # before the fill: its rows go straight into their partitions
+        partition_store(engine)
     present = stored_steps(engine)
     if present and not args.reuse:
         raise SystemExit(f"the store holds {present:,} steps: give --reuse or an empty store")
@@ -272,5 +286,8 @@ if __name__ == "__main__":
     parser.add_argument("--reuse", action="store_true", help="time a store filled before (no fill)")
     parser.add_argument("--tries", type=int, default=20)
     parser.add_argument("--no-reads", action="store_true")
+    parser.add_argument(
+        "--partitioned", action="store_true", help="PostgreSQL: `loopwatch store partition` first"
+    )
     parser.add_argument("--no-retention", action="store_true", help="leave the store as filled")
     main(parser.parse_args())

@@ -42,6 +42,7 @@ from gateway.store.ledger import Ledger, ThreadLedger
 from gateway.store.ledger_fallback import FallbackLedger
 from gateway.store.ledger_file import separate_sqlite_ledger
 from gateway.store.ledger_memory import MemoryLedger
+from gateway.store.partition_keeper import PartitionKeeper
 from gateway.store.retention import Retention
 from gateway.ui import api, auth, mcp_api, views
 from gateway.ui.health import Readiness
@@ -78,6 +79,7 @@ def create_app(
         )
     )
     app.cleanup_ctx.append(_retention)  # after the store is open, stopped before it closes
+    app.cleanup_ctx.append(_partitions)
     for path, protocol in PATHS.items():
         app.router.add_post(path, _bind(proxy.handle_model, ADAPTERS[protocol]))
     app.router.add_route("*", "/v1/{tail:.*}", _bind(proxy.handle_passthrough, ADAPTERS["chat"]))
@@ -110,7 +112,7 @@ async def _lifecycle(
     engine = engine or make_engine(settings.database_url)
     stack = contextlib.AsyncExitStack()
     stack.enter_context(holding(settings.database_url))  # `demo` never empties a held store
-    create_schema(engine)
+    _open_store(engine, settings, clock)
     ledger = await _open_ledger(settings, engine, injected)
     secret = install_secret(engine)
     redactor = Redactor(settings.redaction)
@@ -222,6 +224,27 @@ async def _close(
     await stack.aclose()  # the recorder stores what is spooled, then stops
     deps.engine.dispose()
     await deps.ledger.close()
+
+
+def _open_store(engine: Engine, settings: Settings, clock: Callable[[], datetime] | None) -> None:
+    """The newest schema and, on PostgreSQL, this period's time partitions and the next
+    ones, made before the recorder writes."""
+    create_schema(engine)
+    PartitionKeeper(engine, settings.retention_days, clock=clock or _now).keep()
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+async def _partitions(app: web.Application) -> AsyncIterator[None]:
+    deps = app[DEPS]
+    keeper = PartitionKeeper(deps.engine, deps.settings.retention_days, clock=deps.clock)
+    keeper.start()
+    try:
+        yield
+    finally:
+        await keeper.close()
 
 
 async def _retention(app: web.Application) -> AsyncIterator[None]:

@@ -1,4 +1,5 @@
-"""Command line: `loopwatch serve` runs the gateway, `loopwatch demo` shows it with no API key."""
+"""Command line: `loopwatch serve` runs the gateway, `loopwatch demo` shows it with no API key,
+`loopwatch store partition` converts a PostgreSQL store to time partitions."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from gateway.config import Settings
 from gateway.config_load import load_settings
@@ -54,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--once", action="store_true", help="run the sample loops, print the summary and exit"
     )
+    _add_store_commands(commands)
     fingerprint = commands.add_parser(
         "key-fingerprint",
         help="print the fingerprint of an API key (read from stdin) for [[keys]] in the config",
@@ -61,6 +64,17 @@ def _parser() -> argparse.ArgumentParser:
     fingerprint.add_argument("--database-url", help="the gateway's database (holds the secret)")
     fingerprint.add_argument("--config", help="TOML config file (LOOPWATCH_CONFIG)")
     return parser
+
+
+def _add_store_commands(commands: Any) -> None:
+    store = commands.add_parser("store", help="operate on the gateway's database")
+    store_commands = store.add_subparsers(dest="store_command", required=True)
+    partition = store_commands.add_parser(
+        "partition",
+        help="convert a PostgreSQL store to time partitions (once; writers wait meanwhile)",
+    )
+    partition.add_argument("--database-url", help="the PostgreSQL store (LOOPWATCH_DATABASE_URL)")
+    partition.add_argument("--config", help="TOML config file (LOOPWATCH_CONFIG)")
 
 
 def version() -> str:
@@ -85,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gateway.ops import mcp_stdio as stdio
 
         return stdio.main(args.gateway, args.name, args.server)
-    flags = {k: v for k, v in vars(args).items() if k not in ("command", "once")}
+    flags = {k: v for k, v in vars(args).items() if k not in ("command", "once", "store_command")}
     if flags.get("mcp_servers"):
         flags["mcp_servers"] = ",".join(flags["mcp_servers"])
     try:
@@ -101,6 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_demo(settings, once=args.once)
     if args.command == "key-fingerprint":
         return _print_fingerprint(settings)
+    if args.command == "store":
+        return _partition_store(settings)
     try:
         return _serve(settings)
     except ConfigError as exc:  # found at start-up (a spool directory in use, say)
@@ -127,6 +143,26 @@ def _serve(settings: Settings) -> int:
     # interval keeps it from holding the event loop for the default 5 ms at a time.
     sys.setswitchinterval(0.0005)
     return serving.run(settings, serving.new_event_loop)
+
+
+def _partition_store(settings: Settings) -> int:
+    from gateway.ops.serving import store_errors, store_failure
+    from gateway.store.engine import make_engine
+    from gateway.store.partition_convert import NotPostgres, partition_store
+
+    engine = make_engine(settings.database_url)
+    try:
+        converted = partition_store(engine)
+    except NotPostgres as exc:
+        print(f"loopwatch: {exc} ({settings.database_url})", file=sys.stderr)
+        return 2
+    except store_errors() as exc:
+        print(f"loopwatch: {store_failure(settings.database_url, exc)}", file=sys.stderr)
+        return 1
+    finally:
+        engine.dispose()
+    print("time partitions made" if converted else "the store is already partitioned")
+    return 0
 
 
 def _print_fingerprint(settings: Settings) -> int:

@@ -119,6 +119,20 @@ class TraceRow(SQLModel, table=True):
     )
     session_id: str | None = Field(default=None, sa_column=sa.Column(sa.String(256)))
     first_user_text: str | None = Field(default=None, sa_column=sa.Column(sa.Text))
+    # Where the trace's rows are placed: its first stored batch's start, never changed, so on
+    # a partitioned PostgreSQL store all its steps, items and violations share one time
+    # partition (gateway.store.partitions); null for traces stored before revision 0011
+    # until `loopwatch store partition` places them (on SQLite, for good).
+    placed_at: datetime | None = Field(
+        default=None, sa_column=sa.Column(UTCDateTime(), nullable=True)
+    )
+
+
+def _placed() -> Any:
+    """The trace's `placed_at` on each of its rows, filled on PostgreSQL: the partition key
+    of a partitioned store (not null there, and part of the primary key); SQLite leaves it
+    null."""
+    return Field(default=None, sa_column=sa.Column(UTCDateTime(), nullable=True))
 
 
 class StepRow(SQLModel, table=True):
@@ -172,6 +186,7 @@ class StepRow(SQLModel, table=True):
     # same tools every step: stored once in tool_sets) and its parameters, redacted.
     tool_set: str | None = Field(default=None, sa_column=sa.Column(sa.String(64)))
     params: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
+    placed_at: datetime | None = _placed()
 
 
 class ToolSetRow(SQLModel, table=True):
@@ -237,6 +252,7 @@ class ItemRow(SQLModel, table=True):
     attrs: dict[str, Any] = Field(
         default_factory=dict, sa_column=sa.Column(sa.JSON, nullable=False)
     )
+    placed_at: datetime | None = _placed()
 
 
 class ViolationRow(SQLModel, table=True):
@@ -266,6 +282,7 @@ class ViolationRow(SQLModel, table=True):
     created_at: datetime = _time()
     # A refused request's new input items (redacted), on the violation that refused it.
     items: list[dict[str, Any]] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
+    placed_at: datetime | None = _placed()
 
 
 class TraceModelRow(SQLModel, table=True):

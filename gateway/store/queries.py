@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection, Engine, RowMapping
 from gateway.items import Item, ItemKind
 from gateway.runs.status import DEFAULT_IDLE_SECONDS
 from gateway.store import cursor as cursor_codec
-from gateway.store import keyset, search, trace_models
+from gateway.store import keyset, partitions, search, trace_models
 from gateway.store.deadline import time_limit
 from gateway.store.filters import TraceFilters, trace_conditions
 from gateway.store.mcp_tables import MCP_VIOLATIONS
@@ -167,10 +167,11 @@ def get_trace(
         row = conn.execute(sa.select(TRACES).where(TRACES.c.id == trace_id)).mappings().first()
         if row is None:
             return None
-        steps, more = _steps(conn, trace_id, steps_after, steps_limit)
+        placed = _partition_of(conn, row)
+        steps, more = _steps(conn, trace_id, steps_after, steps_limit, placed)
         violations = conn.execute(
             sa.select(VIOLATIONS)
-            .where(VIOLATIONS.c.trace_id == trace_id)
+            .where(VIOLATIONS.c.trace_id == trace_id, *_in_partition(VIOLATIONS, placed))
             .order_by(VIOLATIONS.c.created_at, VIOLATIONS.c.id)
         ).mappings()
         result = trace_json(row, now, idle_seconds)
@@ -184,13 +185,27 @@ def get_trace(
     return result
 
 
+def _partition_of(conn: Connection, trace: Any) -> datetime | None:
+    """On a partitioned store the trace's partition key: its rows' reads then look in its
+    one time partition instead of in each. None on an unpartitioned store (old rows there
+    have no placement)."""
+    return trace["placed_at"] if partitions.partitioned(conn.engine) else None
+
+
+def _in_partition(table: sa.Table, placed: datetime | None) -> list[sa.ColumnElement[bool]]:
+    return [] if placed is None else [table.c.placed_at == placed]
+
+
 def _steps(
-    conn: Connection, trace_id: str, after: int, limit: int | None
+    conn: Connection, trace_id: str, after: int, limit: int | None, placed: datetime | None
 ) -> tuple[list[dict[str, Any]], bool]:
     """A page of the trace's steps in order, with their items and tools; and whether more
     steps follow it. Read by the (trace_id, seq) index and the items' step index."""
     s, i = STEPS.c, ITEMS.c
-    query = sa.select(STEPS).where(s.trace_id == trace_id, s.seq > after).order_by(s.seq)
+    query = sa.select(STEPS).where(
+        s.trace_id == trace_id, s.seq > after, *_in_partition(STEPS, placed)
+    )
+    query = query.order_by(s.seq)
     if limit is not None:
         query = query.limit(limit + 1)
     steps = [step_json(step) for step in conn.execute(query).mappings()]
@@ -198,9 +213,10 @@ def _steps(
     steps = steps[:limit] if more else steps
     if limit is None:  # the rest of the trace: one join, whatever its length
         items = sa.select(ITEMS).join(STEPS, s.id == i.step_id)
-        items = items.where(s.trace_id == trace_id, s.seq > after)
+        items = items.where(s.trace_id == trace_id, s.seq > after, *_in_partition(STEPS, placed))
     else:
         items = sa.select(ITEMS).where(i.step_id.in_([step["id"] for step in steps]))
+    items = items.where(*_in_partition(ITEMS, placed))
     rows = conn.execute(items.order_by(i.step_id, i.direction, i.position)).mappings()
     by_step = {step["id"]: step for step in steps}
     for item in rows:

@@ -1,6 +1,8 @@
 """Retention: a background purge of traces idle longer than `retention_days`, with every row
 that belongs to them (steps, items, violations, budget ledger, MCP executions, models) and
-the tool sets no step left refers to; their sessions' summaries are adjusted.
+the tool sets no step left refers to; their sessions' summaries are adjusted. On a
+partitioned PostgreSQL store (`loopwatch store partition`) whole time partitions go first
+(gateway.store.partition_purge).
 
 Bounded: a pass deletes at most `batch_size` traces in a worker thread, in transactions of
 a few hundred steps with a pause after each (a long run's steps go a slice at a time), so
@@ -13,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import partial
@@ -22,14 +23,14 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from gateway.store import fulltext, mcp_purge, session_summary, trace_models
+from gateway.store import fulltext, mcp_purge, partition_purge, partitions
 from gateway.store.engine import write_connection
-from gateway.store.ledger import BudgetLedgerRow
-from gateway.store.models import ITEMS, STEPS, TOOL_SETS, TRACES, VIOLATIONS
+from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
+from gateway.store.trace_purge import LEDGER, bounded, drop_unused_tool_sets, forget_traces
 
 log = logging.getLogger(__name__)
 
-LEDGER: sa.Table = BudgetLedgerRow.__table__  # type: ignore[attr-defined]
+__all__ = ["LEDGER", "Retention", "purge_batch"]
 BATCH_SIZE = 500  # traces a pass
 # Steps (with their items, search entries and violations) one transaction deletes: tens of
 # milliseconds, so the recorder waiting for the write lock is never held up for long.
@@ -39,18 +40,19 @@ SWEEP_SECONDS = 3600.0  # between sweeps once none remain
 
 
 def purge_batch(engine: Engine, cutoff: datetime, limit: int) -> int:
-    """Delete up to `limit` traces last updated before `cutoff`, and all their rows, in
-    transactions of at most STEPS_PER_TRANSACTION steps; return how many traces went."""
+    """Drop the time partitions past `cutoff` (PostgreSQL), then delete up to `limit` traces
+    last updated before `cutoff`, and all their rows, in transactions of at most
+    STEPS_PER_TRANSACTION steps; return how many traces went."""
+    purged = partition_purge.drop_expired(engine, cutoff)
     candidates = _oldest(engine, cutoff, limit)
     if not candidates:
         with write_connection(engine) as conn, conn.begin():
             mcp_purge.purge_traceless(conn, cutoff)
-        return 0
-    purged = 0
+        return purged
     for group in _groups(candidates):
         if len(group) == 1 and group[0][1] > STEPS_PER_TRANSACTION:
             _drain_steps(engine, group[0][0], cutoff)  # a long run: its steps a slice at a time
-        purged += _bounded(engine, partial(_purge_traces, candidates=group, cutoff=cutoff))
+        purged += bounded(engine, partial(_purge_traces, candidates=group, cutoff=cutoff))
     return purged
 
 
@@ -76,15 +78,6 @@ def _groups(candidates: list[tuple[str, int]]) -> list[list[tuple[str, int]]]:
     return groups
 
 
-def _bounded(engine: Engine, work: Callable[[Connection], int]) -> int:
-    """One short write transaction, then as long a pause, so a waiting writer gets in."""
-    started = time.monotonic()
-    with write_connection(engine) as conn, conn.begin():
-        done = work(conn)
-    time.sleep(min(0.5, max(0.005, time.monotonic() - started)))
-    return done
-
-
 def _still_idle(conn: Connection, ids: list[str], cutoff: datetime) -> list[str]:
     """Those of `ids` still idle, locked until commit: a trace that got a step since it
     was picked stays (on PostgreSQL one a replica is writing now is left for later)."""
@@ -100,58 +93,61 @@ def _purge_traces(conn: Connection, candidates: list[tuple[str, int]], cutoff: d
     if not ids:
         return 0
     # The step ids as values, read once: items and tool sets are found by them by index.
-    steps = list(conn.execute(sa.select(STEPS.c.id).where(STEPS.c.trace_id.in_(ids))).scalars())
-    tool_sets = _tool_sets_of(conn, STEPS.c.trace_id.in_(ids))
+    within = _partitions_of(conn, ids)
+    of_traces = sa.and_(STEPS.c.trace_id.in_(ids), *within(STEPS))
+    steps = list(conn.execute(sa.select(STEPS.c.id).where(of_traces)).scalars())
+    tool_sets = _tool_sets_of(conn, of_traces)
     # Children first: correct without relying on ON DELETE CASCADE being enforced.
     fulltext.forget_steps(conn, steps)
-    conn.execute(ITEMS.delete().where(ITEMS.c.step_id.in_(steps)))
-    conn.execute(VIOLATIONS.delete().where(VIOLATIONS.c.trace_id.in_(ids)))
-    conn.execute(STEPS.delete().where(STEPS.c.trace_id.in_(ids)))
-    _drop_unused_tool_sets(conn, tool_sets)
-    conn.execute(LEDGER.delete().where(LEDGER.c.trace_id.in_(ids)))
-    mcp_purge.purge_traces(conn, ids)
-    trace_models.forget(conn, ids)
-    session_summary.forget(conn, ids)
-    conn.execute(TRACES.delete().where(TRACES.c.id.in_(ids)))
+    conn.execute(ITEMS.delete().where(ITEMS.c.step_id.in_(steps), *within(ITEMS)))
+    conn.execute(VIOLATIONS.delete().where(VIOLATIONS.c.trace_id.in_(ids), *within(VIOLATIONS)))
+    conn.execute(STEPS.delete().where(of_traces))
+    drop_unused_tool_sets(conn, tool_sets)
+    forget_traces(conn, ids)
     return len(ids)
 
 
 def _drain_steps(engine: Engine, trace_id: str, cutoff: datetime) -> None:
     """Delete a long idle trace's steps oldest first, a transaction's worth at a time; the
     trace row and the rest go with `_purge_traces`. Stops if the trace gets a new step."""
-    while _bounded(engine, partial(_delete_first_steps, trace_id=trace_id, cutoff=cutoff)):
+    while bounded(engine, partial(_delete_first_steps, trace_id=trace_id, cutoff=cutoff)):
         pass
 
 
 def _delete_first_steps(conn: Connection, trace_id: str, cutoff: datetime) -> int:
     if not _still_idle(conn, [trace_id], cutoff):
         return 0
-    s = STEPS.c
-    first = sa.select(s.id).where(s.trace_id == trace_id).order_by(s.seq)
+    s, within = STEPS.c, _partitions_of(conn, [trace_id])
+    first = sa.select(s.id).where(s.trace_id == trace_id, *within(STEPS)).order_by(s.seq)
     ids = list(conn.execute(first.limit(STEPS_PER_TRANSACTION)).scalars())
     if len(ids) < STEPS_PER_TRANSACTION:
         return 0  # what is left fits one transaction with the trace row
-    tool_sets = _tool_sets_of(conn, s.id.in_(ids))
+    tool_sets = _tool_sets_of(conn, sa.and_(s.id.in_(ids), *within(STEPS)))
     fulltext.forget_steps(conn, ids)
-    conn.execute(ITEMS.delete().where(ITEMS.c.step_id.in_(ids)))
-    conn.execute(VIOLATIONS.delete().where(VIOLATIONS.c.step_id.in_(ids)))
-    conn.execute(STEPS.delete().where(s.id.in_(ids)))
-    _drop_unused_tool_sets(conn, tool_sets)
+    conn.execute(ITEMS.delete().where(ITEMS.c.step_id.in_(ids), *within(ITEMS)))
+    conn.execute(VIOLATIONS.delete().where(VIOLATIONS.c.step_id.in_(ids), *within(VIOLATIONS)))
+    conn.execute(STEPS.delete().where(s.id.in_(ids), *within(STEPS)))
+    drop_unused_tool_sets(conn, tool_sets)
     return len(ids)
+
+
+def _partitions_of(
+    conn: Connection, trace_ids: list[str]
+) -> Callable[[sa.Table], list[sa.ColumnElement[bool]]]:
+    """On a partitioned store, the condition keeping a statement on these traces' time
+    partitions: it plans and probes those alone, not each one. None when unpartitioned."""
+    placed: list[Any] = [None]
+    if partitions.partitioned(conn.engine):
+        query = sa.select(TRACES.c.placed_at).where(TRACES.c.id.in_(trace_ids)).distinct()
+        placed = list(conn.scalars(query))
+    if None in placed:
+        return lambda table: []
+    return lambda table: [table.c.placed_at.in_(placed)]
 
 
 def _tool_sets_of(conn: Connection, steps: Any) -> list[str]:
     query = sa.select(STEPS.c.tool_set).where(steps, STEPS.c.tool_set.is_not(None))
     return list(conn.execute(query.distinct()).scalars())
-
-
-def _drop_unused_tool_sets(conn: Connection, hashes: list[str]) -> None:
-    """Tool sets are shared by content: one goes when no step left refers to it."""
-    if not hashes:
-        return
-    # One index probe a hash: a tool set every run declares has millions of steps.
-    used = sa.exists().where(STEPS.c.tool_set == TOOL_SETS.c.hash)
-    conn.execute(TOOL_SETS.delete().where(TOOL_SETS.c.hash.in_(hashes), ~used))
 
 
 class Retention:
@@ -194,7 +190,7 @@ class Retention:
         while not self._stop.is_set():
             deleted = await self._pass()
             swept += deleted
-            more = deleted == self._batch_size
+            more = deleted >= self._batch_size  # dropped partitions may add more
             if not more and swept:
                 log.info("retention: purged %d traces idle for over %s", swept, self._age)
                 swept = 0

@@ -57,10 +57,13 @@ _INSERTED = (
     "unpriced_steps",
     "model_ms",
     "session_id",
+    "placed_at",
     *SUMMARY_COLUMNS,
 )
 # What the fold reads of a stored row, and session_summary of a trace joining its session.
-_READ = ("id", "step_count", "models", *SUMMARY_COLUMNS, *session_summary.RETURNED)
+# `placed_at` is set when the row is made and never merged: every batch of a trace places
+# its rows where the first did (gateway.store.partitions).
+_READ = ("id", "step_count", "models", *SUMMARY_COLUMNS, *session_summary.RETURNED, "placed_at")
 FOLDED_COLUMNS = (*SUMMARY_COLUMNS, "status", "status_final", "models", "span_ms", "session_id")
 # A new trace's row: the batch's counts and its fold, whole.
 _NEW = (*_INSERTED, "status_final", "span_ms", "tool_ms")
@@ -72,7 +75,14 @@ _ADD_TO_STORED = ", ".join(
     + ["tool_ms = tool_ms + {mark}"]
 )
 _TIMES = frozenset(
-    {"last_step_started_at", "last_refusal_at", "last_response_end", "started_at", "updated_at"}
+    {
+        "last_step_started_at",
+        "last_refusal_at",
+        "last_response_end",
+        "started_at",
+        "updated_at",
+        "placed_at",
+    }
 )
 
 
@@ -96,6 +106,7 @@ class StoredTrace(NamedTuple):
     total_tokens: int
     violation_count: int
     cost_nano: int
+    placed_at: datetime | None  # null for a trace stored before revision 0011, unconverted
 
 
 def as_new(row: dict[str, Any]) -> StoredTrace:

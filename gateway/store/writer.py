@@ -18,13 +18,13 @@ from sqlalchemy.engine import Connection, Engine
 
 from gateway.items import Violation
 from gateway.step import RefusalRecord, StepRecord
-from gateway.store import fulltext, session_summary, trace_merge, trace_models
+from gateway.store import fulltext, partitions, session_summary, trace_merge, trace_models
 from gateway.store.engine import tune_for_batches, write_connection
-from gateway.store.models import ITEMS, STEPS, VIOLATIONS
+from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
 from gateway.store.rows import insert_many, item_rows, placeholder, step_row
 from gateway.store.run_fold import Folded, fold, is_unpriced
 from gateway.store.tool_sets import store_tool_sets
-from gateway.store.trace_merge import SUMMARY_COLUMNS, TOKEN_SUMS
+from gateway.store.trace_merge import SUMMARY_COLUMNS, TOKEN_SUMS, StoredTrace
 
 Record = StepRecord | RefusalRecord
 
@@ -141,9 +141,9 @@ class StoreWriter:
             if not fresh:
                 return
             written = WrittenBatch(fresh, _group(fresh))
-            seqs, folds = _merge_traces(conn, written.traces)
-            _insert_steps(conn, written, seqs, folds)
-            _insert_violations(conn, fresh)
+            seqs, folds, placed = _merge_traces(conn, written.traces)
+            _insert_steps(conn, written, seqs, folds, placed)
+            _insert_violations(conn, fresh, placed)
             for upkeep in BATCH_UPKEEP:
                 upkeep(conn, written)
 
@@ -156,7 +156,12 @@ def _unwritten(conn: Connection, records: Sequence[Record]) -> list[Record]:
         for r in records
         if isinstance(r, RefusalRecord) and r.violations
     ]
-    stored = _stored_ids(conn, STEPS, step_ids) | _stored_ids(conn, VIOLATIONS, refusal_ids)
+    placed = _placed_of(conn, records) if step_ids or refusal_ids else None
+    if placed == []:
+        return list(records)  # none of their traces is stored: neither are they
+    stored = _stored_ids(conn, STEPS, step_ids, placed) | _stored_ids(
+        conn, VIOLATIONS, refusal_ids, placed
+    )
     fresh: list[Record] = []
     for record in records:
         if isinstance(record, StepRecord):
@@ -173,18 +178,35 @@ def _unwritten(conn: Connection, records: Sequence[Record]) -> list[Record]:
     return fresh
 
 
-def _stored_ids(conn: Connection, table: sa.Table, ids: list[str]) -> set[str]:
+def _stored_ids(
+    conn: Connection, table: sa.Table, ids: list[str], placed: list[datetime] | None
+) -> set[str]:
     """Which of `ids` the table holds, asked at the driver (no statement compiled a batch). On
     PostgreSQL one array parameter: the statement's text stays the same whatever the batch's
-    size, so psycopg converts it once."""
+    size, so psycopg converts it once; on a partitioned store only the partitions `placed`."""
     if not ids:
         return set()
     if conn.dialect.name == "postgresql":
         sql = f"SELECT id FROM {table.name} WHERE id = ANY(%s)"
-        return {row[0] for row in conn.exec_driver_sql(sql, (ids,))}
+        if placed is None:
+            return {row[0] for row in conn.exec_driver_sql(sql, (ids,))}
+        sql += " AND placed_at = ANY(%s)"
+        return {row[0] for row in conn.exec_driver_sql(sql, (ids, placed))}
     marks = ", ".join([placeholder(conn)] * len(ids))
     sql = f"SELECT id FROM {table.name} WHERE id IN ({marks})"
     return {row[0] for row in conn.exec_driver_sql(sql, tuple(ids))}
+
+
+def _placed_of(conn: Connection, records: Sequence[Record]) -> list[datetime] | None:
+    """On a partitioned store, where the records' stored traces place their rows: the
+    look-up of stored records then reads those time partitions alone, not each one's index
+    (and plans for one or two partitions, not every one). None on an unpartitioned store."""
+    if not partitions.partitioned(conn.engine):
+        return None
+    trace_ids = sorted({record.trace_id for record in records})
+    query = sa.select(TRACES.c.placed_at).where(TRACES.c.id.in_(trace_ids)).distinct()
+    placed = list(conn.scalars(query))
+    return None if None in placed else placed  # (null: a trace the conversion left out)
 
 
 def _group(records: list[Record]) -> list[TraceDelta]:
@@ -220,16 +242,21 @@ def _trace_row(delta: TraceDelta) -> dict[str, Any]:
         "unpriced_steps": delta.unpriced_steps,
         "model_ms": delta.model_ms,
         "session_id": None,  # set by the fold: session_summary sees a trace join its session
+        "placed_at": delta.started_at,  # a new trace's; a stored one keeps its own
         **dict.fromkeys(SUMMARY_COLUMNS),
         "open_calls": 0,
     }
 
 
+Placement = dict[str, datetime] | None
+
+
 def _merge_traces(
     conn: Connection, deltas: list[TraceDelta]
-) -> tuple[dict[str, int], dict[str, Folded]]:
+) -> tuple[dict[str, int], dict[str, Folded], Placement]:
     """Apply every delta and fold it into its trace's run summary, one row version a trace;
-    return each trace's step count before this batch and its fold."""
+    return each trace's step count before this batch, its fold and, on PostgreSQL, where its
+    rows are placed."""
     rows = {delta.trace_id: _trace_row(delta) for delta in deltas}
     # Every trace folded as new first: those that are go in whole, in one statement.
     news = {d.trace_id: _folded(trace_merge.as_new(rows[d.trace_id]), d) for d in deltas}
@@ -257,7 +284,16 @@ def _merge_traces(
     trace_merge.add_to_stored(conn, additions)
     trace_models.record(conn, deltas)
     session_summary.record(conn, ((delta, stored[delta.trace_id]) for delta in deltas))
-    return before, folds
+    return before, folds, _placement(conn, stored)
+
+
+def _placement(conn: Connection, stored: dict[str, StoredTrace]) -> Placement:
+    """Each trace's placement for its rows on PostgreSQL, partitioned or not (a later
+    conversion finds new rows placed; never null in a partitioned table); SQLite's rows
+    leave the column null."""
+    if conn.dialect.name != "postgresql":
+        return None
+    return {trace_id: row.placed_at or row.started_at for trace_id, row in stored.items()}
 
 
 def _folded(row: trace_merge.StoredTrace, delta: TraceDelta) -> tuple[Folded, dict[str, Any]]:
@@ -277,7 +313,11 @@ def _folded(row: trace_merge.StoredTrace, delta: TraceDelta) -> tuple[Folded, di
 
 
 def _insert_steps(
-    conn: Connection, written: WrittenBatch, seqs: dict[str, int], folds: dict[str, Folded]
+    conn: Connection,
+    written: WrittenBatch,
+    seqs: dict[str, int],
+    folds: dict[str, Folded],
+    placed: Placement,
 ) -> None:
     step_rows, items = written.steps, written.items
     tool_sets = store_tool_sets(conn, (step for delta in written.traces for step in delta.steps))
@@ -287,14 +327,20 @@ def _insert_steps(
             row = step_row(record, seqs[delta.trace_id] + offset)
             extra = {"tool_ms": tool_ms.get(record.id), "tool_set": tool_sets.get(record.id)}
             step_rows.append(row | extra)
+            first = len(items)
             items.extend(item_rows(record.id, "input", record.input_items))
             items.extend(item_rows(record.id, "output", record.output_items))
+            if placed is not None:
+                at = placed[delta.trace_id]
+                step_rows[-1]["placed_at"] = at
+                for item in items[first:]:
+                    item["placed_at"] = at
     insert_many(conn, STEPS, step_rows)
     insert_many(conn, ITEMS, items)
     fulltext.index_steps(conn, [row["id"] for row in step_rows])
 
 
-def _insert_violations(conn: Connection, records: list[Record]) -> None:
+def _insert_violations(conn: Connection, records: list[Record], placed: Placement) -> None:
     rows: list[dict[str, Any]] = []
     for record in records:
         items: list[dict[str, Any]] | None = None
@@ -318,6 +364,8 @@ def _insert_violations(conn: Connection, records: list[Record]) -> None:
                     "items": items if index == keeper else None,
                 }
             )
+            if placed is not None:
+                rows[-1]["placed_at"] = placed[record.trace_id]
     insert_many(conn, VIOLATIONS, rows)
 
 

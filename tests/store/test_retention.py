@@ -13,7 +13,7 @@ from sqlalchemy.engine import Engine
 
 from gateway.items import Violation, ViolationKind
 from gateway.step import RefusalRecord
-from gateway.store import retention
+from gateway.store import retention, trace_purge
 from gateway.store.migrate import METADATA
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
 from gateway.store.retention import LEDGER, Retention, purge_batch
@@ -134,7 +134,7 @@ def test_purge_commits_a_bounded_number_of_steps_at_a_time(
     """A long run and many short ones go in transactions of a few steps each, so the
     recorder waiting for the write lock is never held up by one large delete."""
     monkeypatch.setattr(retention, "STEPS_PER_TRANSACTION", 4)
-    monkeypatch.setattr(retention.time, "sleep", lambda _: None)
+    monkeypatch.setattr(trace_purge.time, "sleep", lambda _: None)
     writer = StoreWriter(engine)
     long_run = [build_step("old-long", at=OLD + timedelta(seconds=n)) for n in range(11)]
     writer.write_batch(long_run)
