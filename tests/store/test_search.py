@@ -235,7 +235,7 @@ def test_a_store_upgraded_to_fewer_merges_finds_words_written_before_and_after(
 ) -> None:
     engine = make_engine(database.url)
     with engine.begin() as conn:
-        command.upgrade(alembic_config(conn), "0009")
+        command.upgrade(alembic_config(conn), "0011")  # the revision before fewer merges
     writer = StoreWriter(engine)
     writer.write_batch(_trace("before", 0, "Zanzibar"))  # type: ignore[arg-type]
     create_schema(engine)  # the start-up upgrade
