@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shlex
 import sys
 import tempfile
 import time
@@ -25,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from idle_cpu import rss_mb
-from tree_cpu import tree
+from tree_cpu import peers_up, start_peers, tree
 
 
 async def fixed_client(session: Any, url: str, body: bytes, deadline: float, counts: Any) -> None:
@@ -56,23 +55,12 @@ async def main(args: argparse.Namespace) -> int:
     import fleet  # type: ignore[import-not-found]
 
     tmp = tempfile.mkdtemp(prefix="loopwatch-soak-")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPWATCH_")}
-    python = os.environ.get("BENCH_PY", sys.executable)
-    mock_port, port = fleet.free_port(), fleet.free_port()
-    mock_argv = [python, os.path.join(args.fleet_dir, "mock_upstream.py"), "--port", str(mock_port)]
-    mock = fleet.start(mock_argv, env, 1, os.path.join(tmp, "mock.log"))
-    command = [os.environ.get("LOOPWATCH_BIN", "loopwatch"), "serve", "--port", str(port)]
-    command += ["--upstream", f"http://127.0.0.1:{mock_port}/v1"]
-    command += ["--database-url", f"sqlite:///{tmp}/lw.db", *shlex.split(args.serve)]
-    gateway = fleet.start(command, env, 0, os.path.join(tmp, "gateway.log"))
+    mock, gateway, mock_port, port = start_peers(fleet, args.fleet_dir, args.serve, tmp)
     with open(os.path.join(args.fleet_dir, "payloads", "chat_tools.json"), "rb") as f:
         body = f.read()
     rows: list[tuple[float, ...]] = []
     try:
-        await fleet.wait_http(f"http://127.0.0.1:{mock_port}/v1/models")
-        await fleet.wait_http(f"http://127.0.0.1:{port}/healthz")
-        if (os.cpu_count() or 1) >= 2:
-            os.sched_setaffinity(0, {1})
+        await peers_up(fleet, mock_port, port)
         await asyncio.sleep(3)  # the recorder process is up
         url = f"http://127.0.0.1:{port}/v1/chat/completions"
         counts: dict[str, Any] = {"steps": 0, "errors": 0, "runs": 0, "limit": args.steps}

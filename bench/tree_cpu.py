@@ -29,6 +29,29 @@ def tree(pid: int) -> list[int]:
     return found
 
 
+def start_peers(fleet: Any, fleet_dir: str, serve: str, tmp: str) -> tuple[Any, Any, int, int]:
+    """fleet.py's mock provider (CPU 1) and `loopwatch serve` recording to SQLite in `tmp`
+    (CPU 0): (mock, gateway, mock port, gateway port). Wait with `peers_up`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPWATCH_")}
+    python = os.environ.get("BENCH_PY", sys.executable)
+    mock_port, port = fleet.free_port(), fleet.free_port()
+    mock_argv = [python, os.path.join(fleet_dir, "mock_upstream.py"), "--port", str(mock_port)]
+    mock = fleet.start(mock_argv, env, 1, os.path.join(tmp, "mock.log"))
+    command = [os.environ.get("LOOPWATCH_BIN", "loopwatch"), "serve", "--port", str(port)]
+    command += ["--upstream", f"http://127.0.0.1:{mock_port}/v1"]
+    command += ["--database-url", f"sqlite:///{tmp}/lw.db", *shlex.split(serve)]
+    gateway = fleet.start(command, env, 0, os.path.join(tmp, "gateway.log"))
+    return mock, gateway, mock_port, port
+
+
+async def peers_up(fleet: Any, mock_port: int, port: int) -> None:
+    """Both answer; this process (the clients) then runs on CPU 1, beside the mock."""
+    await fleet.wait_http(f"http://127.0.0.1:{mock_port}/v1/models")
+    await fleet.wait_http(f"http://127.0.0.1:{port}/healthz")
+    if (os.cpu_count() or 1) >= 2:
+        os.sched_setaffinity(0, {1})
+
+
 async def main(args: argparse.Namespace) -> None:
     sys.path.insert(0, args.fleet_dir)
     import aiohttp
@@ -41,24 +64,9 @@ async def main(args: argparse.Namespace) -> None:
             return 0.0
 
     tmp = tempfile.mkdtemp()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPWATCH_")}
-    python = os.environ.get("BENCH_PY", sys.executable)
-    mock_port, port = fleet.free_port(), fleet.free_port()
-    mock = fleet.start(
-        [python, os.path.join(args.fleet_dir, "mock_upstream.py"), "--port", str(mock_port)],
-        env,
-        1,
-        os.path.join(tmp, "mock.log"),
-    )
-    command = [os.environ.get("LOOPWATCH_BIN", "loopwatch"), "serve", "--port", str(port)]
-    command += ["--upstream", f"http://127.0.0.1:{mock_port}/v1"]
-    command += ["--database-url", f"sqlite:///{tmp}/lw.db", *shlex.split(args.serve)]
-    gateway = fleet.start(command, env, 0, os.path.join(tmp, "gateway.log"))
+    mock, gateway, mock_port, port = start_peers(fleet, args.fleet_dir, args.serve, tmp)
     try:
-        await fleet.wait_http(f"http://127.0.0.1:{mock_port}/v1/models")
-        await fleet.wait_http(f"http://127.0.0.1:{port}/healthz")
-        if (os.cpu_count() or 1) >= 2:
-            os.sched_setaffinity(0, {1})
+        await peers_up(fleet, mock_port, port)
         await asyncio.sleep(2)  # the recorder process is up
         url = f"http://127.0.0.1:{port}/v1/chat/completions"
         agents = 32
