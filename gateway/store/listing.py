@@ -9,6 +9,7 @@ from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from gateway.store import cursor as cursor_codec
 from gateway.store import keyset
+from gateway.store.key_epochs import stored_epochs
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
 from gateway.store.search import prefix_condition
 
@@ -129,28 +130,29 @@ def find_prefix(engine: Engine, text: str) -> dict[str, Any] | None:
     """The newest trace (and step) whose id, step id, response id or provider request id
     starts with `text`, or that holds a tool call or result with exactly that call id."""
     t, s, i = TRACES.c, STEPS.c, ITEMS.c
-    queries = [
-        sa.select(t.id.label("trace_id"), sa.null().label("step_id"), t.updated_at.label("at"))
-        .where(prefix_condition(t.id, text))
-        .order_by(t.updated_at.desc())
-        .limit(1),
-        sa.select(s.trace_id, s.id.label("step_id"), s.started_at.label("at"))
-        .where(
-            sa.or_(
-                prefix_condition(s.id, text),
-                prefix_condition(s.response_id, text),
-                prefix_condition(s.provider_request_id, text),
-            )
-        )
-        .order_by(s.started_at.desc())
-        .limit(1),
-        sa.select(s.trace_id, s.id.label("step_id"), s.started_at.label("at"))
-        .join(ITEMS, i.step_id == s.id)
-        .where(i.call_id == text)
-        .order_by(s.started_at)
-        .limit(1),
-    ]
     with engine.connect() as conn:
+        known = stored_epochs(conn)
+        epochs = s.key_epoch.in_(known)
+        # Flat OR branches, each with its index's whole condition: SQLite seeks each apart.
+        answered = [
+            sa.and_(epochs, prefix_condition(column, text))
+            for column in (s.response_id, s.provider_request_id)
+        ]
+        queries = [
+            sa.select(t.id.label("trace_id"), sa.null().label("step_id"), t.updated_at.label("at"))
+            .where(prefix_condition(t.id, text))
+            .order_by(t.updated_at.desc())
+            .limit(1),
+            sa.select(s.trace_id, s.id.label("step_id"), s.started_at.label("at"))
+            .where(sa.or_(prefix_condition(s.id, text), *answered))
+            .order_by(s.started_at.desc())
+            .limit(1),
+            sa.select(s.trace_id, s.id.label("step_id"), s.started_at.label("at"))
+            .join(ITEMS, i.step_id == s.id)
+            .where(i.key_epoch.in_(known), i.call_id == text)
+            .order_by(s.started_at)
+            .limit(1),
+        ]
         for query in queries:
             row = conn.execute(query).mappings().first()
             if row is not None:

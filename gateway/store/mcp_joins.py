@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from gateway.items import ItemKind
 from gateway.mcp.texts import names_match
+from gateway.store.key_epochs import stored_epochs
 from gateway.store.mcp_tables import MCP_EXECUTIONS
 from gateway.store.models import ITEMS, STEPS
 from gateway.store.queries import reading
@@ -80,8 +81,9 @@ def _calls() -> sa.Select[tuple[str, str, str, datetime, str]]:
 def _by_call_id(conn: Connection, call_ids: set[str]) -> dict[str, str]:
     """The run of each named call."""
     runs: dict[str, str] = {}
+    epochs = ITEMS.c.key_epoch.in_(stored_epochs(conn))
     for chunk in _chunks(call_ids):
-        for row in conn.execute(_calls().where(ITEMS.c.call_id.in_(chunk))):
+        for row in conn.execute(_calls().where(epochs, ITEMS.c.call_id.in_(chunk))):
             runs.setdefault(row.call_id, row.trace_id)
     return runs
 
@@ -90,8 +92,9 @@ def _by_key(conn: Connection, keys: set[str]) -> dict[str, list[tuple[str, str, 
     """Calls by arguments key, those another execution already runs left out."""
     run = sa.select(MCP_EXECUTIONS.c.id).where(MCP_EXECUTIONS.c.call_id == ITEMS.c.call_id)
     calls: dict[str, list[tuple[str, str, str, datetime]]] = defaultdict(list)
+    epochs = ITEMS.c.key_epoch.in_(stored_epochs(conn))
     for chunk in _chunks(keys):
-        query = _calls().where(ITEMS.c.args_key.in_(chunk), ~run.exists())
+        query = _calls().where(epochs, ITEMS.c.args_key.in_(chunk), ~run.exists())
         for row in conn.execute(query):
             calls[row.args_key].append((row.trace_id, row.call_id, row.tool_name, row.started_at))
     return calls
@@ -101,8 +104,10 @@ def tool_results(engine: Engine, call_ids: set[str]) -> dict[str, str]:
     """The text the model was given as each call's result (its first tool result)."""
     given: dict[str, str] = {}
     with reading(engine) as conn:
+        epochs = ITEMS.c.key_epoch.in_(stored_epochs(conn))
         for chunk in _chunks(call_ids):
             query = sa.select(ITEMS.c.call_id, ITEMS.c.text).where(
+                epochs,
                 ITEMS.c.call_id.in_(chunk),
                 ITEMS.c.direction == "input",
                 ITEMS.c.kind == ItemKind.TOOL_RESULT.value,

@@ -143,6 +143,14 @@ class StepRow(SQLModel, table=True):
         sa.UniqueConstraint("trace_id", "seq", name="uq_steps_trace_seq"),
         # Retention keeps a tool set while any step still refers to it.
         sa.Index("ix_steps_tool_set", "tool_set"),
+        # The random keys, each behind the step's key epoch (gateway.store.key_epochs): a
+        # batch's inserts land in the newest epoch's small, cached subtree. Placement looks
+        # continuation keys up and the key filter walks them at start-up from the index
+        # alone; a step is found by any id it answered with (`find_step`, search) and by
+        # `previous_response_id`.
+        sa.Index("ix_steps_continuation_key", "key_epoch", "continuation_key"),
+        sa.Index("ix_steps_response_id", "key_epoch", "response_id"),
+        sa.Index("ix_steps_provider_request_id", "key_epoch", "provider_request_id"),
     )
 
     id: str = _id(primary_key=True)
@@ -166,17 +174,13 @@ class StepRow(SQLModel, table=True):
     cached_tokens: int | None = _tokens(nullable=True)
     reasoning_tokens: int | None = _tokens(nullable=True)
     cache_creation_tokens: int | None = _tokens(nullable=True)
-    # Find a step by any id it answered with (`find_step`, search); `previous_response_id`.
-    provider_request_id: str | None = Field(
-        default=None, sa_column=sa.Column(sa.String(256), index=True)
-    )
-    response_id: str | None = Field(default=None, sa_column=sa.Column(sa.String(256), index=True))
+    provider_request_id: str | None = Field(default=None, sa_column=sa.Column(sa.String(256)))
+    response_id: str | None = Field(default=None, sa_column=sa.Column(sa.String(256)))
     started_at: datetime = _time()
     latency_ms: float | None = Field(default=None, sa_column=sa.Column(sa.Float))
     ttft_ms: float | None = Field(default=None, sa_column=sa.Column(sa.Float))
     error: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
-    # Placement looks keys up; the key filter walks them at start-up from the index alone.
-    continuation_key: str | None = _id(index=True, nullable=True)
+    continuation_key: str | None = _id(nullable=True)
     cost_nano: int | None = _tokens(nullable=True)
     cost_source: str | None = Field(default=None, sa_column=sa.Column(sa.String(16)))
     tool_ms: float | None = Field(default=None, sa_column=sa.Column(sa.Float))
@@ -187,6 +191,9 @@ class StepRow(SQLModel, table=True):
     tool_set: str | None = Field(default=None, sa_column=sa.Column(sa.String(64)))
     params: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
     placed_at: datetime | None = _placed()
+    # Leads the indexes on random keys (gateway.store.key_epochs): 0 for steps stored
+    # before revision 0013.
+    key_epoch: int = _count()
 
 
 class ToolSetRow(SQLModel, table=True):
@@ -209,8 +216,10 @@ class ItemRow(SQLModel, table=True):
     __table_args__ = (
         # Emitted calls by id (pairing, MCP joins, search) and the key filter's walk at
         # start-up, answered from the index alone; items without a call id are left out.
+        # Behind the key epoch, as the steps' random keys (gateway.store.key_epochs).
         sa.Index(
             "ix_items_call_id_kind",
+            "key_epoch",
             "call_id",
             "direction",
             "kind",
@@ -221,6 +230,7 @@ class ItemRow(SQLModel, table=True):
         # items without one (most of them) are left out.
         sa.Index(
             "ix_items_args_key",
+            "key_epoch",
             "args_key",
             sqlite_where=_HAS_ARGS_KEY,
             postgresql_where=_HAS_ARGS_KEY,
@@ -253,6 +263,8 @@ class ItemRow(SQLModel, table=True):
         default_factory=dict, sa_column=sa.Column(sa.JSON, nullable=False)
     )
     placed_at: datetime | None = _placed()
+    # Leads the indexes on the item's random keys: its step's (gateway.store.key_epochs).
+    key_epoch: int = _count()
 
 
 class ViolationRow(SQLModel, table=True):

@@ -16,6 +16,7 @@ from gateway.store import cursor as cursor_codec
 from gateway.store import keyset, partitions, search, trace_models
 from gateway.store.deadline import time_limit
 from gateway.store.filters import TraceFilters, trace_conditions
+from gateway.store.key_epochs import stored_epochs
 from gateway.store.mcp_tables import MCP_VIOLATIONS
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
 from gateway.store.shapes import (
@@ -237,10 +238,10 @@ def find_continuation(engine: Engine, keys: list[str]) -> tuple[str, str, str] |
         return None
     rank = {key: index for index, key in enumerate(keys)}
     s = STEPS.c
-    query = sa.select(s.trace_id, s.id, s.continuation_key, s.started_at).where(
-        s.continuation_key.in_(list(rank))
-    )
     with reading(engine) as conn:
+        query = sa.select(s.trace_id, s.id, s.continuation_key, s.started_at).where(
+            s.key_epoch.in_(stored_epochs(conn)), s.continuation_key.in_(list(rank))
+        )
         rows = conn.execute(query).all()
     if not rows:
         return None
@@ -253,52 +254,59 @@ def call_emitters(engine: Engine, call_ids: list[str]) -> list[tuple[str, str, s
     if not call_ids:
         return []
     i, s = ITEMS.c, STEPS.c
-    query = (
-        sa.select(i.call_id, s.trace_id, s.id)
-        .join(STEPS, s.id == i.step_id)
-        .where(i.call_id.in_(call_ids), i.direction == "output", i.kind == "tool_call")
-    )
     with reading(engine) as conn:
+        query = (
+            sa.select(i.call_id, s.trace_id, s.id)
+            .join(STEPS, s.id == i.step_id)
+            .where(
+                i.key_epoch.in_(stored_epochs(conn)),
+                i.call_id.in_(call_ids),
+                i.direction == "output",
+                i.kind == "tool_call",
+            )
+        )
         return [(row.call_id, row.trace_id, row.id) for row in conn.execute(query)]
 
 
 def emitted_call_id_batches(engine: Engine, batch: int = 10_000) -> Iterator[list[str]]:
-    """Every tool call id a recorded step emitted, in index order, in bounded batches: read
-    from the index on (call_id, direction, kind) alone, without the items' rows."""
+    """Every tool call id a recorded step emitted, in index order (by key epoch, then id), in
+    bounded batches: read from the index on (key_epoch, call_id, direction, kind) alone,
+    without the items' rows."""
     i = ITEMS.c
-    after = ""
-    while True:
-        query = (
-            sa.select(i.call_id)
-            .where(i.call_id > after, i.direction == "output", i.kind == "tool_call")
-            .order_by(i.call_id)
-            .limit(batch)
-        )
-        with reading(engine) as conn:
-            ids = list(conn.scalars(query))
-        yield ids
-        if len(ids) < batch:
-            return
-        after = ids[-1]
+    emitted = (i.direction == "output", i.kind == "tool_call")
+    yield from _index_walk(engine, i.key_epoch, i.call_id, emitted, batch)
 
 
 def continuation_key_batches(engine: Engine, batch: int = 10_000) -> Iterator[list[str]]:
-    """Every stored continuation key, in index order, in bounded batches from its index."""
+    """Every stored continuation key, in index order (by key epoch, then key), in bounded
+    batches from its index."""
     s = STEPS.c
-    after = ""
+    yield from _index_walk(engine, s.key_epoch, s.continuation_key, (), batch)
+
+
+def _index_walk(
+    engine: Engine,
+    epoch: sa.ColumnElement[int],
+    key: sa.ColumnElement[str],
+    where: tuple[sa.ColumnElement[bool], ...],
+    batch: int,
+) -> Iterator[list[str]]:
+    """The keys of an index on (epoch, key, ...) in its order, `batch` at a time, each batch
+    a seek past the last (epoch, key) read and a short scan."""
+    after: tuple[int, str] = (-1, "")
     while True:
         query = (
-            sa.select(s.continuation_key)
-            .where(s.continuation_key > after)
-            .order_by(s.continuation_key)
+            sa.select(epoch, key)
+            .where(sa.tuple_(epoch, key) > after, key.is_not(None), *where)
+            .order_by(epoch, key)
             .limit(batch)
         )
         with reading(engine) as conn:
-            keys = list(conn.scalars(query))
-        yield keys
-        if len(keys) < batch:
+            rows = conn.execute(query).all()
+        yield [row[1] for row in rows]
+        if len(rows) < batch:
             return
-        after = keys[-1]
+        after = (rows[-1][0], rows[-1][1])
 
 
 def stored_step_count(engine: Engine) -> int:
@@ -340,13 +348,16 @@ def _naive(when: datetime) -> datetime:
 def find_step(engine: Engine, query: str) -> dict[str, Any] | None:
     """Where a step id, response id or provider request id was recorded, or None."""
     s = STEPS.c
-    statement = (
-        sa.select(s.trace_id, s.id, s.seq)
-        .where(sa.or_(s.id == query, s.response_id == query, s.provider_request_id == query))
-        .order_by(s.started_at.desc())
-        .limit(1)
-    )
     with reading(engine) as conn:
+        epochs = s.key_epoch.in_(stored_epochs(conn))
+        # Flat OR branches, each with its index's whole condition: SQLite seeks each apart.
+        answered = [sa.and_(epochs, c == query) for c in (s.response_id, s.provider_request_id)]
+        statement = (
+            sa.select(s.trace_id, s.id, s.seq)
+            .where(sa.or_(s.id == query, *answered))
+            .order_by(s.started_at.desc())
+            .limit(1)
+        )
         row = conn.execute(statement).first()
     return None if row is None else {"trace_id": row.trace_id, "step_id": row.id, "seq": row.seq}
 
@@ -354,13 +365,13 @@ def find_step(engine: Engine, query: str) -> dict[str, Any] | None:
 def find_by_response_id(engine: Engine, response_id: str) -> tuple[str, str] | None:
     """The (trace_id, step_id) that returned a Responses API id: `previous_response_id`."""
     s = STEPS.c
-    statement = (
-        sa.select(s.trace_id, s.id)
-        .where(s.response_id == response_id)
-        .order_by(s.started_at.desc())
-        .limit(1)
-    )
     with reading(engine) as conn:
+        statement = (
+            sa.select(s.trace_id, s.id)
+            .where(s.key_epoch.in_(stored_epochs(conn)), s.response_id == response_id)
+            .order_by(s.started_at.desc())
+            .limit(1)
+        )
         row = conn.execute(statement).first()
     return None if row is None else (row.trace_id, row.id)
 

@@ -23,6 +23,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from gateway.store.key_epochs import stored_epochs
 from gateway.store.models import ITEMS, STEPS, TRACES
 
 MAX_QUERY = 200  # characters; a longer search is cut
@@ -103,18 +104,21 @@ def matching_trace_ids(conn: Connection, text: str) -> set[str]:
     text = text.strip()[:MAX_QUERY]
     if not text:
         return set()
-    return _by_words(conn, text) | set(conn.scalars(_by_prefix(text)))
+    return _by_words(conn, text) | set(conn.scalars(_by_prefix(text, stored_epochs(conn))))
 
 
-def _by_prefix(text: str) -> sa.CompoundSelect[str]:
-    """One statement: each id column's range seek, bounded, as a branch of a union."""
+def _by_prefix(text: str, epochs: list[int]) -> sa.CompoundSelect[str]:
+    """One statement: each id column's range seek (one an epoch for the keys behind the key
+    epoch), bounded, as a branch of a union."""
     s, i = STEPS.c, ITEMS.c
-    calls = sa.select(i.step_id).where(prefix_condition(i.call_id, text))
+    calls = sa.select(i.step_id).where(i.key_epoch.in_(epochs), prefix_condition(i.call_id, text))
+    answered = (s.response_id, s.provider_request_id)
     branches = [
         sa.select(TRACES.c.id.label("trace_id")).where(prefix_condition(TRACES.c.id, text)),
+        sa.select(s.trace_id).where(prefix_condition(s.id, text)),
         *(
-            sa.select(s.trace_id).where(prefix_condition(column, text))
-            for column in (s.id, s.response_id, s.provider_request_id)
+            sa.select(s.trace_id).where(s.key_epoch.in_(epochs), prefix_condition(column, text))
+            for column in answered
         ),
         sa.select(s.trace_id).where(s.id.in_(calls.limit(MAX_PREFIX_MATCHES).scalar_subquery())),
     ]

@@ -20,6 +20,7 @@ from gateway.items import Violation
 from gateway.step import RefusalRecord, StepRecord
 from gateway.store import fulltext, partitions, session_summary, trace_merge, trace_models
 from gateway.store.engine import tune_for_batches, write_connection
+from gateway.store.key_epochs import epoch_for_batch
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
 from gateway.store.rows import insert_many, item_rows, placeholder, step_row
 from gateway.store.run_fold import Folded, fold, is_unpriced
@@ -321,15 +322,22 @@ def _insert_steps(
 ) -> None:
     step_rows, items = written.steps, written.items
     tool_sets = store_tool_sets(conn, (step for delta in written.traces for step in delta.steps))
+    epoch = epoch_for_batch(conn)
     for delta in written.traces:
         tool_ms = folds[delta.trace_id].step_tool_ms
         for offset, record in enumerate(delta.steps, start=1):
             row = step_row(record, seqs[delta.trace_id] + offset)
-            extra = {"tool_ms": tool_ms.get(record.id), "tool_set": tool_sets.get(record.id)}
+            extra = {
+                "tool_ms": tool_ms.get(record.id),
+                "tool_set": tool_sets.get(record.id),
+                "key_epoch": epoch,
+            }
             step_rows.append(row | extra)
             first = len(items)
             items.extend(item_rows(record.id, "input", record.input_items))
             items.extend(item_rows(record.id, "output", record.output_items))
+            for item in items[first:]:
+                item["key_epoch"] = epoch
             if placed is not None:
                 at = placed[delta.trace_id]
                 step_rows[-1]["placed_at"] = at

@@ -26,6 +26,7 @@ from gateway.store.search import fts5_query, next_prefix, tokens
 from gateway.store.writer import StoreWriter
 from tests.conftest import Database
 from tests.factories import T0, build_step
+from tests.store.older_revision import write_as_at_its_revision
 
 COMMON = "common"  # in every trace below
 TABLES = ("traces", "steps", "items")
@@ -231,13 +232,15 @@ def test_query_words_are_single_terms() -> None:
 
 
 def test_a_store_upgraded_to_fewer_merges_finds_words_written_before_and_after(
-    database: Database,
+    database: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     engine = make_engine(database.url)
     with engine.begin() as conn:
         command.upgrade(alembic_config(conn), "0011")  # the revision before fewer merges
     writer = StoreWriter(engine)
-    writer.write_batch(_trace("before", 0, "Zanzibar"))  # type: ignore[arg-type]
+    with monkeypatch.context() as older:
+        write_as_at_its_revision(older, engine)
+        writer.write_batch(_trace("before", 0, "Zanzibar"))  # type: ignore[arg-type]
     create_schema(engine)  # the start-up upgrade
     for n in range(40):  # one full-text segment a batch: more than a level of 16 holds
         words = "Zanzibar" if n % 10 == 0 else f"plain{n}"

@@ -87,11 +87,13 @@ def test_schema_has_the_indexes_the_read_api_uses(engine: Engine) -> None:
     }
     assert ("updated_at", "id") in indexes["traces"]
     assert ("status", "updated_at", "id") in indexes["traces"]
-    assert {("continuation_key",), ("response_id",)} <= indexes["steps"]
-    assert ("provider_request_id",) in indexes["steps"]
+    # Random keys behind the key epoch (revision 0013).
+    assert {("key_epoch", "continuation_key"), ("key_epoch", "response_id")} <= indexes["steps"]
+    assert ("key_epoch", "provider_request_id") in indexes["steps"]
     unique = {tuple(u["column_names"]) for u in inspector.get_unique_constraints("steps")}
     assert ("trace_id", "seq") in unique  # a trace's steps, in order
-    assert {("step_id",), ("call_id", "direction", "kind")} <= indexes["items"]
+    assert {("step_id",), ("key_epoch", "call_id", "direction", "kind")} <= indexes["items"]
+    assert ("key_epoch", "args_key") in indexes["items"]
     # Each index costs every write: none that no query uses (revision 0008).
     assert not {("trace_id",), ("model", "trace_id")} & indexes["steps"]
     assert ("call_id",) not in indexes["items"]

@@ -1,0 +1,29 @@
+"""Today's writer on a store at an older revision, for upgrade tests: the columns later
+revisions added are left out of its rows, as the writer of that time wrote them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from gateway.store import writer as writer_module
+from gateway.store.rows import insert_many
+
+
+def write_as_at_its_revision(monkeypatch: pytest.MonkeyPatch, engine: Engine) -> None:
+    """Until `monkeypatch` is undone, the writer's rows keep only the columns `engine`'s
+    steps and items have, and take no key epoch (revision 0013) when they have none."""
+    inspector = sa.inspect(engine)
+    stored = {t: {c["name"] for c in inspector.get_columns(t)} for t in ("steps", "items")}
+
+    def older_rows(conn: Connection, table: sa.Table, rows: list[dict[str, Any]]) -> None:
+        known = stored.get(table.name)
+        kept = rows if known is None else [{k: v for k, v in r.items() if k in known} for r in rows]
+        insert_many(conn, table, kept)
+
+    monkeypatch.setattr(writer_module, "insert_many", older_rows)
+    if "key_epoch" not in stored["steps"]:
+        monkeypatch.setattr(writer_module, "epoch_for_batch", lambda conn: 0)
