@@ -8,7 +8,8 @@ Fill the store first with `store_scale.py --no-reads --no-retention`. Variants (
 `+`): `base` (as production, the batch writer's settings included), `stock` (SQLite's
 default cache and checkpoint), `no-<index>` (that index dropped), `no-fts` (no full-text
 upkeep), `automerge=N` / `crisismerge=N` (FTS5 merge settings), `cache=KiB`,
-`checkpoint=pages`. Rounds repeat the list, so drift in the machine's load shows.
+`checkpoint=pages`, `epoch=steps` (the key epochs' size, gateway.store.key_epochs). Rounds
+repeat the list, so drift in the machine's load shows.
 
 Usage: python bench/store_write_ab.py STORE.db [--steps 10000] [--rounds 2]
        [--variants base,stock,no-ix_items_call_id_kind]
@@ -34,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from store_workload import Workload
 
 from gateway.store import engine as engine_module
-from gateway.store import fulltext
+from gateway.store import fulltext, key_epochs
 from gateway.store import writer as writer_module
 from gateway.store.engine import make_engine
 from gateway.store.writer import StoreWriter
@@ -42,6 +43,7 @@ from gateway.store.writer import StoreWriter
 BATCH = 200  # the recorder's batch size
 # The production functions, before any variant swaps them out of the writer's reach.
 INDEX_STEPS, TUNE_FOR_BATCHES = fulltext.index_steps, engine_module.tune_for_batches
+EPOCH_STEPS = key_epochs.EPOCH_STEPS
 RANDOM_KEYED = (
     "ix_steps_continuation_key",
     "ix_steps_response_id",
@@ -63,7 +65,7 @@ class Variant:
 
     def __init__(self, spec: str) -> None:
         self.spec, self.setup, self.pragmas = spec, list[str](), list[str]()
-        self.tuned, self.fts = True, True
+        self.tuned, self.fts, self.epoch_steps = True, True, EPOCH_STEPS
         for part in spec.split("+"):
             self._add(part)
 
@@ -86,6 +88,8 @@ class Variant:
             self.pragmas.append(f"PRAGMA cache_size=-{int(value)}")
         elif name == "checkpoint":
             self.pragmas.append(f"PRAGMA wal_autocheckpoint={int(value)}")
+        elif name == "epoch":
+            self.epoch_steps = int(value)
         else:
             raise SystemExit(f"unknown variant part: {part}")
 
@@ -105,6 +109,7 @@ def run(store: Path, variant: Variant, batches: list[list[Any]]) -> str:
         sa.event.listen(engine, "connect", _pragmas(variant.pragmas))
     writer_module.tune_for_batches = TUNE_FOR_BATCHES if variant.tuned else _no_op
     fulltext.index_steps = INDEX_STEPS if variant.fts else _no_op
+    key_epochs.EPOCH_STEPS = variant.epoch_steps
     writer = StoreWriter(engine)
     wall = cpu = 0.0
     read, written = io_bytes()
