@@ -14,6 +14,7 @@ Usage: python bench/store_scale.py [--steps 100000] [--database-url URL] [--reus
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import tempfile
@@ -186,7 +187,10 @@ class _TransactionClock:
         self.durations: list[float] = []
         self.statements: list[list[tuple[float, str]]] = []  # per committed transaction
         self.cpu: list[float] = []  # this thread's CPU time in each (the rest is waiting)
+        self.collected: list[float] = []  # garbage collections this thread ran in each
         self._cpu_began = 0.0
+        self._gc_began = self._gc_total = 0.0
+        gc.callbacks.append(self._gc)
         self._engine, self._thread = engine, thread
         self._began: dict[int, float] = {}
         self._open: dict[int, list[tuple[float, str]]] = {}
@@ -206,6 +210,7 @@ class _TransactionClock:
             self._began[id(conn)] = time.perf_counter()
             self._open[id(conn)] = []
             self._cpu_began = time.thread_time()
+            self._gc_total = 0.0
 
     def _commit(self, conn: sa.Connection) -> None:
         began = self._began.pop(id(conn), None)
@@ -219,6 +224,7 @@ class _TransactionClock:
         if threading.get_ident() == self._thread and self._committing is not None:
             self.durations[-1] += time.perf_counter()
             self.cpu.append(time.thread_time() - self._cpu_began)
+            self.collected.append(self._gc_total)
             self._committing = None
 
     def _rollback(self, conn: sa.Connection) -> None:
@@ -242,6 +248,14 @@ class _TransactionClock:
         if threading.get_ident() == self._thread and self._committing is not None:
             self._committing.append((time.perf_counter() - began, "COMMIT"))
 
+    def _gc(self, phase: str, info: dict[str, int]) -> None:
+        if threading.get_ident() != self._thread:
+            return
+        if phase == "start":
+            self._gc_began = time.perf_counter()
+        else:
+            self._gc_total += time.perf_counter() - self._gc_began
+
     def slowest(self, count: int) -> None:
         """Print each kind of statement's total and longest time over the transactions, and
         the `count` longest transactions with each statement's time in them."""
@@ -264,7 +278,8 @@ class _TransactionClock:
         for i in ranked[:count]:
             print(
                 f"  transaction {i}: {self.durations[i] * 1000:.0f} ms, "
-                f"{self.cpu[i] * 1000:.0f} ms of it this thread's CPU time"
+                f"{self.cpu[i] * 1000:.0f} ms of it this thread's CPU time, "
+                f"{self.collected[i] * 1000:.0f} ms its garbage collections"
             )
             for seconds, statement in self.statements[i]:
                 text = " ".join(statement.split())
@@ -274,6 +289,7 @@ class _TransactionClock:
 
     def close(self) -> None:
         self._engine.dialect.do_commit = self._do_commit  # type: ignore[method-assign]
+        gc.callbacks.remove(self._gc)
         for name in self._EVENTS:
             sa.event.remove(self._engine, name, getattr(self, f"_{name}"))
 
