@@ -17,19 +17,18 @@ _TIMED = (
     (MCP_VIOLATIONS, "created_at"),
 )
 
-
-def purge_traces(conn: Connection, trace_ids: sa.Select[tuple[str]] | list[str]) -> None:
-    """The MCP rows of these traces (called in the transaction that deletes them)."""
-    for table, _ in _TIMED:
-        conn.execute(table.delete().where(table.c.trace_id.in_(trace_ids)))
+# Deleted with their trace by trace_purge (in the transaction that deletes it).
+TABLES = tuple(table for table, _ in _TIMED)
 
 
-def purge_traceless(conn: Connection, cutoff: datetime) -> int:
-    """MCP rows older than `cutoff` that belong to no stored trace."""
-    stored = sa.select(TRACES.c.id)
+def purge_traceless(conn: Connection, cutoff: datetime, limit: int) -> int:
+    """Up to `limit` MCP rows of each table older than `cutoff` that belong to no stored
+    trace (retention calls it a transaction at a time until none is left)."""
     deleted = 0
     for table, column in _TIMED:
-        old = table.c[column] < cutoff
-        orphan = table.c.trace_id.is_(None) | table.c.trace_id.not_in(stored)
-        deleted += conn.execute(table.delete().where(old, orphan)).rowcount or 0
+        # A probe of the traces' primary key a row: NOT IN (SELECT id FROM traces) read
+        # every trace row into a hash, or past work_mem compared each row with all of them.
+        stored = sa.exists().where(TRACES.c.id == table.c.trace_id)
+        some = sa.select(table.c.id).where(table.c[column] < cutoff, ~stored).limit(limit)
+        deleted += conn.execute(table.delete().where(table.c.id.in_(some))).rowcount or 0
     return deleted

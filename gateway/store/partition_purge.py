@@ -23,7 +23,7 @@ from sqlalchemy.engine import Connection, Engine
 from gateway.store import partitions
 from gateway.store.models import TRACES
 from gateway.store.partitions import Partition
-from gateway.store.trace_purge import bounded, drop_unused_tool_sets, forget_traces
+from gateway.store.trace_purge import bounded, forget_traces, sweep_tool_sets
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +53,7 @@ def drop_expired(engine: Engine, cutoff: datetime) -> int:
         while done := bounded(engine, partial(_forget_some, part=part, cutoff=cutoff)):
             purged += done
         if _drop_when_free(engine, part):
-            for start in range(0, len(tool_sets), TRACES_PER_TRANSACTION):
-                chunk = tool_sets[start : start + TRACES_PER_TRANSACTION]
-                bounded(engine, partial(_drop_tool_sets, hashes=chunk))
+            sweep_tool_sets(engine, tool_sets)
     return purged
 
 
@@ -113,8 +111,3 @@ def _drop(conn: Connection, part: Partition) -> int:
         return 0
     partitions.drop(conn, part)
     return 1
-
-
-def _drop_tool_sets(conn: Connection, hashes: list[str]) -> int:
-    drop_unused_tool_sets(conn, hashes)
-    return 0

@@ -7,7 +7,8 @@ partitioned PostgreSQL store (`loopwatch store partition`) whole time partitions
 Bounded: a pass deletes at most `batch_size` traces in a worker thread, in transactions of
 a few hundred steps with a pause after each (a long run's steps go a slice at a time), so
 the recorder never waits long for the write lock; passes are separated by a pause, and once
-nothing is left the next sweep waits.
+nothing is left the next sweep waits. The tool sets the pass's steps used are checked once,
+at its end (gateway.store.trace_purge.sweep_tool_sets).
 """
 
 from __future__ import annotations
@@ -24,9 +25,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from gateway.store import fulltext, mcp_purge, partition_purge, partitions
-from gateway.store.engine import write_connection
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
-from gateway.store.trace_purge import LEDGER, bounded, drop_unused_tool_sets, forget_traces
+from gateway.store.trace_purge import LEDGER, bounded, forget_traces, sweep_tool_sets
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,7 @@ BATCH_SIZE = 500  # traces a pass
 # Steps (with their items, search entries and violations) one transaction deletes: tens of
 # milliseconds, so the recorder waiting for the write lock is never held up for long.
 STEPS_PER_TRANSACTION = 100
+TRACELESS_ROWS = 500  # MCP rows of no stored trace, of each table, a transaction deletes
 PAUSE_SECONDS = 1.0  # between passes while old traces remain
 SWEEP_SECONDS = 3600.0  # between sweeps once none remain
 
@@ -46,13 +47,20 @@ def purge_batch(engine: Engine, cutoff: datetime, limit: int) -> int:
     purged = partition_purge.drop_expired(engine, cutoff)
     candidates = _oldest(engine, cutoff, limit)
     if not candidates:
-        with write_connection(engine) as conn, conn.begin():
-            mcp_purge.purge_traceless(conn, cutoff)
+        traceless = partial(mcp_purge.purge_traceless, cutoff=cutoff, limit=TRACELESS_ROWS)
+        while bounded(engine, traceless):
+            pass
         return purged
-    for group in _groups(candidates):
-        if len(group) == 1 and group[0][1] > STEPS_PER_TRANSACTION:
-            _drain_steps(engine, group[0][0], cutoff)  # a long run: its steps a slice at a time
-        purged += bounded(engine, partial(_purge_traces, candidates=group, cutoff=cutoff))
+    # Those of the deleted steps; one of a rolled-back delete is still used, so kept.
+    tool_sets: set[str] = set()
+    try:
+        for group in _groups(candidates):
+            if len(group) == 1 and group[0][1] > STEPS_PER_TRANSACTION:
+                _drain_steps(engine, group[0][0], cutoff, tool_sets)  # a slice at a time
+            purge = partial(_purge_traces, candidates=group, cutoff=cutoff, tool_sets=tool_sets)
+            purged += bounded(engine, purge)
+    finally:
+        sweep_tool_sets(engine, tool_sets)
     return purged
 
 
@@ -88,46 +96,51 @@ def _still_idle(conn: Connection, ids: list[str], cutoff: datetime) -> list[str]
     return list(conn.execute(query).scalars())
 
 
-def _purge_traces(conn: Connection, candidates: list[tuple[str, int]], cutoff: datetime) -> int:
+def _purge_traces(
+    conn: Connection, candidates: list[tuple[str, int]], cutoff: datetime, tool_sets: set[str]
+) -> int:
     ids = _still_idle(conn, [trace_id for trace_id, _ in candidates], cutoff)
     if not ids:
         return 0
-    # The step ids as values, read once: items and tool sets are found by them by index.
+    # The step ids as values, read once (with their tool sets): items are found by them.
     within = _partitions_of(conn, ids)
     of_traces = sa.and_(STEPS.c.trace_id.in_(ids), *within(STEPS))
-    steps = list(conn.execute(sa.select(STEPS.c.id).where(of_traces)).scalars())
-    tool_sets = _tool_sets_of(conn, of_traces)
+    steps = conn.execute(sa.select(STEPS.c.id, STEPS.c.tool_set).where(of_traces)).all()
+    step_ids = [step.id for step in steps]
     # Children first: correct without relying on ON DELETE CASCADE being enforced.
-    fulltext.forget_steps(conn, steps)
-    conn.execute(ITEMS.delete().where(ITEMS.c.step_id.in_(steps), *within(ITEMS)))
+    fulltext.forget_steps(conn, step_ids)
+    conn.execute(ITEMS.delete().where(ITEMS.c.step_id.in_(step_ids), *within(ITEMS)))
     conn.execute(VIOLATIONS.delete().where(VIOLATIONS.c.trace_id.in_(ids), *within(VIOLATIONS)))
     conn.execute(STEPS.delete().where(of_traces))
-    drop_unused_tool_sets(conn, tool_sets)
     forget_traces(conn, ids)
+    tool_sets.update(step.tool_set for step in steps if step.tool_set is not None)
     return len(ids)
 
 
-def _drain_steps(engine: Engine, trace_id: str, cutoff: datetime) -> None:
+def _drain_steps(engine: Engine, trace_id: str, cutoff: datetime, tool_sets: set[str]) -> None:
     """Delete a long idle trace's steps oldest first, a transaction's worth at a time; the
     trace row and the rest go with `_purge_traces`. Stops if the trace gets a new step."""
-    while bounded(engine, partial(_delete_first_steps, trace_id=trace_id, cutoff=cutoff)):
+    drain = partial(_delete_first_steps, trace_id=trace_id, cutoff=cutoff, tool_sets=tool_sets)
+    while bounded(engine, drain):
         pass
 
 
-def _delete_first_steps(conn: Connection, trace_id: str, cutoff: datetime) -> int:
+def _delete_first_steps(
+    conn: Connection, trace_id: str, cutoff: datetime, tool_sets: set[str]
+) -> int:
     if not _still_idle(conn, [trace_id], cutoff):
         return 0
     s, within = STEPS.c, _partitions_of(conn, [trace_id])
-    first = sa.select(s.id).where(s.trace_id == trace_id, *within(STEPS)).order_by(s.seq)
-    ids = list(conn.execute(first.limit(STEPS_PER_TRANSACTION)).scalars())
-    if len(ids) < STEPS_PER_TRANSACTION:
+    first = sa.select(s.id, s.tool_set).where(s.trace_id == trace_id, *within(STEPS))
+    steps = conn.execute(first.order_by(s.seq).limit(STEPS_PER_TRANSACTION)).all()
+    if len(steps) < STEPS_PER_TRANSACTION:
         return 0  # what is left fits one transaction with the trace row
-    tool_sets = _tool_sets_of(conn, sa.and_(s.id.in_(ids), *within(STEPS)))
+    ids = [step.id for step in steps]
     fulltext.forget_steps(conn, ids)
     conn.execute(ITEMS.delete().where(ITEMS.c.step_id.in_(ids), *within(ITEMS)))
     conn.execute(VIOLATIONS.delete().where(VIOLATIONS.c.step_id.in_(ids), *within(VIOLATIONS)))
     conn.execute(STEPS.delete().where(s.id.in_(ids), *within(STEPS)))
-    drop_unused_tool_sets(conn, tool_sets)
+    tool_sets.update(step.tool_set for step in steps if step.tool_set is not None)
     return len(ids)
 
 
@@ -143,11 +156,6 @@ def _partitions_of(
     if None in placed:
         return lambda table: []
     return lambda table: [table.c.placed_at.in_(placed)]
-
-
-def _tool_sets_of(conn: Connection, steps: Any) -> list[str]:
-    query = sa.select(STEPS.c.tool_set).where(steps, STEPS.c.tool_set.is_not(None))
-    return list(conn.execute(query.distinct()).scalars())
 
 
 class Retention:

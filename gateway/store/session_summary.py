@@ -139,42 +139,46 @@ def _upsert_sql(mark: str) -> str:
     )
 
 
-def forget(conn: Connection, trace_ids: Sequence[str]) -> None:
-    """Take traces retention is deleting out of their sessions (in its transaction, before
-    it deletes them): counts go down, times are read again from the traces that stay, and
-    a session left with no trace goes."""
-    t, s = TRACES.c, SESSIONS.c
-    gone = conn.execute(
-        sa.select(
-            t.session_id,
-            sa.func.count().label("trace_count"),
-            *(sa.func.sum(t[name]).label(name) for name in _SUMS[1:]),
-        )
-        .where(t.id.in_(trace_ids), t.session_id.is_not(None))
-        .group_by(t.session_id)
-        .order_by(t.session_id)
-    ).all()
-    if not gone:
-        return
-    less = {name: s[name] - sa.bindparam(f"less_{name}", type_=s[name].type) for name in _SUMS}
-    conn.execute(
-        SESSIONS.update().where(s.session_id == sa.bindparam("sid")).values(less),
-        [
-            {"sid": g.session_id, **{f"less_{n}": int(getattr(g, n) or 0) for n in _SUMS}}
-            for g in gone
-        ],
+def gone(conn: Connection, trace_ids: Sequence[str]) -> list[Any]:
+    """What traces retention is about to delete take from their sessions, a row a session
+    (session_id and the sums), in session id order: read before the trace rows go."""
+    t = TRACES.c
+    return list(
+        conn.execute(
+            sa.select(
+                t.session_id,
+                sa.func.count().label("trace_count"),
+                *(sa.func.sum(t[name]).label(name) for name in _SUMS[1:]),
+            )
+            .where(t.id.in_(trace_ids), t.session_id.is_not(None))
+            .group_by(t.session_id)
+            .order_by(t.session_id)
+        ).all()
     )
-    affected = [g.session_id for g in gone]
-    conn.execute(SESSIONS.delete().where(s.session_id.in_(affected), s.trace_count <= 0))
-    staying = sa.and_(t.session_id == s.session_id, t.id.not_in(trace_ids))
+
+
+def take_out(conn: Connection, gone_rows: Sequence[Any]) -> None:
+    """Take `gone(...)` out of the sessions once the trace rows are deleted (same
+    transaction): counts go down and times are read again from the traces that stay, in one
+    statement a session (sent together), then a session left with no trace goes."""
+    if not gone_rows:
+        return
+    t, s = TRACES.c, SESSIONS.c
+    staying = t.session_id == s.session_id
     first = sa.select(sa.func.min(t.started_at)).where(staying).scalar_subquery()
     last = sa.select(sa.func.max(t.updated_at)).where(staying).scalar_subquery()
+    less = {name: s[name] - sa.bindparam(f"less_{name}", type_=s[name].type) for name in _SUMS}
     # Kept as they were should no trace stay (rows deleted by hand): never a null time.
+    times = {
+        "started_at": sa.func.coalesce(first, s.started_at),
+        "last_activity": sa.func.coalesce(last, s.last_activity),
+    }
     conn.execute(
-        SESSIONS.update()
-        .where(s.session_id.in_(affected))
-        .values(
-            started_at=sa.func.coalesce(first, s.started_at),
-            last_activity=sa.func.coalesce(last, s.last_activity),
-        )
+        SESSIONS.update().where(s.session_id == sa.bindparam("sid")).values(**less, **times),
+        [
+            {"sid": g.session_id, **{f"less_{n}": int(getattr(g, n) or 0) for n in _SUMS}}
+            for g in gone_rows
+        ],
     )
+    affected = [g.session_id for g in gone_rows]
+    conn.execute(SESSIONS.delete().where(s.session_id.in_(affected), s.trace_count <= 0))

@@ -41,11 +41,6 @@ def record(conn: Connection, deltas: Iterable[ModelsOfTrace]) -> None:
         )
 
 
-def forget(conn: Connection, trace_ids: Sequence[str]) -> None:
-    """The rows of traces retention deletes (in its transaction, before the traces)."""
-    conn.execute(TRACE_MODELS.delete().where(TRACE_MODELS.c.trace_id.in_(trace_ids)))
-
-
 def model_names(conn: Connection) -> list[str]:
     """Every distinct model name, one index seek each (a loose index scan): a store holds
     millions of (trace, model) rows but only a few dozen names."""

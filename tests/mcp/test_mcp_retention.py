@@ -4,11 +4,14 @@ stored trace go once older than the cutoff; recent ones and the tool lists stay.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from gateway.mcp.records import Execution, McpViolation, MethodCall, ToolList
+from gateway.store import retention, trace_purge
 from gateway.store.mcp_tables import MCP_EXECUTIONS, MCP_METHODS, MCP_TOOLS, MCP_VIOLATIONS
 from gateway.store.mcp_writer import McpStore
 from gateway.store.retention import purge_batch
@@ -51,3 +54,35 @@ def test_mcp_rows_go_with_their_trace_or_by_age(engine: Engine) -> None:
         ]
     assert ids == {"ex-recent", "ex-loose-recent"}
     assert kept == [2, 2, 1]
+
+
+def test_mcp_rows_of_no_trace_go_a_few_a_transaction(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """However many there are, each transaction deletes a bounded number of them."""
+    monkeypatch.setattr(retention, "TRACELESS_ROWS", 2)
+    monkeypatch.setattr(trace_purge.time, "sleep", lambda _: None)
+    StoreWriter(engine).write_batch([build_step("recent", at=RECENT)])
+    loose = [row for n in range(5) for row in _mcp_rows(None, OLD, f"loose-{n}")]
+    McpStore(engine).write_batch([*loose, *_mcp_rows("recent", OLD, "kept")])
+    deleted: list[int] = []  # rows a transaction
+    written: list[int] = [0]
+
+    def add(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        if statement.startswith("DELETE FROM mcp_"):
+            written[0] += cursor.rowcount
+
+    def committed(conn: Any) -> None:
+        deleted.append(written[0])
+        written[0] = 0
+
+    sa.event.listen(engine, "after_cursor_execute", add)
+    sa.event.listen(engine, "commit", committed)
+    assert purge_batch(engine, NOW - timedelta(days=30), 500) == 0
+    sa.event.remove(engine, "after_cursor_execute", add)
+    sa.event.remove(engine, "commit", committed)
+
+    assert max(deleted) <= 3 * 2 and sum(deleted) == 3 * 5
+    with engine.connect() as conn:
+        left = set(conn.execute(sa.select(MCP_EXECUTIONS.c.id)).scalars())
+    assert left == {"ex-kept"}

@@ -164,6 +164,35 @@ def test_purge_commits_a_bounded_number_of_steps_at_a_time(
     assert_no_orphans(engine)
 
 
+def test_tool_sets_of_a_drained_run_go_once_the_pass_is_done(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long run's steps go a slice at a time; the tool sets only they used go with them
+    (checked once, after the pass), those a recent step still uses stay."""
+    monkeypatch.setattr(retention, "STEPS_PER_TRANSACTION", 4)
+    monkeypatch.setattr(trace_purge.time, "sleep", lambda _: None)
+    writer = StoreWriter(engine)
+    long_run = [
+        build_step(
+            "old-long",
+            at=OLD + timedelta(seconds=n),
+            declared_tools=TOOLS_OLD if n < 6 else TOOLS_BOTH,
+        )
+        for n in range(11)
+    ]
+    writer.write_batch(long_run)
+    _trace(writer, engine, "recent", RECENT)
+    assert len(_rows(engine)["tool_sets"]) == 2
+
+    assert purge_batch(engine, NOW - timedelta(days=30), 100) == 1
+
+    after = _rows(engine)
+    assert {row["trace_id"] for row in after["steps"]} == {"recent"}
+    names = [row["tools"][0]["function"]["name"] for row in after["tool_sets"]]
+    assert names == ["every_run_has_this"]
+    assert_no_orphans(engine)
+
+
 async def test_background_purge_runs_bounded_passes_until_done(engine: Engine) -> None:
     writer = StoreWriter(engine)
     for n in range(5):
