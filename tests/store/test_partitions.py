@@ -217,11 +217,14 @@ def test_an_unpartitioned_store_places_traces_alone_and_a_conversion_places_thei
         writer = StoreWriter(engine)
         _trace(writer, engine, "early", OLD)
         placed = "SELECT count(placed_at), count(*) FROM {}"
+        worded = "SELECT count(*) FROM items WHERE search_words <> ''"
         with engine.connect() as conn:
             assert conn.exec_driver_sql(placed.format("traces")).one() == (1, 1)
             for table in partitions.PARTITIONED:
                 unplaced = conn.exec_driver_sql(placed.format(table)).one()
                 assert unplaced[0] == 0 and unplaced[1] > 0, table
+            words = conn.exec_driver_sql(worded).scalar()
+        assert words
         converter = make_engine(postgres_database.url)  # the operator's command
         try:
             assert partition_store(converter)
@@ -229,6 +232,8 @@ def test_an_unpartitioned_store_places_traces_alone_and_a_conversion_places_thei
         finally:
             converter.dispose()
         assert _partition_of(engine, "early") == {f"p{OLD:%Y%m%d}"}
+        with engine.connect() as conn:  # the items' words moved with them
+            assert conn.exec_driver_sql(worded).scalar() == words
         writer.write_batch([build_step("early", at=NOW), build_step("late", at=NOW)])
         assert _partition_of(engine, "early") == {f"p{OLD:%Y%m%d}"}
         (late,) = _partition_of(engine, "late")  # one range partition (of a week here)

@@ -335,11 +335,9 @@ def test_stored_words_are_lowercased_runs_of_letters_and_digits() -> None:
     # A run longer than a lexeme holds is cut in lexemes, the same way stored and looked up.
     assert [len(w) for w in fulltext.words("a" * 2047 + "b" * 2953)] == [2047, 2047, 906]
     assert [len(w) for w in fulltext.words("é" * 511 + "Ü" * 689)] == [511, 511, 178]
-    assert sorted(fulltext.pg_words(["Hello hello", None, "read_file"]).split()) == [
-        "file",
-        "hello",
-        "hello",
-        "read",
-    ]
+    stored = fulltext.pg_words(["Hello hello", None, "read_file"]).split()
+    assert sorted(set(stored)) == ["file", "hello", "read"]  # the server drops repeats
+    text = "Run `pytest -k Foo_bar` (exit=2); see https://x.io/a?b=1#c, v1.2.3 & Q4 [OK]!"
+    assert sorted(set(fulltext.pg_words([text]).split())) == sorted(fulltext.words(text))
     assert search.pg_query("Zanzibar src/x.py") == "'zanzibar' & 'src' & 'x' & 'py'"
     assert search.pg_query("--") is None

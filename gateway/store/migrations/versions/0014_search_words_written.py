@@ -11,6 +11,8 @@ itself (gateway.store.fulltext.pg_words: runs of letters and digits, lowercased,
 full-text index finds them) and stores them with the row. The column turns into a plain
 one; its stored values and the GIN index stay as they are (no rewrite, moments on any
 store), and a search matches either the old words or the new ones (gateway.store.search).
+A loopwatch from before this revision that keeps running beside one that upgraded writes
+items without words (not found by words) until it is restarted.
 """
 
 from __future__ import annotations
