@@ -125,10 +125,11 @@ BATCH_UPKEEP: tuple[BatchUpkeep, ...] = ()
 class StoreWriter:
     """Writes batches of records; sync, meant for one dedicated worker thread.
 
-    A batch is one transaction of a fixed number of statements whatever its size: one
-    select of what is stored already, one insert of its new traces (locking the stored
-    ones), a read of the stored ones and one update adding the batch to them, then one
-    driver-level executemany per table."""
+    A batch is one transaction of a fixed number of statements whatever its size: on
+    PostgreSQL a read of the store's layout (gateway.store.layout), one select of what is
+    stored already, one insert of its new traces (locking the stored ones), a read of the
+    stored ones and one update adding the batch to them, then one driver-level
+    executemany per table."""
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
