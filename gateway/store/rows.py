@@ -53,7 +53,10 @@ def driver_values(
 ) -> list[Any]:
     """Each row's values in `columns` order, converting only the columns that need it."""
     take = operator.itemgetter(*columns)
-    convert = [converter(conn, table.c[name].type) for name in columns]
+    # A column the models leave out (PostgreSQL's stored words) goes as it is.
+    convert = [
+        converter(conn, table.c[name].type) if name in table.c else _same for name in columns
+    ]
     needed = [(index, f) for index, f in enumerate(convert) if f is not _same]
     values = []
     for row in rows:

@@ -3,7 +3,7 @@ indexed lookups alone, each bounded; the list then pages those traces with its f
 
 Words of recorded text and tool names match through SQLite FTS5 (`items_fts`, kept by
 gateway.store.fulltext, which holds call ids' words too) or PostgreSQL's stored
-`items.search_words` and its GIN index (`simple` configuration, revision 0010); trace, step,
+`items.search_words` and its GIN index (the writer's words, revision 0014); trace, step,
 response, provider request and call ids match by prefix, as range seeks on their indexes
 (`id >= prefix AND id < next`), which any collation serves.
 
@@ -23,6 +23,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from gateway.store import fulltext
 from gateway.store.key_epochs import stored_epochs
 from gateway.store.models import ITEMS, STEPS, TRACES
 
@@ -37,9 +38,19 @@ MAX_PREFIX_MATCHES = 2000  # rows of one id column a prefix reads
 # the planner's highest guess for a word it has no statistics on (0.5 %), so such a word
 # always takes the GIN index.
 COMMON_SHARE = 0.0075
-# The stored words of an item (revision 0010) and their GIN index: nothing is recomputed.
-_PG_WORDS_MATCH = "items.search_words @@ plainto_tsquery('simple', :words)"
-_PG_ESTIMATE = f"EXPLAIN (FORMAT JSON) SELECT 1 FROM items WHERE {_PG_WORDS_MATCH}"
+# The stored words of an item and their GIN index: nothing is recomputed. An item stored
+# since revision 0014 holds the words the writer cut (`:lexemes`, the query's words cut the
+# same way, all of them); one stored before, those of to_tsvector's parser, which keeps
+# paths, hosts and numbers whole: either matches.
+_PG_WORDS_MATCH = (
+    "items.search_words @@ (CAST(:lexemes AS tsquery) || plainto_tsquery('simple', :words))"
+)
+# The planner's estimate of the writer's words alone: a word it has no statistics on is
+# guessed in up to 0.5 % of the items, an OR of two such guesses in up to about 1 %.
+_PG_ESTIMATE = (
+    "EXPLAIN (FORMAT JSON) SELECT 1 FROM items "
+    "WHERE items.search_words @@ CAST(:lexemes AS tsquery)"
+)
 # The items as the planner counts them (its statistics scaled to the table's size now).
 _PG_ITEMS = "EXPLAIN (FORMAT JSON) SELECT 1 FROM items"
 # MATERIALIZED: the matches are planned for all rows (a bitmap scan of the GIN index), not
@@ -130,13 +141,14 @@ def _by_prefix(text: str, epochs: list[int]) -> sa.CompoundSelect[str]:
 def _by_words(conn: Connection, text: str) -> set[str]:
     """The traces of the newest items that hold every word of `text`."""
     if conn.dialect.name == "postgresql":
-        if not tokens(text):
+        lexemes = pg_query(text)
+        if lexemes is None:
             return set()
-        newest = _PG_WALK_NEWEST if _pg_common(conn, text) else _PG_GIN_NEWEST
+        newest = _PG_WALK_NEWEST if _pg_common(conn, lexemes) else _PG_GIN_NEWEST
         # Reading every match of a word costs the planner enough to compile it (JIT), which
         # takes longer than the read saves.
         conn.exec_driver_sql("SET LOCAL jit = off")
-        steps = sa.text(newest).bindparams(words=text, matches=MAX_WORD_MATCHES)
+        steps = sa.text(newest).bindparams(lexemes=lexemes, words=text, matches=MAX_WORD_MATCHES)
         step_ids = steps.columns(sa.column("step_id", sa.String)).scalar_subquery()
         traces = sa.select(STEPS.c.trace_id).where(STEPS.c.id.in_(step_ids))
         return set(conn.scalars(traces.distinct()))
@@ -154,10 +166,17 @@ def _by_words(conn: Connection, text: str) -> set[str]:
     return set(conn.scalars(traces_of.distinct()))
 
 
-def _pg_common(conn: Connection, text: str) -> bool:
-    """Whether the planner's statistics put every word of `text` together in at least
+def pg_query(text: str) -> str | None:
+    """Every word of `text` as the writer stores it, all required, in tsquery's input form;
+    None without words."""
+    found = fulltext.words(text)
+    return " & ".join(f"'{word}'" for word in found) if found else None
+
+
+def _pg_common(conn: Connection, lexemes: str) -> bool:
+    """Whether the planner's statistics put every word of `lexemes` together in at least
     COMMON_SHARE of the items (an estimate: no row is read)."""
-    matches = _planned_rows(conn, sa.text(_PG_ESTIMATE).bindparams(words=text))
+    matches = _planned_rows(conn, sa.text(_PG_ESTIMATE).bindparams(lexemes=lexemes))
     return matches >= COMMON_SHARE * _planned_rows(conn, sa.text(_PG_ITEMS))
 
 

@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from gateway.items import Violation
 from gateway.step import RefusalRecord, StepRecord
-from gateway.store import fulltext, partitions, session_summary, trace_merge, trace_models
+from gateway.store import fulltext, layout, session_summary, trace_merge, trace_models
 from gateway.store.engine import tune_for_batches, write_connection
 from gateway.store.key_epochs import epoch_for_batch
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
@@ -114,6 +114,7 @@ class WrittenBatch:
     traces: list[TraceDelta]  # one a trace, sorted by id
     steps: list[dict[str, Any]] = field(default_factory=list)
     items: list[dict[str, Any]] = field(default_factory=list)
+    words: bool = False  # the item rows carry their words (PostgreSQL, revision 0014 on)
 
 
 BatchUpkeep = Callable[[Connection, WrittenBatch], None]
@@ -125,10 +126,11 @@ BATCH_UPKEEP: tuple[BatchUpkeep, ...] = ()
 class StoreWriter:
     """Writes batches of records; sync, meant for one dedicated worker thread.
 
-    A batch is one transaction of a fixed number of statements whatever its size: one
-    select of what is stored already, one insert of its new traces (locking the stored
-    ones), a read of the stored ones and one update adding the batch to them, then one
-    driver-level executemany per table."""
+    A batch is one transaction of a fixed number of statements whatever its size: on
+    PostgreSQL a read of the store's layout (gateway.store.layout), one select of what is
+    stored already, one insert of its new traces (locking the stored ones), a read of the
+    stored ones and one update adding the batch to them, then one driver-level
+    executemany per table."""
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
@@ -138,18 +140,20 @@ class StoreWriter:
             return
         with write_connection(self._engine) as conn, conn.begin():
             tune_for_batches(conn)
-            fresh = _unwritten(conn, records)
+            stored = layout.read(conn)
+            fresh = _unwritten(conn, records, stored.partitioned)
             if not fresh:
                 return
-            written = WrittenBatch(fresh, _group(fresh))
-            seqs, folds, placed = _merge_traces(conn, written.traces)
+            written = WrittenBatch(fresh, _group(fresh), words=stored.words_written)
+            seqs, folds, traces = _merge_traces(conn, written.traces)
+            placed = _placement(traces) if stored.partitioned else None
             _insert_steps(conn, written, seqs, folds, placed)
             _insert_violations(conn, fresh, placed)
             for upkeep in BATCH_UPKEEP:
                 upkeep(conn, written)
 
 
-def _unwritten(conn: Connection, records: Sequence[Record]) -> list[Record]:
+def _unwritten(conn: Connection, records: Sequence[Record], partitioned: bool) -> list[Record]:
     """Drop records already stored (a retry after a commit whose answer was lost)."""
     step_ids = [r.id for r in records if isinstance(r, StepRecord)]
     refusal_ids = [
@@ -157,7 +161,7 @@ def _unwritten(conn: Connection, records: Sequence[Record]) -> list[Record]:
         for r in records
         if isinstance(r, RefusalRecord) and r.violations
     ]
-    placed = _placed_of(conn, records) if step_ids or refusal_ids else None
+    placed = _placed_of(conn, records) if partitioned and (step_ids or refusal_ids) else None
     if placed == []:
         return list(records)  # none of their traces is stored: neither are they
     stored = _stored_ids(conn, STEPS, step_ids, placed) | _stored_ids(
@@ -201,9 +205,7 @@ def _stored_ids(
 def _placed_of(conn: Connection, records: Sequence[Record]) -> list[datetime] | None:
     """On a partitioned store, where the records' stored traces place their rows: the
     look-up of stored records then reads those time partitions alone, not each one's index
-    (and plans for one or two partitions, not every one). None on an unpartitioned store."""
-    if not partitions.partitioned(conn.engine):
-        return None
+    (and plans for one or two partitions, not every one)."""
     trace_ids = sorted({record.trace_id for record in records})
     query = sa.select(TRACES.c.placed_at).where(TRACES.c.id.in_(trace_ids)).distinct()
     placed = list(conn.scalars(query))
@@ -254,10 +256,9 @@ Placement = dict[str, datetime] | None
 
 def _merge_traces(
     conn: Connection, deltas: list[TraceDelta]
-) -> tuple[dict[str, int], dict[str, Folded], Placement]:
+) -> tuple[dict[str, int], dict[str, Folded], dict[str, StoredTrace]]:
     """Apply every delta and fold it into its trace's run summary, one row version a trace;
-    return each trace's step count before this batch, its fold and, on PostgreSQL, where its
-    rows are placed."""
+    return each trace's step count before this batch, its fold and its row as merged."""
     rows = {delta.trace_id: _trace_row(delta) for delta in deltas}
     # Every trace folded as new first: those that are go in whole, in one statement.
     news = {d.trace_id: _folded(trace_merge.as_new(rows[d.trace_id]), d) for d in deltas}
@@ -285,15 +286,13 @@ def _merge_traces(
     trace_merge.add_to_stored(conn, additions)
     trace_models.record(conn, deltas)
     session_summary.record(conn, ((delta, stored[delta.trace_id]) for delta in deltas))
-    return before, folds, _placement(conn, stored)
+    return before, folds, stored
 
 
-def _placement(conn: Connection, stored: dict[str, StoredTrace]) -> Placement:
-    """Each trace's placement for its rows on PostgreSQL, partitioned or not (a later
-    conversion finds new rows placed; never null in a partitioned table); SQLite's rows
-    leave the column null."""
-    if conn.dialect.name != "postgresql":
-        return None
+def _placement(stored: dict[str, StoredTrace]) -> dict[str, datetime]:
+    """Each trace's placement, the partition key of its rows on a partitioned store (never
+    null there). An unpartitioned store leaves the rows' column null (8 bytes a row saved):
+    the trace row keeps its placement, and a conversion places the rows from it."""
     return {trace_id: row.placed_at or row.started_at for trace_id, row in stored.items()}
 
 
@@ -344,6 +343,8 @@ def _insert_steps(
                 for item in items[first:]:
                     item["placed_at"] = at
     insert_many(conn, STEPS, step_rows)
+    if written.words:
+        fulltext.add_pg_words(items)
     insert_many(conn, ITEMS, items)
     fulltext.index_steps(conn, [row["id"] for row in step_rows])
 

@@ -205,6 +205,48 @@ def test_the_conversion_keeps_and_places_old_rows_and_runs_once(
         converted.dispose()
 
 
+def test_an_unpartitioned_store_places_traces_alone_and_a_conversion_places_their_rows(
+    postgres_database: Database,
+) -> None:
+    """Unpartitioned, a trace row keeps its placement and its steps, items and violations
+    leave theirs null (8 bytes a row); the conversion places them from the trace, and a
+    writer that started before it places its next rows (it reads the layout every batch)."""
+    engine = make_engine(postgres_database.url)
+    try:
+        create_schema(engine)
+        writer = StoreWriter(engine)
+        _trace(writer, engine, "early", OLD)
+        placed = "SELECT count(placed_at), count(*) FROM {}"
+        worded = "SELECT count(*) FROM items WHERE search_words <> ''"
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql(placed.format("traces")).one() == (1, 1)
+            for table in partitions.PARTITIONED:
+                unplaced = conn.exec_driver_sql(placed.format(table)).one()
+                assert unplaced[0] == 0 and unplaced[1] > 0, table
+            words = conn.exec_driver_sql(worded).scalar()
+        assert words
+        converter = make_engine(postgres_database.url)  # the operator's command
+        try:
+            assert partition_store(converter)
+            partitions.ensure(converter, NOW - DAY, NOW + DAY, 1)
+        finally:
+            converter.dispose()
+        assert _partition_of(engine, "early") == {f"p{OLD:%Y%m%d}"}
+        with engine.connect() as conn:  # the items' words moved with them
+            assert conn.exec_driver_sql(worded).scalar() == words
+        writer.write_batch([build_step("early", at=NOW), build_step("late", at=NOW)])
+        assert _partition_of(engine, "early") == {f"p{OLD:%Y%m%d}"}
+        (late,) = _partition_of(engine, "late")  # one range partition (of a week here)
+        assert late.startswith("p") and late != f"p{OLD:%Y%m%d}"
+        with engine.connect() as conn:
+            for table in partitions.PARTITIONED:
+                counted = conn.exec_driver_sql(placed.format(table)).one()
+                assert counted[0] == counted[1], table
+        assert_no_orphans(engine)
+    finally:
+        engine.dispose()
+
+
 def test_the_conversion_refuses_sqlite_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

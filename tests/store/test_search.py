@@ -255,3 +255,92 @@ def test_a_store_upgraded_to_fewer_merges_finds_words_written_before_and_after(
     assert purge_batch(engine, T0 + timedelta(minutes=11), limit=100) == 11  # 0 to 10
     assert _found(engine, "zanzibar") == ["after30", "after20", "after10"]
     engine.dispose()
+
+
+def _said(trace_id: str, minute: int, text: str) -> list[object]:
+    """One step whose tool result says `text`."""
+    result = Item(ItemKind.TOOL_RESULT, role="tool", text=text, call_id="c0")
+    at = T0 + timedelta(minutes=minute)
+    return [build_step(trace_id, step_id=f"step-{trace_id}", at=at, input_items=[result])]
+
+
+def test_a_word_inside_a_path_a_host_or_a_number_is_found(engine: Engine) -> None:
+    """Words are runs of letters and digits on both dialects: a path, a host or a version is
+    found by any word in it, and by itself whole (all its words)."""
+    writer = StoreWriter(engine)
+    writer.write_batch(_said("paths", 0, "opened src/handler7.py on Docs.Example.com, v2.14"))  # type: ignore[arg-type]
+    writer.write_batch(_said("other", 1, "nothing of the kind"))  # type: ignore[arg-type]
+    for q in ("handler7", "src/handler7.py", "example", "docs.example.com", "14", "V2.14"):
+        assert _found(engine, q) == ["paths"], q
+    assert _found(engine, "handler7.rs") == []  # every word must be there
+
+
+def test_items_stored_before_the_writer_cut_words_are_found_as_before(
+    database: Database,
+) -> None:
+    """Revision 0014: PostgreSQL's items stored before keep the words to_tsvector made (a
+    path whole), those written after hold the writer's; a search finds either."""
+    engine = make_engine(database.url)
+    with engine.begin() as conn:
+        command.upgrade(alembic_config(conn), "0012")  # the revision before
+    writer = StoreWriter(engine)
+    writer.write_batch(_said("before", 0, "Zanzibar at src/old7.py"))  # type: ignore[arg-type]
+    create_schema(engine)  # the start-up upgrade, under the same writer
+    writer.write_batch(_said("after", 1, "Zanzibar at src/new7.py"))  # type: ignore[arg-type]
+    assert _found(engine, "zanzibar") == ["after", "before"]
+    assert _found(engine, "src/old7.py") == ["before"]
+    assert _found(engine, "src/new7.py") == ["after"]
+    assert _found(engine, "new7") == ["after"]
+    if database.dialect == "postgresql":
+        with engine.connect() as conn:
+            stored = conn.exec_driver_sql(
+                "SELECT s.trace_id, i.search_words::text FROM items i "
+                "JOIN steps s ON s.id = i.step_id WHERE i.kind = 'tool_result' ORDER BY s.trace_id"
+            ).all()
+        assert stored == [
+            ("after", "'at' 'new7' 'py' 'src' 'zanzibar'"),
+            ("before", "'at' 'src/old7.py' 'zanzibar'"),
+        ]
+    engine.dispose()
+
+
+def test_an_item_with_more_words_than_a_tsvector_holds_is_stored(engine: Engine) -> None:
+    """PostgreSQL keeps an item's words under 1 MiB and each under 2,047 bytes: a huge tool
+    output is stored (to_tsvector failed it, and its whole batch), its first words found."""
+    huge = " ".join(f"w{n}x" for n in range(250_000)) + " " + "a" * 5000
+    StoreWriter(engine).write_batch(_said("huge", 0, huge))  # type: ignore[arg-type]
+    assert _found(engine, "w7x") == ["huge"]
+    assert get_trace_text(engine, "huge") == huge
+
+
+def get_trace_text(engine: Engine, trace_id: str) -> str:
+    with engine.connect() as conn:
+        return str(
+            conn.exec_driver_sql(
+                "SELECT i.text FROM items i JOIN steps s ON s.id = i.step_id "
+                f"WHERE s.trace_id = '{trace_id}'"
+            ).scalar()
+        )
+
+
+def test_stored_words_are_lowercased_runs_of_letters_and_digits() -> None:
+    assert fulltext.words("Get_Weather src/handler7.py Zürich ZÜRICH 3.14") == [
+        "get",
+        "weather",
+        "src",
+        "handler7",
+        "py",
+        "zürich",
+        "3",
+        "14",
+    ]
+    assert fulltext.words("--- ***") == []
+    # A run longer than a lexeme holds is cut in lexemes, the same way stored and looked up.
+    assert [len(w) for w in fulltext.words("a" * 2047 + "b" * 2953)] == [2047, 2047, 906]
+    assert [len(w) for w in fulltext.words("é" * 511 + "Ü" * 689)] == [511, 511, 178]
+    stored = fulltext.pg_words(["Hello hello", None, "read_file"]).split()
+    assert sorted(set(stored)) == ["file", "hello", "read"]  # the server drops repeats
+    text = "Run `pytest -k Foo_bar` (exit=2); see https://x.io/a?b=1#c, v1.2.3 & Q4 [OK]!"
+    assert sorted(set(fulltext.pg_words([text]).split())) == sorted(fulltext.words(text))
+    assert search.pg_query("Zanzibar src/x.py") == "'zanzibar' & 'src' & 'x' & 'py'"
+    assert search.pg_query("--") is None
