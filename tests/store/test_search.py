@@ -276,15 +276,17 @@ def test_a_word_inside_a_path_a_host_or_a_number_is_found(engine: Engine) -> Non
 
 
 def test_items_stored_before_the_writer_cut_words_are_found_as_before(
-    database: Database,
+    database: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Revision 0014: PostgreSQL's items stored before keep the words to_tsvector made (a
     path whole), those written after hold the writer's; a search finds either."""
     engine = make_engine(database.url)
     with engine.begin() as conn:
-        command.upgrade(alembic_config(conn), "0012")  # the revision before
+        command.upgrade(alembic_config(conn), "0012")  # before the writer cut words
     writer = StoreWriter(engine)
+    write_as_at_its_revision(monkeypatch, engine)
     writer.write_batch(_said("before", 0, "Zanzibar at src/old7.py"))  # type: ignore[arg-type]
+    monkeypatch.undo()
     create_schema(engine)  # the start-up upgrade, under the same writer
     writer.write_batch(_said("after", 1, "Zanzibar at src/new7.py"))  # type: ignore[arg-type]
     assert _found(engine, "zanzibar") == ["after", "before"]
