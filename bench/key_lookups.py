@@ -30,8 +30,12 @@ from gateway.store.models import ITEMS, STEPS
 
 
 def sample(engine: sa.Engine, column: sa.Column[Any], count: int, *where: Any) -> list[str]:
-    """`count` values of `column` from rows spread over the whole store (by rowid)."""
+    """`count` values of `column` from rows spread over the whole store (by SQLite's rowid,
+    PostgreSQL's ctid: the order rows were stored in)."""
     table = column.table
+    row = "rowid" if engine.dialect.name == "sqlite" else "ctid"
+    if row == "ctid":  # pages, not rows: a random page at or after a random one
+        return _sample_pages(engine, column, count, *where)
     with engine.connect() as conn:
         top = conn.scalar(sa.select(sa.func.max(sa.literal_column("rowid"))).select_from(table))
         rng = random.Random(7)
@@ -39,6 +43,23 @@ def sample(engine: sa.Engine, column: sa.Column[Any], count: int, *where: Any) -
         while len(found) < count:
             at = rng.randint(1, int(top or 1))
             query = sa.select(column).where(sa.literal_column("rowid") >= at, column.is_not(None))
+            value = conn.scalar(query.where(*where).limit(1))
+            if value is not None:
+                found.append(value)
+    return found
+
+
+def _sample_pages(engine: sa.Engine, column: sa.Column[Any], count: int, *where: Any) -> list[str]:
+    table = column.table
+    with engine.connect() as conn:
+        pages = conn.scalar(
+            sa.text(f"SELECT relpages FROM pg_class WHERE relname = '{table.name}'")
+        )
+        rng = random.Random(7)
+        found: list[str] = []
+        while len(found) < count:
+            at = sa.literal_column(f"'({rng.randint(0, max(int(pages or 1) - 1, 0))},0)'::tid")
+            query = sa.select(column).where(sa.literal_column("ctid") >= at, column.is_not(None))
             value = conn.scalar(query.where(*where).limit(1))
             if value is not None:
                 found.append(value)
