@@ -24,7 +24,7 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gateway.store import listing, queries
+from gateway.store import key_walks, listing, queries
 from gateway.store.engine import make_engine
 from gateway.store.models import ITEMS, STEPS
 
@@ -101,8 +101,8 @@ def main(args: argparse.Namespace) -> None:
     timed("prefix (response id)", lambda r: listing.find_prefix(engine, r[:20]), responses)
     timed("call id (exact)", lambda c: listing.find_prefix(engine, c), calls[: n // 3])
     for name, walk in (
-        ("continuation key walk", queries.continuation_key_batches),
-        ("emitted call id walk", queries.emitted_call_id_batches),
+        ("continuation key walk", key_walks.continuation_key_batches),
+        ("emitted call id walk", key_walks.emitted_call_id_batches),
     ):
         wall, cpu = time.perf_counter(), time.process_time()
         total = sum(len(batch) for batch in walk(engine))

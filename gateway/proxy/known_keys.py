@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine
 from gateway.continuation.keyfilter import BuiltKeys, KeyFilter
 from gateway.continuation.keys import call_filter_key
 from gateway.recording.spooler import spooled_keys
-from gateway.store import queries
+from gateway.store import key_walks, queries
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +27,8 @@ _SPOOL_BATCH = 10_000
 
 def key_batches(engine: Engine, root: Path, own: Path) -> Generator[list[str], None, None]:
     """The filter's keys, a bounded list at a time: store reads happen as it is iterated."""
-    yield from queries.continuation_key_batches(engine)
-    for ids in queries.emitted_call_id_batches(engine):
+    yield from key_walks.continuation_key_batches(engine)
+    for ids in key_walks.emitted_call_id_batches(engine):
         yield [call_filter_key(call_id) for call_id in ids]
     spooled = spooled_keys(root, own)
     while batch := list(itertools.islice(spooled, _SPOOL_BATCH)):

@@ -15,7 +15,7 @@ from sqlalchemy.engine import Engine
 from gateway.items import Item, ItemKind
 from gateway.mcp.texts import args_key
 from gateway.step import StepRecord
-from gateway.store import key_epochs, listing, mcp_joins, queries
+from gateway.store import key_epochs, key_walks, listing, mcp_joins, queries
 from gateway.store.engine import create_schema, make_engine
 from gateway.store.migrate import alembic_config
 from gateway.store.models import ITEMS, STEPS
@@ -113,8 +113,8 @@ def test_each_epoch_holds_its_size_in_steps_and_lookups_find_keys_of_every_epoch
 
 def test_the_start_up_walks_read_every_key_across_epochs_in_small_batches(engine: Engine) -> None:
     _write(engine, range(7))
-    keys = [k for batch in queries.continuation_key_batches(engine, batch=3) for k in batch]
-    calls = [c for batch in queries.emitted_call_id_batches(engine, batch=3) for c in batch]
+    keys = [k for batch in key_walks.continuation_key_batches(engine, batch=3) for k in batch]
+    calls = [c for batch in key_walks.emitted_call_id_batches(engine, batch=3) for c in batch]
     assert sorted(keys) == [f"key_{n}" for n in range(7)]
     assert sorted(calls) == [f"call_{n}" for n in range(7)]  # emitted calls, not the results
 
