@@ -65,11 +65,22 @@ def store_tool_sets(conn: Connection, steps: Iterable[StepRecord]) -> dict[str, 
         by_step[step.id] = key
         fresh.setdefault(key, step.declared_tools)
     if fresh:
-        mark = placeholder(conn)
-        sql = f"INSERT INTO tool_sets (hash, tools) VALUES ({mark}, {mark}) ON CONFLICT DO NOTHING"
-        rows = [(key, jsoncodec.dumps_text(tools)) for key, tools in fresh.items()]
+        mark, known = placeholder(conn), _KNOWN[conn.dialect.name]
+        sql = f"INSERT INTO tool_sets (hash, tools) VALUES ({mark}, {mark}) {known}"
+        # In hash order: replicas lock the rows they claim in one order.
+        rows = [(key, jsoncodec.dumps_text(fresh[key])) for key in sorted(fresh)]
         conn.exec_driver_sql(sql, rows)
     return by_step
+
+
+# A list stored already is left as it is. On PostgreSQL the writer also locks its row until
+# commit (an update whose condition is false locks the row, changes nothing): retention's
+# sweep skips a locked list, so it cannot delete one this batch's steps are about to name.
+# SQLite has one writer at a time: nothing to claim.
+_KNOWN = {
+    "postgresql": "ON CONFLICT (hash) DO UPDATE SET tools = EXCLUDED.tools WHERE false",
+    "sqlite": "ON CONFLICT DO NOTHING",
+}
 
 
 def read_tool_sets(conn: Connection, hashes: Iterable[str | None]) -> dict[str, list[Any]]:

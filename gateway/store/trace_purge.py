@@ -72,7 +72,14 @@ def drop_unused_tool_sets(conn: Connection, hashes: Iterable[str]) -> None:
         return
     # One index probe a hash: a tool set every run declares has millions of steps.
     used = sa.exists().where(STEPS.c.tool_set == TOOL_SETS.c.hash)
-    conn.execute(TOOL_SETS.delete().where(TOOL_SETS.c.hash.in_(hashes), ~used))
+    # A list a writer has claimed for a batch not yet committed (its row locked, see
+    # gateway.store.tool_sets) is skipped, not deleted under the steps about to name it.
+    unused = (
+        sa.select(TOOL_SETS.c.hash)
+        .where(TOOL_SETS.c.hash.in_(hashes), ~used)
+        .with_for_update(skip_locked=True)
+    )
+    conn.execute(TOOL_SETS.delete().where(TOOL_SETS.c.hash.in_(unused.scalar_subquery())))
 
 
 def sweep_tool_sets(engine: Engine, hashes: Iterable[str]) -> None:
