@@ -4,7 +4,6 @@ stored trace go once older than the cutoff; recent ones and the tool lists stay.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -17,6 +16,7 @@ from gateway.store.mcp_writer import McpStore
 from gateway.store.retention import purge_batch
 from gateway.store.writer import StoreWriter
 from tests.factories import build_step
+from tests.store.deletes_counted import deletes_per_transaction
 from tests.store.test_retention import NOW, OLD, RECENT
 
 
@@ -65,22 +65,8 @@ def test_mcp_rows_of_no_trace_go_a_few_a_transaction(
     StoreWriter(engine).write_batch([build_step("recent", at=RECENT)])
     loose = [row for n in range(5) for row in _mcp_rows(None, OLD, f"loose-{n}")]
     McpStore(engine).write_batch([*loose, *_mcp_rows("recent", OLD, "kept")])
-    deleted: list[int] = []  # rows a transaction
-    written: list[int] = [0]
-
-    def add(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
-        if statement.startswith("DELETE FROM mcp_"):
-            written[0] += cursor.rowcount
-
-    def committed(conn: Any) -> None:
-        deleted.append(written[0])
-        written[0] = 0
-
-    sa.event.listen(engine, "after_cursor_execute", add)
-    sa.event.listen(engine, "commit", committed)
-    assert purge_batch(engine, NOW - timedelta(days=30), 500) == 0
-    sa.event.remove(engine, "after_cursor_execute", add)
-    sa.event.remove(engine, "commit", committed)
+    with deletes_per_transaction(engine, "DELETE FROM mcp_") as deleted:  # rows a transaction
+        assert purge_batch(engine, NOW - timedelta(days=30), 500) == 0
 
     assert max(deleted) <= 3 * 2 and sum(deleted) == 3 * 5
     with engine.connect() as conn:

@@ -1,5 +1,5 @@
-"""Today's writer on a store at an older revision, for upgrade tests: the columns later
-revisions added are left out of its rows, as the writer of that time wrote them."""
+"""A store at an older revision, and today's writer on it, for upgrade tests: the columns
+later revisions added are left out of its rows, as the writer of that time wrote them."""
 
 from __future__ import annotations
 
@@ -7,10 +7,21 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from alembic import command
 from sqlalchemy.engine import Connection, Engine
 
 from gateway.store import writer as writer_module
+from gateway.store.engine import make_engine
+from gateway.store.migrate import alembic_config
 from gateway.store.rows import insert_many
+
+
+def store_at(url: str, revision: str) -> Engine:
+    """An engine on a new store whose schema stops at `revision`."""
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        command.upgrade(alembic_config(conn), revision)
+    return engine
 
 
 def write_as_at_its_revision(monkeypatch: pytest.MonkeyPatch, engine: Engine) -> None:

@@ -9,21 +9,19 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from alembic import command
 from sqlalchemy.engine import Engine
 
 from gateway.items import Item, ItemKind
 from gateway.mcp.texts import args_key
 from gateway.step import StepRecord
 from gateway.store import key_epochs, key_walks, listing, mcp_joins, queries
-from gateway.store.engine import create_schema, make_engine
-from gateway.store.migrate import alembic_config
+from gateway.store.engine import create_schema
 from gateway.store.models import ITEMS, STEPS
 from gateway.store.retention import purge_batch
 from gateway.store.writer import StoreWriter
 from tests.conftest import Database
 from tests.factories import T0, build_step
-from tests.store.older_revision import write_as_at_its_revision
+from tests.store.older_revision import store_at, write_as_at_its_revision
 
 STEPS_AN_EPOCH = 2  # a batch of two steps fills an epoch
 
@@ -135,9 +133,7 @@ def test_lookups_find_the_keys_left_after_retention_empties_the_oldest_epochs(
 def test_a_store_upgraded_to_key_epochs_finds_keys_written_before_and_after(
     database: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    engine = make_engine(database.url)
-    with engine.begin() as conn:
-        command.upgrade(alembic_config(conn), "0012")  # the revision before key epochs
+    engine = store_at(database.url, "0012")  # the revision before key epochs
     with monkeypatch.context() as older:
         write_as_at_its_revision(older, engine)
         _write(engine, range(3))

@@ -22,6 +22,7 @@ from tests import harness
 from tests.factories import build_step
 from tests.fakes.chat import completion
 from tests.harness import GatewayFactory
+from tests.store.deletes_counted import deletes_per_transaction
 from tests.traffic import HELLO, post
 
 provider, make_gateway = harness.provider, harness.make_gateway
@@ -145,22 +146,8 @@ def test_purge_commits_a_bounded_number_of_steps_at_a_time(
     for n in range(5):
         _trace(writer, engine, f"old-{n}", OLD + timedelta(minutes=n + 1))
     _trace(writer, engine, "recent", RECENT)
-    deleted_steps: list[int] = []
-    written: list[int] = [0]
-
-    def count(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
-        if statement.startswith("DELETE FROM steps"):
-            written[0] += cursor.rowcount
-
-    def committed(conn: Any) -> None:
-        deleted_steps.append(written[0])
-        written[0] = 0
-
-    sa.event.listen(engine, "after_cursor_execute", count)
-    sa.event.listen(engine, "commit", committed)
-    assert purge_batch(engine, NOW - timedelta(days=30), 100) == 6
-    sa.event.remove(engine, "after_cursor_execute", count)
-    sa.event.remove(engine, "commit", committed)
+    with deletes_per_transaction(engine, "DELETE FROM steps") as deleted_steps:
+        assert purge_batch(engine, NOW - timedelta(days=30), 100) == 6
 
     assert max(deleted_steps) <= 4 and sum(deleted_steps) == 11 + 5 * 2
     with engine.connect() as conn:

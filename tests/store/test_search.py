@@ -26,7 +26,7 @@ from gateway.store.search import fts5_query, next_prefix, tokens
 from gateway.store.writer import StoreWriter
 from tests.conftest import Database
 from tests.factories import T0, build_step
-from tests.store.older_revision import write_as_at_its_revision
+from tests.store.older_revision import store_at, write_as_at_its_revision
 
 COMMON = "common"  # in every trace below
 TABLES = ("traces", "steps", "items")
@@ -234,9 +234,7 @@ def test_query_words_are_single_terms() -> None:
 def test_a_store_upgraded_to_fewer_merges_finds_words_written_before_and_after(
     database: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    engine = make_engine(database.url)
-    with engine.begin() as conn:
-        command.upgrade(alembic_config(conn), "0011")  # the revision before fewer merges
+    engine = store_at(database.url, "0011")  # the revision before fewer merges
     writer = StoreWriter(engine)
     with monkeypatch.context() as older:
         write_as_at_its_revision(older, engine)
@@ -280,9 +278,7 @@ def test_items_stored_before_the_writer_cut_words_are_found_as_before(
 ) -> None:
     """Revision 0014: PostgreSQL's items stored before keep the words to_tsvector made (a
     path whole), those written after hold the writer's; a search finds either."""
-    engine = make_engine(database.url)
-    with engine.begin() as conn:
-        command.upgrade(alembic_config(conn), "0012")  # before the writer cut words
+    engine = store_at(database.url, "0012")  # before the writer cut words
     writer = StoreWriter(engine)
     write_as_at_its_revision(monkeypatch, engine)
     writer.write_batch(_said("before", 0, "Zanzibar at src/old7.py"))  # type: ignore[arg-type]
