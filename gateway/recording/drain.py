@@ -218,6 +218,9 @@ class Drain:
             self._direct = False
             local.hand_to(None)
             source = (self._own, local.name)
+            old = self._readers.get(source)
+            if old is not None:
+                old.close()  # its file and the segment it erases
             self._readers[source] = SpoolReader(self._own, local.name, start)
             return
         self._recorder.submit(record)

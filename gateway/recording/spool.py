@@ -3,7 +3,8 @@ answer, read by the recorder, so a record survives a crash (even SIGKILL) of the
 
 Each writer (one per gateway process) appends whole lines to its own segment files,
 `<name>-<seq>.spool`, mode 0600; it never reopens an old segment, so a line torn by a crash
-stays the last of its file. The reader keeps a checkpoint per writer of what is stored.
+stays the last of its file. The reader keeps a checkpoint per writer of what is stored,
+and erases what is before it (recording.erase): spooled text is unredacted.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from gateway.recording.erase import Eraser
 
 SEGMENT_BYTES = 32 * 1024 * 1024
 _SEGMENT = re.compile(r"^(?P<name>[A-Za-z0-9_]+)-(?P<seq>\d{12})\.spool$")
@@ -114,6 +117,7 @@ class SpoolReader:
         self._at = 0  # start of the unconsumed part of _buf
         self._file: io.FileIO | None = None
         self._released_before = 0  # segments before this one are deleted already
+        self._eraser = Eraser()
 
     def read(self, limit: int) -> list[tuple[bytes, Position]]:
         """Up to `limit` complete lines, each with the position right after it."""
@@ -122,7 +126,10 @@ class SpoolReader:
             end = self._buf.find(b"\n", self._at)
             if end >= 0:
                 seq, offset = self.position.seq, self.position.offset + end + 1 - self._at
-                out.append((self._buf[self._at : end], Position(seq, offset)))
+                line = self._buf[self._at : end]
+                if line[:1] == b"\0":  # after erased records (JSON lines hold no NUL)
+                    line = line.lstrip(b"\0")
+                out.append((line, Position(seq, offset)))
                 self.position, self._at = Position(seq, offset), end + 1
             elif not (self._fill() or self._next_segment()):
                 break
@@ -161,17 +168,20 @@ class SpoolReader:
         return True
 
     def release_before(self, position: Position) -> None:
-        """Delete segments wholly before `position` (their records are stored); the
-        directory is listed only when a segment was finished since the last call."""
-        if position.seq <= self._released_before:
-            return
-        self._released_before = position.seq
-        for seq in segments(self._directory, self._name):
-            if seq < position.seq:
-                with contextlib.suppress(FileNotFoundError):
-                    segment_path(self._directory, self._name, seq).unlink()
+        """Everything before `position` is stored: delete the segments wholly before it
+        (the directory is listed only when a segment was finished since the last call) and
+        erase the stored part of its own."""
+        if position.seq > self._released_before:
+            self._released_before = position.seq
+            for seq in segments(self._directory, self._name):
+                if seq < position.seq:
+                    with contextlib.suppress(FileNotFoundError):
+                        segment_path(self._directory, self._name, seq).unlink()
+        path = segment_path(self._directory, self._name, position.seq)
+        self._eraser.erase_before(path, position.offset)
 
     def close(self) -> None:
+        self._eraser.close()
         if self._file is not None:
             self._file.close()
             self._file = None

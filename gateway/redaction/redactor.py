@@ -18,6 +18,7 @@ import orjson
 from gateway import jsoncodec
 from gateway.config import RedactionSettings
 from gateway.items import Item, ItemKind, Violation
+from gateway.redaction.credentials import ParamsRedactor
 from gateway.redaction.memo import Memo
 from gateway.redaction.rules import BUILTIN_RULES, TRIGGER, TextRule, marker
 from gateway.redaction.truncate import cut_middle, precut
@@ -73,6 +74,7 @@ class Redactor:
         # Histories repeat: each text and JSON text is scanned once while remembered.
         self._texts = Memo(self._scan_text)
         self._json_texts = Memo(self._scan_json_text)
+        self._params = ParamsRedactor(self.redact_text, self._configured_key)
         # A run declares the same tools every step: their redacted copy, by their JSON.
         self._values: dict[bytes, Any] = {}
         self._values_held = 0
@@ -112,6 +114,9 @@ class Redactor:
                 pass  # not JSON, or nested too deeply to walk: redacted as text
             text = _JSON_PAIR.sub(self._pair, text)
         return self.redact_text(text)
+
+    def _configured_key(self, key: str) -> str | None:
+        return self._json_keys.get(normalize_key(key))
 
     def _pair(self, match: re.Match[str]) -> str:
         name = self._json_keys.get(normalize_key(match.group("key")))
@@ -221,18 +226,19 @@ class Redactor:
         return tuple(self.redact_item(item) for item in items)
 
     def _json(self, value: Any) -> Any:
-        """Errors, tools and parameters: values under secret keys, then every string and
-        key. A value met before (a run's tools, its parameters) gives the copy made then:
-        nothing changes a record's JSON, so records may share it."""
+        """Errors, tools and parameters: values under keys named like credentials and in
+        headers objects (redaction.credentials), then every string and key. A value met
+        before (a run's tools, its parameters) gives the copy made then: nothing changes a
+        record's JSON, so records may share it."""
         if not self.enabled:
             return value
         try:
             key = orjson.dumps(value, default=jsoncodec.plain)
         except TypeError:  # what orjson refuses (a huge integer, a lone surrogate)
-            return self.redact_value(value)
+            return self._params(value)
         found = self._values.get(key)
         if found is None:
-            found = self.redact_value(value)
+            found = self._params(value)
             if isinstance(found, list):  # as a record keeps it: the same tuple each time
                 found = tuple(found)
             self._values_held += len(key)

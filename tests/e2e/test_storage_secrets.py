@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import aiohttp
 import pytest
 
 from tests.conftest import Database
+from tests.fakes import anthropic as anthropic_fake
+from tests.fakes import responses as responses_fake
 from tests.fakes.chat import call, completion
+from tests.fakes.provider import Reply
 from tests.harness import Gateway, GatewayFactory, gateway, make_gateway, provider  # noqa: F401
 from tests.proxy.test_proxy_unhappy import database_bytes, post
 
@@ -118,3 +122,129 @@ async def test_declared_tools_and_parameters_are_recorded_redacted(
     (tool,) = step["tools"]
     assert tool["function"]["name"] == "deploy"
     assert tool["function"]["description"] == "Deploys with key [REDACTED:api_key]."
+
+
+def plain_secret(n: int) -> str:
+    """A credential no text rule knows: only its key's name can tell it is one."""
+    return f"Qx7plain{n:02d}credentialMaterialZz"
+
+
+def _future_shapes() -> dict[str, Any]:
+    """Fields no adapter knows, holding credentials under names and in headers objects."""
+    return {
+        "connectors": [
+            {"auth": {"client_secret": plain_secret(1), "refresh_token": plain_secret(2)}}
+        ],
+        "x_api_key": plain_secret(3),
+        "transport": {"headers": {"X-Tenant-Signature": plain_secret(4), "Accept": "*/*"}},
+        "vault": {"dbPassword": plain_secret(5), "Session-Cookie": plain_secret(6)},
+        "prompt_cache_key": "agent-cache-7",
+        "usage_limits": {"input_tokens": 900, "budget_tokens": 100, "api_key_count": 2},
+    }
+
+
+ANTHROPIC_BODY: dict[str, Any] = {
+    "model": "claude-sonnet-4-5",
+    "max_tokens": 256,
+    "thinking": {"type": "enabled", "budget_tokens": 1024},
+    "messages": [{"role": "user", "content": "list the repos"}],
+    "mcp_servers": [
+        {
+            "type": "url",
+            "url": "https://mcp.example.test/sse",
+            "name": "github",
+            "authorization_token": plain_secret(10),
+        }
+    ],
+    **_future_shapes(),
+}
+RESPONSES_BODY: dict[str, Any] = {
+    "model": "gpt-5",
+    "input": "list the repos",
+    "max_output_tokens": 300,
+    "tools": [
+        {
+            "type": "mcp",
+            "server_label": "github",
+            "server_url": "https://mcp.example.test/mcp",
+            "authorization": plain_secret(11),
+            "headers": {"X-Custom-Auth": plain_secret(12)},
+            "require_approval": "never",
+        }
+    ],
+    **_future_shapes(),
+}
+CHAT_BODY: dict[str, Any] = {
+    "model": "gpt-4o",
+    "messages": [{"role": "user", "content": "list the repos"}],
+    "max_completion_tokens": 128,
+    "extra_headers": {"OpenAI-Organization": plain_secret(13)},
+    **_future_shapes(),
+}
+SHAPES = {
+    "messages": ("/v1/messages", ANTHROPIC_BODY),
+    "responses": ("/v1/responses", RESPONSES_BODY),
+    "chat": ("/v1/chat/completions", CHAT_BODY),
+}
+
+
+def answer(protocol: str) -> Reply:
+    if protocol == "messages":
+        return anthropic_fake.reply(anthropic_fake.message([anthropic_fake.text("ok")]))
+    if protocol == "responses":
+        return responses_fake.reply(responses_fake.response([responses_fake.message("ok")]))
+    return completion("ok")
+
+
+@pytest.mark.parametrize("protocol", list(SHAPES))
+async def test_credentials_in_parameters_are_redacted_by_their_names(
+    make_gateway: GatewayFactory, database: Database, protocol: str
+) -> None:
+    """Credentials under any key named like one, at any depth of any field (MCP servers and
+    fields no adapter knows alike), and every value of a headers object, never reach the
+    store or the API; counts, limits and cache keys stay readable."""
+    gateway = await make_gateway(database_url=database.url)
+    path, body = SHAPES[protocol]
+    gateway.provider.queue(answer(protocol))
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(gateway.url + path, json=body, headers={"x-api-key": "sk-ant-test"}) as r,
+    ):
+        assert r.status == 200, await r.text()
+        trace_id = r.headers["X-Loopwatch-Trace-Id"]
+    assert plain_secret(1) in gateway.provider.received[-1].body.decode()  # forwarded as sent
+    trace = await gateway.trace(trace_id)
+    shown, stored = json.dumps(trace), stored_bytes(database)
+    secrets = [plain_secret(n) for n in (1, 2, 3, 4, 5, 6, 10, 11, 12, 13)]
+    assert [s for s in secrets if s in shown or s.encode() in stored] == []
+    (step,) = trace["steps"]
+    params = step["params"]
+    assert params["x_api_key"] == "[REDACTED:api_key]"
+    assert params["connectors"] == [
+        {
+            "auth": {
+                "client_secret": "[REDACTED:client_secret]",
+                "refresh_token": "[REDACTED:refresh_token]",
+            }
+        }
+    ]
+    assert params["transport"]["headers"] == {
+        "X-Tenant-Signature": "[REDACTED:header]",
+        "Accept": "[REDACTED:header]",
+    }
+    vault = {"dbPassword": "[REDACTED:password]", "Session-Cookie": "[REDACTED:cookie]"}
+    assert params["vault"] == vault
+    assert params["prompt_cache_key"] == "agent-cache-7"
+    assert params["usage_limits"] == {"input_tokens": 900, "budget_tokens": 100, "api_key_count": 2}
+    limits = {"max_tokens": 256, "max_output_tokens": 300, "max_completion_tokens": 128}
+    assert [params[k] == v for k, v in limits.items() if k in params] == [True]
+    if protocol == "messages":
+        assert params["thinking"] == {"type": "enabled", "budget_tokens": 1024}
+        (server,) = params["mcp_servers"]
+        assert server["authorization_token"] == "[REDACTED:token]"
+        assert server["url"] == "https://mcp.example.test/sse" and server["name"] == "github"
+    if protocol == "responses":
+        (tool,) = step["tools"]
+        assert tool["authorization"] == "[REDACTED:authorization]"
+        assert tool["headers"] == {"X-Custom-Auth": "[REDACTED:header]"}
+        assert tool["server_label"] == "github" and tool["require_approval"] == "never"

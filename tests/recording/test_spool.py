@@ -14,6 +14,7 @@ import pytest
 from gateway.errors import ConfigError
 from gateway.recording import codec as records
 from gateway.recording import ownership
+from gateway.recording.erase import Eraser
 from gateway.recording.progress import Progress
 from gateway.recording.spool import (
     Position,
@@ -117,3 +118,31 @@ def test_progress_is_read_whole_while_another_process_writes_it(tmp_path: Path) 
     finally:
         publisher.wait(10)
     assert publisher.returncode == 0 and reads > 100 and last > 0
+
+
+def test_stored_lines_are_erased_and_the_rest_still_reads(tmp_path: Path) -> None:
+    writer = SpoolWriter(tmp_path, "w0")
+    for i in range(3):
+        writer.append(f"secret-{i} text\n".encode())
+    (path,) = tmp_path.glob("*.spool")
+    with closing(SpoolReader(tmp_path, "w0", Position(1, 0))) as reader:
+        (_, (_, second)) = reader.read(2)
+        reader.release_before(second)  # the first two are stored
+        assert b"secret-0" not in path.read_bytes() and b"secret-1" not in path.read_bytes()
+        assert path.stat().st_size == writer.position.offset  # offsets are kept
+        writer.append(b"secret-3 text\n")
+        assert [line for line, _ in reader.read(10)] == [b"secret-2 text", b"secret-3 text"]
+    # A reader that starts before the erased part (another gateway's look-up) skips it.
+    with closing(SpoolReader(tmp_path, "w0", Position(1, 0))) as again:
+        assert [line for line, _ in again.read(10)] == [b"secret-2 text", b"secret-3 text"]
+
+
+@pytest.mark.parametrize("punch", [True, False], ids=["hole", "zeros"])
+def test_erasing_keeps_the_size_and_what_follows(tmp_path: Path, punch: bool) -> None:
+    path = tmp_path / "segment"
+    path.write_bytes(b"a" * 10_000 + b"kept")
+    eraser = Eraser(punch=punch)
+    eraser.erase_before(path, 5_000)
+    eraser.erase_before(path, 10_000)
+    eraser.close()
+    assert path.read_bytes() == bytes(10_000) + b"kept"
