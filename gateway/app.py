@@ -37,7 +37,6 @@ from gateway.sinks.base import Sink
 from gateway.sinks.metrics import MetricsSink, metrics_response
 from gateway.sinks.webhooks import WebhookSink
 from gateway.store.engine import create_schema, install_secret, make_engine
-from gateway.store.holder import holding
 from gateway.store.ledger import Ledger, ThreadLedger
 from gateway.store.ledger_fallback import FallbackLedger
 from gateway.store.ledger_file import separate_sqlite_ledger
@@ -111,7 +110,6 @@ async def _lifecycle(
     injected = engine is not None
     engine = engine or make_engine(settings.database_url)
     stack = contextlib.AsyncExitStack()
-    stack.enter_context(holding(settings.database_url))  # `demo` never empties a held store
     _open_store(engine, settings, clock)
     ledger = await _open_ledger(settings, engine, injected)
     secret = install_secret(engine)

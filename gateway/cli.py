@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Sequence
 from importlib import metadata
@@ -15,8 +14,6 @@ from gateway.config import Settings
 from gateway.config_load import load_settings
 from gateway.errors import ConfigError, StartupError
 from gateway.ops.logs import configure_logging
-
-log = logging.getLogger("loopwatch")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -130,13 +127,6 @@ def _serve(settings: Settings) -> int:
     if settings.workers > 1:
         from gateway.ops import workers
 
-        log.info(
-            "loopwatch listening on http://%s:%s with %d workers (upstream %s)",
-            settings.host,
-            settings.port,
-            settings.workers,
-            settings.upstream_url,
-        )
         return workers.serve(settings)
 
     # The recorder's worker thread redacts and writes in batches; a short GIL switch

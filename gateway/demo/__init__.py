@@ -32,7 +32,7 @@ from gateway.demo.provider import ScriptedProvider
 from gateway.errors import StartupError
 from gateway.ops.http_server import GatewayRunner
 from gateway.ops.serving import bind, store_errors, store_failure, until_signal
-from gateway.store.holder import held_alone
+from gateway.store.holder import held_alone, holding
 
 __all__ = ["DEMO_IDLE_SECONDS", "RunSummary", "run_demo", "serve_demo"]
 
@@ -69,22 +69,30 @@ async def _gateway(
     app: web.Application, sockets: list[socket.socket], url: str
 ) -> AsyncIterator[None]:
     """The demo gateway on sockets bound before anything was touched; a store that cannot
-    be opened is one line naming it, as for `serve`."""
+    be opened is one line naming it, as for `serve`. It counts budgets in its memory, so it
+    holds the store alone, as a one-process `serve` does."""
     runner = GatewayRunner(app, access_log=None, handler_cancellation=True)
     try:
-        try:
-            await runner.setup()
-        except StartupError:
-            raise
-        except store_errors() as exc:
-            raise store_failure(url, exc) from exc
-        for sock in sockets:
-            await web.SockSite(runner, sock).start()
-        yield
+        with holding(url, alone=True):
+            try:
+                await _started(runner, url)
+                for sock in sockets:
+                    await web.SockSite(runner, sock).start()
+                yield
+            finally:
+                await runner.cleanup()  # budget counts written before another may hold it
     finally:
-        await runner.cleanup()
         for sock in sockets:
             sock.close()
+
+
+async def _started(runner: GatewayRunner, url: str) -> None:
+    try:
+        await runner.setup()
+    except StartupError:
+        raise
+    except store_errors() as exc:
+        raise store_failure(url, exc) from exc
 
 
 def _print_summary(out: TextIO, ui: str, runs: list[RunSummary]) -> None:

@@ -28,6 +28,7 @@ from gateway.errors import StartupError
 from gateway.ops.http_server import GatewayRunner
 from gateway.ops.logs import ACCESS_LOGGER, access_logger_class
 from gateway.redaction.redactor import Redactor
+from gateway.store.holder import holding
 
 log = logging.getLogger("loopwatch")
 
@@ -99,25 +100,37 @@ def runner_for(app: web.Application, settings: Settings) -> web.AppRunner:
 async def running(
     settings: Settings, app: web.Application | None = None
 ) -> AsyncIterator[list[str]]:
-    """The gateway serving on its port while the block runs; yields the URLs it listens on."""
+    """The gateway serving on its port while the block runs; yields the URLs it listens on.
+
+    A one-process gateway counts budgets in its memory, so it holds a SQLite store alone
+    (until its clean-up has written them): a second gateway on the file refuses to start.
+    """
     sockets = bind(settings.host, settings.port)
-    runner = runner_for(app or create_app(settings), settings)
     try:
-        try:
-            await runner.setup()  # the app's start-up: the store, its migrations, the ledger
-        except StartupError:
-            raise
-        except store_errors() as exc:
-            raise store_failure(settings.database_url, exc) from exc
-        sites = [web.SockSite(runner, sock, backlog=BACKLOG) for sock in sockets]
-        for site in sites:
-            await site.start()
-        settle_heap()
-        yield [site.name for site in sites]
+        with holding(settings.database_url, alone=settings.workers == 1):
+            runner = runner_for(app or create_app(settings), settings)
+            try:
+                await _start(runner, settings)
+                sites = [web.SockSite(runner, sock, backlog=BACKLOG) for sock in sockets]
+                for site in sites:
+                    await site.start()
+                settle_heap()
+                yield [site.name for site in sites]
+            finally:
+                await runner.cleanup()
     finally:
-        await runner.cleanup()
         for sock in sockets:
             sock.close()
+
+
+async def _start(runner: web.AppRunner, settings: Settings) -> None:
+    """The app's start-up: the store, its migrations, the ledger."""
+    try:
+        await runner.setup()
+    except StartupError:
+        raise
+    except store_errors() as exc:
+        raise store_failure(settings.database_url, exc) from exc
 
 
 def settle_heap() -> None:

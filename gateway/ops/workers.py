@@ -1,6 +1,6 @@
 """`serve --workers N`: N gateway processes sharing the port (SO_REUSEPORT) and the store,
-one recorder process draining all their spools. Budgets stay exact (the ledger is in the
-store); a worker that dies is started again.
+one recorder process draining all their spools. Budgets stay exact (every process reserves
+in the ledger's database); a worker that dies is started again.
 """
 
 from __future__ import annotations
@@ -20,11 +20,13 @@ from aiohttp import web
 
 from gateway.app import create_app
 from gateway.config import Settings
-from gateway.ops.serving import new_event_loop, settle_heap
+from gateway.errors import StartupError
+from gateway.ops.serving import new_event_loop, settle_heap, store_errors, store_failure
 from gateway.recording import ownership
 from gateway.recording import process as recorder_process
 from gateway.recording.spooler import writer_name
 from gateway.store.engine import create_schema, install_secret, make_engine
+from gateway.store.holder import holding
 
 log = logging.getLogger(__name__)
 
@@ -32,11 +34,35 @@ STOP_SECONDS = 30.0  # for in-flight requests of stopping workers
 
 
 def serve(settings: Settings) -> int:
-    """Run the workers until SIGTERM or SIGINT; then stop them, then the recorder."""
+    """Run the workers until SIGTERM or SIGINT; then stop them, then the recorder.
+
+    This process and each worker share the hold on a SQLite store (they count budgets in
+    its ledger file): a gateway counting in its memory cannot start beside them, nor they
+    beside it. A start-up failure is one line on stderr and exit 2.
+    """
+    try:
+        with holding(settings.database_url, alone=False):
+            return _serve(settings)
+    except StartupError as exc:
+        print(f"loopwatch: {exc}", flush=True, file=sys.stderr)
+    except store_errors() as exc:  # the schema made before any worker starts
+        failure = store_failure(settings.database_url, exc)
+        print(f"loopwatch: {failure}", flush=True, file=sys.stderr)
+    return 2
+
+
+def _serve(settings: Settings) -> int:
     engine = make_engine(settings.database_url)
     create_schema(engine)  # once, before N processes race to it
     install_secret(engine)
     engine.dispose()
+    logging.getLogger("loopwatch").info(
+        "loopwatch listening on http://%s:%s with %d workers (upstream %s)",
+        settings.host,
+        settings.port,
+        settings.workers,
+        settings.upstream_url,
+    )
     names = [writer_name(i) for i in range(settings.workers)]
     with ownership.own(settings.spool_path()) as directory:
         recorder = recorder_process.Keeper(settings, directory, names)
@@ -95,6 +121,12 @@ def _worker(settings: Settings, index: int, spool: Path) -> None:
     sys.setswitchinterval(0.0005)
     app = create_app(settings, worker=index, spool=spool)
     app.on_startup.append(_settled)  # after the app's own start-up (its cleanup contexts)
+    # Held by each worker too: one outliving a killed parent still keeps others out.
+    with holding(settings.database_url, alone=False):
+        _run(app, settings)
+
+
+def _run(app: web.Application, settings: Settings) -> None:
     web.run_app(
         app,
         host=settings.host,

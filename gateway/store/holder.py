@@ -1,6 +1,8 @@
-"""Who holds a SQLite store: each gateway process takes a shared advisory lock on a file
-beside the database for its life; `loopwatch demo` empties a database only under the
-exclusive lock, so it never deletes the store (and spool) of a gateway that is running.
+"""Who holds a SQLite store: an advisory lock (flock) on a file beside the database, held
+for the process's life and released by the OS however it ends. A gateway counting budgets in
+its memory holds it alone, so no other gateway can spend the same budgets unseen; processes
+counting in the ledger file (`serve --workers N`) share it; `loopwatch demo` empties a
+database only under the exclusive lock, so never the store (and spool) of a running gateway.
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ def _open(path: Path) -> int | None:
 
 
 @contextlib.contextmanager
-def holding(database_url: str) -> Iterator[None]:
-    """A gateway's shared hold on its store while the block runs (several may hold it)."""
+def holding(database_url: str, *, alone: bool) -> Iterator[None]:
+    """A gateway's hold on its store while the block runs: `alone` for one whose budget
+    counts live in its memory, else shared with the other processes counting in the file."""
     path = lock_path(database_url)
     fd = None if path is None else _open(path)
     if fd is None:
@@ -43,10 +46,14 @@ def holding(database_url: str) -> Iterator[None]:
         return
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            fcntl.flock(fd, (fcntl.LOCK_EX if alone else fcntl.LOCK_SH) | fcntl.LOCK_NB)
         except BlockingIOError:
             database = str(path)[: -len(SUFFIX)]
-            raise StartupError(f"database {database} is being reset by `loopwatch demo`") from None
+            raise StartupError(
+                f"database {database} is in use by another loopwatch gateway: one gateway per "
+                "SQLite file (`serve --workers N` for more processes); run several gateways "
+                "on PostgreSQL"
+            ) from None
         yield
     finally:
         os.close(fd)

@@ -2,7 +2,8 @@
 
 A real `loopwatch serve` (its recorder process included) is sent SIGKILL or SIGTERM, alone
 or with its process group and recorder, in its first second or mid-run, while 20 agents have
-requests in flight; a gateway on another port (restarted, or already running) stores the rest.
+requests in flight; a gateway on another port (restarted, or a replica already running
+beside it on PostgreSQL) stores the rest.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from tests.conftest import Database
 from tests.fakes.chat import completion, streamed
 from tests.fakes.provider import FakeProvider, Reply
 from tests.harness import make_gateway, provider  # noqa: F401
@@ -105,8 +107,8 @@ async def _agent(
             return
 
 
-def _stored(db: Path) -> set[str]:
-    with sqlite3.connect(db) as conn:
+def _stored(db: Path | Database) -> set[str]:
+    with sqlite3.connect(db) if isinstance(db, Path) else db.raw_connect() as conn:
         return {row[0] for row in conn.execute("SELECT id FROM steps")}
 
 
@@ -144,7 +146,7 @@ async def _load_then_kill(
     return answered
 
 
-async def _all_stored(db: Path, answered: list[str], seconds: float) -> set[str]:
+async def _all_stored(db: Path | Database, answered: list[str], seconds: float) -> set[str]:
     """The answered requests still missing from the store after waiting up to `seconds`."""
     lost = set(answered)
     for _ in range(int(seconds / 0.05)):
@@ -228,15 +230,17 @@ async def test_a_graceful_stop_stores_everything_when_the_recorder_was_killed(
     assert lost == set(), f"{len(lost)} of {len(answered)} answered requests not stored"
 
 
+@pytest.mark.postgres
 async def test_a_running_gateway_adopts_the_spool_of_one_killed_beside_it(
-    provider: FakeProvider, tmp_path: Path
+    provider: FakeProvider, tmp_path: Path, postgres_database: Database
 ) -> None:
+    """Two replicas sharing a spool root, on PostgreSQL (a SQLite file has one gateway)."""
     provider.queue(*(lambda received, n=n: _reply(n) for n in range(4 * AGENTS * STEPS)))
-    db, spool = tmp_path / "lw.db", tmp_path / "spool"
-    upstream = provider.url  # type: ignore[attr-defined]
-    survivor = await _serve(db, spool, upstream, _free_port())
+    db, spool = postgres_database, tmp_path / "spool"
+    upstream, store = provider.url, {"database_url": db.url}  # type: ignore[attr-defined]
+    survivor = await _serve(tmp_path / "lw.db", spool, upstream, _free_port(), **store)
     port = _free_port()
-    doomed = await _serve(db, spool, upstream, port)
+    doomed = await _serve(tmp_path / "lw.db", spool, upstream, port, **store)
     try:
         kill = _killer(doomed, signal.SIGKILL, "group")
         answered = await _load_then_kill(doomed, port, kill, AGENTS * STEPS // 2)
