@@ -110,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     configure_logging(settings.log_level, settings.log_format)
     if args.command == "demo":
-        from gateway.demo import run_demo
+        from gateway.demo.main import run_demo
 
         return run_demo(settings, once=args.once)
     if args.command == "key-fingerprint":

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from gateway.config import Settings
-from gateway.demo import DEMO_IDLE_SECONDS, serve_demo
+from gateway.demo.main import DEMO_IDLE_SECONDS, serve_demo
 from gateway.demo.script import THINKING_MARKER
 from gateway.items import Usage
 from gateway.runs.pricing import Pricer
@@ -242,7 +242,7 @@ def test_every_trace_has_a_cost(demo: dict[str, Any]) -> None:
 
 
 def test_demo_idle_window_yields_to_an_explicit_setting() -> None:
-    from gateway.demo import _idle_seconds
+    from gateway.demo.main import _idle_seconds
 
     assert _idle_seconds(Settings()) == DEMO_IDLE_SECONDS
     assert _idle_seconds(Settings(trace_idle_seconds=60)) == 60
