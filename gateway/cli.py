@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.config import Settings
-from gateway.config_load import load_settings
+from gateway.config_load import Sources, load_with_sources
 from gateway.errors import ConfigError, StartupError
 from gateway.ops.logs import configure_logging
 
@@ -82,16 +82,26 @@ def version() -> str:
         return "unknown"
 
 
-def check_exposure(settings: Settings) -> None:
+def check_exposure(settings: Settings, sources: Sources) -> None:
     if not settings.is_loopback() and settings.admin_token is None:
         raise ConfigError(
-            f"invalid setting host (LOOPWATCH_HOST): binding to {settings.host} exposes the "
+            f"invalid setting {sources.name('host')}: binding to {settings.host} exposes the "
             "trace viewer and read API beyond this machine; set LOOPWATCH_ADMIN_TOKEN first"
         )
 
 
+def _flag_names(parser: argparse.ArgumentParser, command: str) -> dict[str, str]:
+    """Each setting's flag as the command spells it (`--upstream` sets upstream_url)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            sub = action.choices[command]
+            return {a.dest: a.option_strings[-1] for a in sub._actions if a.option_strings}
+    return {}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     if args.command == "mcp-stdio":
         from gateway.ops import mcp_stdio as stdio
 
@@ -100,14 +110,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if flags.get("mcp_servers"):
         flags["mcp_servers"] = ",".join(flags["mcp_servers"])
     try:
-        settings = load_settings(flags)
-        check_exposure(settings)
+        settings, sources = load_with_sources(flags, None, _flag_names(parser, args.command))
+        check_exposure(settings, sources)
     except ConfigError as exc:
         print(f"loopwatch: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level, settings.log_format)
     if args.command == "demo":
-        from gateway.demo import run_demo
+        from gateway.demo.main import run_demo
 
         return run_demo(settings, once=args.once)
     if args.command == "key-fingerprint":

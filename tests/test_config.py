@@ -40,16 +40,45 @@ def test_bad_values_name_the_setting(env: dict[str, str], named: str) -> None:
         load_settings({}, env)
 
 
+def test_an_error_names_the_flag_that_set_the_value(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--upstream", "ftp://x", "--port", "99999"]) == 2
+    err = capsys.readouterr().err
+    assert "invalid setting port (flag --port): Input should be less than" in err
+    assert "invalid setting upstream_url (flag --upstream): must be an http://" in err
+    assert "LOOPWATCH_" not in err and "Value error" not in err
+
+
+def test_an_error_names_the_file_that_set_the_value(tmp_path: Path) -> None:
+    config = tmp_path / "lw.toml"
+    config.write_text('port = 99999\ndatabase_url = "mysql://x"\n')
+    with pytest.raises(ConfigError) as raised:
+        load_settings({"config": str(config)}, {"LOOPWATCH_MAX_STEPS": "3"})
+    message = str(raised.value)
+    assert f"invalid setting port (in {config}): Input should be" in message
+    assert f"database_url (in {config}): must start with sqlite://" in message
+    assert "LOOPWATCH_" not in message and "Value error" not in message
+
+
+def test_an_error_names_the_environment_variable_read() -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_settings({}, {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json", "LOOPWATCH_PORT": "x"})
+    message = str(raised.value)
+    assert "otlp_protocol (OTEL_EXPORTER_OTLP_PROTOCOL): Input should be" in message
+    assert "port (LOOPWATCH_PORT): Input should be a valid integer" in message
+
+
 def test_unknown_key_in_file_stops_start_up(tmp_path: Path) -> None:
     config = tmp_path / "lw.toml"
     config.write_text("max_stpes = 3\n")
-    with pytest.raises(ConfigError, match="max_stpes: unknown setting"):
+    with pytest.raises(ConfigError, match=re.escape(f"max_stpes (in {config}): unknown setting")):
         load_settings({"config": str(config)}, {})
 
 
 def test_serve_refuses_public_address_without_token(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve", "--host", "0.0.0.0"]) == 2
-    assert "LOOPWATCH_ADMIN_TOKEN" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "invalid setting host (flag --host): binding to 0.0.0.0" in err
+    assert "LOOPWATCH_ADMIN_TOKEN" in err
 
 
 def test_cli_reports_bad_setting_and_exits_2() -> None:
@@ -68,10 +97,10 @@ def test_cli_reports_bad_setting_and_exits_2() -> None:
     [
         ('[prices."gpt-4o*"]\ninput = "cheap"\noutput = 1\n', "prices.gpt-4o*.input"),
         ('[prices."gpt-4o*"]\ninput = -1\noutput = 1\n', "prices.gpt-4o*.input"),
-        ('[prices."my-*"]\ninput = 1\n', "prices.my-*.output: Field required"),
-        ('[prices."my-*"]\ninput = 1\noutput = 2\ncahced = 1\n', "prices.my-*.cahced: unknown"),
+        ('[prices."my-*"]\ninput = 1\n', "prices.my-*.output (in FILE): Field required"),
+        ('[prices."my-*"]\ninput = 1\noutput = 2\ncahced = 1\n', "my-*.cahced (in FILE): unk"),
         ('[prices."my-*"]\ninput = 1\noutput = 2000000\n', "prices.my-*.output"),
-        ('[prices." "]\ninput = 1\noutput = 2\n', "prices: Value error, model glob"),
+        ('[prices." "]\ninput = 1\noutput = 2\n', "prices (in FILE): model glob"),
     ],
 )
 def test_a_price_override_that_does_not_parse_names_its_key(
@@ -79,8 +108,8 @@ def test_a_price_override_that_does_not_parse_names_its_key(
 ) -> None:
     config = tmp_path / "lw.toml"
     config.write_text(toml)
-    with pytest.raises(ConfigError, match=re.escape(named)):
-        load_settings({"config": str(config)}, {})
+    with pytest.raises(ConfigError, match=re.escape(named.replace("FILE", str(config)))):
+        load_settings({}, {"LOOPWATCH_CONFIG": str(config)})
 
 
 def test_price_overrides_load_exactly(tmp_path: Path) -> None:

@@ -275,6 +275,13 @@ def nano_usd(usd: Decimal) -> int:
     return math.ceil(usd * NANO)
 
 
+def counts_as_step(http_status: int | None) -> bool:
+    """Whether a recorded step holds a step of its run's budget: a failed attempt (the
+    provider answered an error status, or could not be reached and the gateway did) is given
+    back when it ends, so a retried 429 takes nothing from the budget."""
+    return (http_status or 0) < 400
+
+
 @dataclass(frozen=True, slots=True)
 class Settlement:
     reservation: Reservation

@@ -5,11 +5,12 @@ in, column values out.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from gateway.items import ItemKind, StopReason
+from gateway.items import Item, ItemKind, StopReason
 from gateway.runs.status import RefusalKind, TraceSummary, emitted_calls, folded_stop, settle
 from gateway.runs.timing import PASSTHROUGH, refusal_kind, tool_ms
 from gateway.step import RefusalRecord, StepRecord
@@ -65,10 +66,22 @@ def fold(
         "last_response_end": last_end,
         "span_ms": span_ms(row.started_at, last_end or row.updated_at),
         "first_user_text": row.first_user_text
-        if row.first_user_text is not None or not first_batch or not ordered
-        else first_user_text(ordered[0]),
+        if row.first_user_text is not None or not first_batch
+        else _first_request_text(ordered, refusals),
     }
     return folded
+
+
+def _first_request_text(ordered: list[StepRecord], refusals: list[RefusalRecord]) -> str | None:
+    """The first user text of the batch's first request: a refused one keeps its items too,
+    so a run whose first request was refused still shows what it was asked."""
+    first = ordered[0] if ordered else None
+    earlier = [r for r in refusals if first is None or r.created_at < first.started_at]
+    for refusal in sorted(earlier, key=lambda r: r.created_at):
+        text = first_user_text(refusal.items)
+        if text is not None:
+            return text
+    return None if first is None else first_user_text(first.input_items)
 
 
 def span_ms(started_at: datetime, ended_at: datetime) -> float:
@@ -76,9 +89,9 @@ def span_ms(started_at: datetime, ended_at: datetime) -> float:
     return float(round((ended_at - started_at) / timedelta(milliseconds=1)))
 
 
-def first_user_text(step: StepRecord) -> str | None:
-    """The step's first user item's text on one line, cut to FIRST_TEXT_CHARS."""
-    for item in step.input_items:
+def first_user_text(items: Iterable[Item]) -> str | None:
+    """The first user item's text on one line, cut to FIRST_TEXT_CHARS."""
+    for item in items:
         if item.kind is ItemKind.USER and item.text:
             return " ".join(item.text.split())[:FIRST_TEXT_CHARS] or None
     return None

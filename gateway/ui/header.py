@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.checks.budgets import counts_as_step
 from gateway.ui import status as statuses
 from gateway.ui.fmt import duration, money, one_line, percent
 
@@ -17,6 +18,7 @@ class Bar:
     limit: int | None
     fraction: float  # 0..1 of the limit
     over: bool
+    note: str | None = None  # what the budget left out of `used`
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,10 +45,26 @@ class Header:
     token_budget: Bar | None = None
 
 
-def budget_bar(used: int, limit: int | None) -> Bar:
+def budget_bar(used: int, limit: int | None, spent: bool = False, note: str | None = None) -> Bar:
+    """`over` (drawn red): past the limit, or the budget refused a request (`spent`); a run
+    that used exactly its budget and stopped on its own is within it."""
     if not limit:
-        return Bar(used, None, 0.0, False)
-    return Bar(used, limit, min(used / limit, 1.0), used > limit)
+        return Bar(used, None, 0.0, False, note)
+    return Bar(used, limit, min(used / limit, 1.0), used > limit or spent, note)
+
+
+def step_budget_bar(trace: dict[str, Any], steps: list[dict[str, Any]], limit: int | None) -> Bar:
+    """The steps the budget counted, as the ledger did: failed attempts were given back."""
+    spent = refused_by(trace, "step_budget_exceeded")
+    if not steps:
+        return budget_bar(int(trace.get("step_count") or 0), limit, spent)
+    failed = sum(1 for s in steps if not counts_as_step(s.get("http_status")))
+    note = f"{failed} failed attempt{'s' if failed != 1 else ''} not counted" if failed else None
+    return budget_bar(len(steps) - failed, limit, spent, note)
+
+
+def refused_by(trace: dict[str, Any], kind: str) -> bool:
+    return any(v.get("kind") == kind and v.get("enforced") for v in trace.get("violations") or [])
 
 
 def cost_of(trace: dict[str, Any], steps: list[dict[str, Any]]) -> tuple[str, str | None]:

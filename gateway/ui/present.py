@@ -89,7 +89,7 @@ def trace_view(
     rows: list[Row] = sorted([*steps, *refusals], key=lambda r: r.offset_ms)
     return TraceView(
         trace=trace,
-        header=_header(trace, steps, status, facts, end),
+        header=_header(trace, steps, status, facts),
         rows=rows,
         steps={s.id: s for s in steps},
         span_ms=end,
@@ -265,15 +265,14 @@ def _draw(
 
 
 def _header(
-    trace: dict[str, Any],
-    steps: list[StepView],
-    status: str,
-    facts: dict[str, Any],
-    end: float,
+    trace: dict[str, Any], steps: list[StepView], status: str, facts: dict[str, Any]
 ) -> head.Header:
+    """Its Duration runs from the first request to the last response, as the store's does:
+    neither a later refused request nor, on a running trace, the time since counts."""
     steps_json = [s.step for s in steps]
     total = trace.get("duration_ms")
-    total = float(total) if isinstance(total, int | float) else end if steps else 0.0
+    if not isinstance(total, int | float):
+        total = max((s.end_ms for s in steps), default=0.0)
     model = trace.get("model_ms")
     if not isinstance(model, int | float):
         model = sum(s.end_ms - s.offset_ms for s in steps)
@@ -284,8 +283,8 @@ def _header(
     budget = trace.get("budget") or {}
     usage = trace.get("usage") or {}
     title = trace.get("first_user_text")
-    if title is None:
-        title = _first_user_text(steps_json)
+    if title is None:  # a store that kept no first user text: the first request's
+        title = _first_user_text(trace, steps_json)
     return head.Header(
         status=status,
         label=statuses.label(status),
@@ -294,16 +293,35 @@ def _header(
         cost=cost,
         cost_note=note,
         duration=duration(total) if steps else "—",
-        shares=head.time_shares(total, float(model), float(tool)) if steps else [],
+        shares=head.time_shares(float(total), float(model), float(tool)) if steps else [],
         title=one_line(title, 200),
         session=trace.get("session_id"),
-        step_budget=head.budget_bar(trace.get("step_count") or 0, budget.get("max_steps")),
-        token_budget=head.budget_bar(usage.get("total_tokens") or 0, budget.get("max_tokens")),
+        step_budget=head.step_budget_bar(trace, steps_json, budget.get("max_steps")),
+        token_budget=head.budget_bar(
+            usage.get("total_tokens") or 0,
+            budget.get("max_tokens"),
+            head.refused_by(trace, "token_budget_exceeded"),
+        ),
     )
 
 
-def _first_user_text(steps: list[dict[str, Any]]) -> str | None:
-    for item in (steps[0].get("input_items") or []) if steps else []:
-        if item.get("kind") == "user" and item.get("text"):
-            return str(item["text"])
+def _first_user_text(trace: dict[str, Any], steps: list[dict[str, Any]]) -> str | None:
+    """The first request's user text: its step's, or a refused request's before it."""
+    first = parse_time(steps[0].get("started_at")) if steps else None
+    refused = sorted(
+        (
+            (when, entry.get("items") or [])
+            for when, group in _refusals(trace)
+            for entry in group[:1]
+            if when is not None and (first is None or when < first)
+        ),
+        key=lambda request: request[0],
+    )
+    requests = [items for _, items in refused]
+    if steps:
+        requests.append(steps[0].get("input_items") or [])
+    for items in requests:
+        for item in items:
+            if item.get("kind") == "user" and item.get("text"):
+                return str(item["text"])
     return None

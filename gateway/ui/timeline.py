@@ -45,18 +45,24 @@ def tool_gap(step: dict[str, Any], start: float, previous_end: float | None) -> 
     return tool_gap_ms(gap, retry=step.get("retry_of") is not None)
 
 
+def placed(kind: str, start: float, width: float, title: str, span: float) -> Span:
+    """A bar inside the row's view box (0 to `span`), at least MIN_WIDTH of it wide: one that
+    would reach past the trace's end (a call the last step left unanswered) ends at it."""
+    width = min(max(width, span * MIN_WIDTH), span)
+    return Span(kind, max(0.0, min(start, span - width)), width, title)
+
+
 def model_spans(step: StepView, span: float) -> list[Span]:
     """Waiting for the first chunk, then receiving; one span when TTFT is unknown."""
     latency = step.end_ms - step.offset_ms
-    width = max(latency, span * MIN_WIDTH)
     ttft = step.step.get("ttft_ms")
     label = f"model {duration(latency)}"
     if not isinstance(ttft, int | float) or ttft <= 0 or ttft >= latency:
-        return [Span("stream", step.offset_ms, width, label)]
+        return [placed("stream", step.offset_ms, latency, label, span)]
     first = f"first chunk {duration(ttft)}"
     return [
-        Span("wait", step.offset_ms, ttft, first),
-        Span("stream", step.offset_ms + ttft, max(width - ttft, span * MIN_WIDTH), label),
+        placed("wait", step.offset_ms, ttft, first, span),
+        placed("stream", step.offset_ms + ttft, latency - ttft, label, span),
     ]
 
 
@@ -78,8 +84,8 @@ def tool_spans(
     spans: dict[str, list[Span]] = {}
     for (step_id, end, kind), records in groups.items():
         start = records[0].holder.end_ms
-        width = max(end - start, span * MIN_WIDTH)
-        spans.setdefault(step_id, []).append(Span(kind, start, width, _tool_title(records, kind)))
+        bar = placed(kind, start, end - start, _tool_title(records, kind), span)
+        spans.setdefault(step_id, []).append(bar)
     return spans
 
 
@@ -105,9 +111,7 @@ def _tool_title(records: list[CallRecord], kind: str) -> str:
 
 def refusal_spans(refusal: RefusalView, span: float) -> list[Span]:
     """A tick at the refusal; one at the very end of the trace is drawn just inside it."""
-    width = span * MIN_WIDTH * 2
-    start = max(0.0, min(refusal.offset_ms, span - width))
-    return [Span("refusal", start, width, "refused request")]
+    return [placed("refusal", refusal.offset_ms, span * MIN_WIDTH * 2, "refused request", span)]
 
 
 def open_calls(calls: list[CallRecord]) -> list[CallRecord]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections import OrderedDict
 from typing import Any
 
@@ -165,8 +166,9 @@ def _changes(templates: Any, view: TraceView, after: int) -> dict[str, Any]:
         "status": view.trace.get("status"),
         "known": view.trace.get("updated_at"),
         "after": max((s.seq for s in steps), default=0),
-        "span": round(view.span_ms, 1),
+        "span": math.ceil(view.span_ms),  # the rows' view box, as the page draws it
         "top": top,
+        "elapsed": view.header.duration,
         "rows": [{"id": r.anchor, "html": row_template.render(r=r, view=view)} for r in moved],
     }
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from gateway.config import Settings
-from gateway.demo import DEMO_IDLE_SECONDS, serve_demo
+from gateway.demo.main import DEMO_IDLE_SECONDS, reset_database, serve_demo
 from gateway.demo.script import THINKING_MARKER
 from gateway.items import Usage
 from gateway.runs.pricing import Pricer
@@ -242,7 +242,7 @@ def test_every_trace_has_a_cost(demo: dict[str, Any]) -> None:
 
 
 def test_demo_idle_window_yields_to_an_explicit_setting() -> None:
-    from gateway.demo import _idle_seconds
+    from gateway.demo.main import _idle_seconds
 
     assert _idle_seconds(Settings()) == DEMO_IDLE_SECONDS
     assert _idle_seconds(Settings(trace_idle_seconds=60)) == 60
@@ -357,3 +357,15 @@ def test_mcp_run_executes_its_tool_on_the_built_in_server(demo: dict[str, Any]) 
         "content",
     )
     assert execution["outcome"] == "ok" and execution["delivery"] == "delivered"
+
+
+def test_a_new_demo_starts_with_an_empty_budget_ledger(tmp_path: Path) -> None:
+    """The ledger file beside the store counts the removed traces' budgets: it goes with them."""
+    database = tmp_path / "demo.db"
+    kept = [tmp_path / "other.db-ledger"]
+    removed = [Path(f"{database}{suffix}") for suffix in ("", "-ledger", "-ledger-wal")]
+    for path in removed + kept:
+        path.write_bytes(b"x")
+    reset_database(f"sqlite:///{database}")
+    assert [path.exists() for path in removed] == [False, False, False]
+    assert kept[0].exists()

@@ -1,4 +1,4 @@
-"""A scripted coding model behind the fake provider, for the real agent CLIs (tests/agents).
+"""A scripted coding model behind the fake provider, for the real agent CLIs (tests/agent_clis).
 
 It finds the shell tool a client declares, calls it once with a command that writes a marker
 file, then answers with what the command printed. A request that declares no shell tool (a

@@ -110,6 +110,10 @@ async def test_a_running_trace_feeds_its_new_steps(gateway: Gateway) -> None:
     assert "k-tool" in fed["rows"][0]["html"]  # call the new step answered
     assert 'data-status="completed"' in fed["top"] and fed["span"] > 0
     done = await fetch(gateway, f"/traces/{trace_id}")
+    # The steps' length follows the page's Duration, and the rows' view box holds every bar.
+    assert f"<dt>Duration</dt><dd>{fed['elapsed']}</dd>" in fed["top"]
+    assert f'<span id="steps-elapsed">{fed["elapsed"]}</span>' in done.text
+    assert f'viewBox="0 0 {fed["span"]} 10"' in done.text
     # A completed chat can get another turn: its page still follows, at a slower pace.
     assert 'data-live="/traces/ui-running/live"' in done.text
     assert 'data-running="false"' in done.text and 'data-shown-status="completed"' in done.text

@@ -217,9 +217,11 @@
           addCopyButtons(fresh);
         }
       });
+      var elapsed = document.getElementById("steps-elapsed");
+      if (elapsed && data.elapsed) { elapsed.textContent = data.elapsed; }
       container.setAttribute("data-span", String(data.span));
       document.querySelectorAll("svg.c-bar").forEach(function (svg) {
-        svg.setAttribute("viewBox", "0 0 " + Math.floor(data.span) + " 10");
+        svg.setAttribute("viewBox", "0 0 " + Math.ceil(data.span) + " 10");
       });
       section.setAttribute("data-after", String(data.after));
       section.setAttribute("data-known", data.known || "");

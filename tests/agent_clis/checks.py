@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.agents.runner import CallHome, Finished, Sandbox
+from tests.agent_clis.runner import CallHome, Finished, Sandbox
 from tests.fakes.scripted_agent import MARKER, MARKER_FILE, THOUGHT, AgentModel, final_answer
 from tests.harness import Gateway
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.agents.runner import BIN, PROMPT, Sandbox
+from tests.agent_clis.runner import BIN, PROMPT, Sandbox
 
 DUMMY_KEY = "sk-loopwatch-dummy"
 
@@ -104,7 +104,7 @@ def qwen_code(sandbox: Sandbox, gateway_url: str) -> list[str]:
 
 
 OPENCODE_MODEL = "gpt-4.1"
-OPENCODE_VERSION = "1.18.33"  # as pinned in tests/agents/node/package.json
+OPENCODE_VERSION = "1.18.33"  # as pinned in tests/agent_clis/node/package.json
 
 
 def opencode_config(gateway_url: str) -> dict[str, object]:

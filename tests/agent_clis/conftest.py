@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests import harness
-from tests.agents.runner import CallHome, Sandbox
+from tests.agent_clis.runner import CallHome, Sandbox
 from tests.fakes.scripted_agent import AgentModel
 from tests.harness import Gateway, GatewayFactory
 

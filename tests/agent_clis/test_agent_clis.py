@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.agents import checks, clients
-from tests.agents.runner import CallHome, Sandbox, install_problem, run
+from tests.agent_clis import checks, clients
+from tests.agent_clis.runner import CallHome, Sandbox, install_problem, run
 from tests.fakes.scripted_agent import AgentModel
 from tests.harness import Gateway
 

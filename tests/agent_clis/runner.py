@@ -22,7 +22,7 @@ def install_problem(binary: str) -> str | None:
     if shutil.which("npm") is None:
         return "npm is not installed"
     if not (BIN / binary).exists():
-        return "no node_modules: run `npm ci` in tests/agents/node"
+        return "no node_modules: run `npm ci` in tests/agent_clis/node"
     return None
 
 
