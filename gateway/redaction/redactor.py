@@ -228,11 +228,11 @@ class Redactor:
             return value
         try:
             key = orjson.dumps(value, default=jsoncodec.plain)
-        except TypeError:  # what orjson refuses (a huge integer, a lone surrogate)
-            return self.redact_value(value)
+        except TypeError:  # what orjson refuses (a huge integer, a lone surrogate, depth)
+            return self._walked(value)
         found = self._values.get(key)
         if found is None:
-            found = self.redact_value(value)
+            found = self._walked(value)
             if isinstance(found, list):  # as a record keeps it: the same tuple each time
                 found = tuple(found)
             self._values_held += len(key)
@@ -241,6 +241,12 @@ class Redactor:
                 self._values_held = len(key)
             self._values[key] = found
         return found
+
+    def _walked(self, value: Any) -> Any:
+        try:
+            return self.redact_value(value)
+        except RecursionError:  # nested past the walk (a client's): kept as redacted text
+            return self.redact_json_text(jsoncodec.dumps_text(value))
 
     def redact_step(self, step: StepRecord) -> StepRecord:
         """A redacted copy of the step; the original is left as the hot path built it."""
