@@ -24,6 +24,40 @@ def loads(data: bytes | bytearray | memoryview | str) -> Any:
         return json.loads(bytes(data) if isinstance(data, memoryview | bytearray) else data)
 
 
+def loads_unicode(data: bytes) -> Any:
+    """Parse a client's body like `loads`, but refuse (ValueError) what no Unicode text
+    holds: bytes that are not UTF-8 and lone surrogates, escaped or encoded. Providers
+    answer both as invalid JSON, and no record could be stored with them."""
+    try:
+        return orjson.loads(data)  # strict already: UTF-8 only, surrogates in pairs
+    except orjson.JSONDecodeError:
+        pass
+    # `json.loads` reads bytes with "surrogatepass": decoded strictly here instead.
+    value = json.loads(data.decode("utf-8"))
+    if _holds_lone_surrogate(value):
+        raise ValueError("a string holds a lone surrogate (\\ud800-\\udfff): not Unicode text")
+    return value
+
+
+# After decoding, an escaped pair is one character: any surrogate left stands alone.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _holds_lone_surrogate(value: Any) -> bool:
+    pending = [value]  # a loop, not recursion: the value may be nested as deep as json reads
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if not item.isascii() and _SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            pending.extend(item)
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
+
+
 def plain(value: Any) -> Any:
     """The `default` hook of both encoders: a read-only mapping as its dict (called only for
     a value the encoder does not know, so plain values cost nothing)."""

@@ -42,10 +42,23 @@ class McpRequest:
         return self.rpc_id is not None
 
 
+def parse_error(body: bytes) -> str | None:
+    """Why a body is no JSON text at all (not UTF-8, a lone surrogate, not JSON), or None.
+    The gateway answers such a POST itself: no server could read it either, and what the
+    gateway cannot read it cannot judge."""
+    try:
+        jsoncodec.loads_unicode(body)
+    except ValueError as exc:
+        return str(exc)
+    except RecursionError:
+        return "nested too deeply"
+    return None
+
+
 def read_requests(body: bytes) -> list[McpRequest]:
     """The requests of a POST body; [] when it holds none we can read (it passes anyway)."""
     try:
-        parsed = jsoncodec.loads(body)
+        parsed = jsoncodec.loads_unicode(body)
     except (ValueError, RecursionError):
         return []
     messages = parsed if isinstance(parsed, list) else [parsed]

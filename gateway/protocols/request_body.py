@@ -5,8 +5,11 @@ agent echoes in every request are not decoded and walked again; and what the gat
 rewrites in a body (a clamp, usage asked for) is spliced around that text, never a
 re-serialisation of it (`jsoncodec.dumps` writes a Raw as it came).
 
-Anything the decoder refuses (not an object, NaN, a number out of range, a lone surrogate)
-is read by `jsoncodec.loads` as before, with its rules and errors.
+Anything the decoder refuses (not an object, NaN, a number out of range) is read by
+`jsoncodec.loads_unicode`, with the standard library's rules. What neither reads (bytes that
+are not UTF-8, a lone surrogate, text that is not JSON, nesting past the parser) is the
+gateway's `BadRequest`, for the whole body or for a history element when it is typed: the
+client gets a 400 in its protocol, never a 500.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from gateway import jsoncodec
+from gateway.errors import BadRequest
 from gateway.memory import REMEMBERED_ELEMENTS_BYTES, TUPLE, ByteLru, text_bytes
 
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
@@ -27,9 +31,24 @@ T = TypeVar("T")
 
 
 def decode(raw: bytes, history: str | None) -> Any:
-    """The body's JSON, with the field `history` (when it is an array) as its elements' text."""
+    """The body's JSON, with the field `history` (when it is an array) as its elements' text.
+    Raises BadRequest for a body that is not JSON in UTF-8."""
+    try:
+        return _decode(raw, history)
+    except (ValueError, RecursionError) as exc:
+        raise _unreadable(exc) from exc
+
+
+def _unreadable(exc: ValueError | RecursionError) -> BadRequest:
+    """The error of a body, or a part of it, that no JSON reader here reads."""
+    if isinstance(exc, RecursionError):
+        return BadRequest("Request body is JSON nested too deeply.")
+    return BadRequest(f"Request body is not valid JSON: {exc}")
+
+
+def _decode(raw: bytes, history: str | None) -> Any:
     if history is None:
-        return jsoncodec.loads(raw)
+        return jsoncodec.loads_unicode(raw)
     try:
         top = _TOP.decode(raw)
         body: dict[str, Any] = {}
@@ -37,7 +56,7 @@ def decode(raw: bytes, history: str | None) -> Any:
             body[name] = _elements(value) if name == history else _ANY.decode(value)
         return body
     except (msgspec.DecodeError, msgspec.ValidationError):
-        return jsoncodec.loads(raw)
+        return jsoncodec.loads_unicode(raw)
 
 
 def _elements(value: msgspec.Raw) -> Any:
@@ -48,8 +67,20 @@ def _elements(value: msgspec.Raw) -> Any:
 
 
 def element(value: Any) -> Any:
-    """An element of the history as a value (decoded when it is kept as text)."""
-    return _ANY.decode(value) if isinstance(value, msgspec.Raw) else value
+    """An element of the history as a value (decoded when it is kept as text). Raises
+    BadRequest for one that is not JSON in UTF-8: the body's fields around it were read
+    without reading it."""
+    return _value(bytes(value)) if isinstance(value, msgspec.Raw) else value
+
+
+def _value(text: bytes) -> Any:
+    try:
+        try:
+            return _ANY.decode(text)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return jsoncodec.loads_unicode(text)  # NaN, numbers out of range: as a body's
+    except (ValueError, RecursionError) as exc:
+        raise _unreadable(exc) from exc
 
 
 def _entry_bytes(key: tuple[int, bytes], made: Any) -> int:
@@ -72,12 +103,12 @@ class Remembered:
         """`make(decoded element)`, or what it made for the same text at this position."""
         text = bytes(value)
         if len(text) > self._max_chars:
-            return make(_ANY.decode(text))
+            return make(_value(text))
         key = (position, text)
         found = self._entries.get(key)
         if found is not None:
             return found  # type: ignore[no-any-return]
-        made = make(_ANY.decode(text))
+        made = make(_value(text))
         with self._lock:
             self._entries.put(key, made)
         return made

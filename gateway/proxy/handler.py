@@ -278,12 +278,7 @@ async def _read_json(
         raw = await _off_loop_if_large(size, _inflater(encoding, limit), raw)
         size = len(raw)
     read = partial(request_body.decode, history=adapter.history_field)
-    try:
-        return raw, await _off_loop_if_large(size, read, raw)
-    except ValueError as exc:
-        raise BadRequest(f"Request body is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise BadRequest("Request body is JSON nested too deeply.") from None
+    return raw, await _off_loop_if_large(size, read, raw)  # BadRequest when it is not JSON
 
 
 def _inflater(encoding: str, limit: int) -> Callable[[bytes], bytes]:

@@ -11,7 +11,7 @@ from aiohttp import web
 
 from gateway import ids, jsoncodec
 from gateway.errors import GatewayError
-from gateway.mcp.messages import ResponseReader
+from gateway.mcp.messages import ResponseReader, parse_error
 from gateway.mcp.requests import Context, Refusal, Tracked
 from gateway.proxy.mcp_runtime import McpRuntime
 from gateway.proxy.relay import handler_cancelled
@@ -21,8 +21,10 @@ log = logging.getLogger(__name__)
 
 TRACE_HEADER = "X-Loopwatch-Trace-Id"
 _CLIENT_GONE = (asyncio.CancelledError, ConnectionResetError, aiohttp.ClientConnectionResetError)
-# JSON-RPC error codes: the method (here: the server) is unknown; the gateway refused.
+# JSON-RPC error codes: the method (here: the server) is unknown; the body is not JSON; the
+# gateway refused.
 METHOD_NOT_FOUND = -32601
+PARSE_ERROR = -32700
 REFUSED = -32001
 UNREACHABLE = -32603
 
@@ -63,6 +65,9 @@ async def _proxy(
         body = rpc_error(None, METHOD_NOT_FOUND, f"No MCP server named {name!r} is configured.")
         return web.json_response(body, status=404)
     payload = await request.read() if request.method == "POST" else None
+    if payload and (problem := parse_error(payload)) is not None:
+        body = rpc_error(None, PARSE_ERROR, f"Parse error: {problem}")
+        return web.json_response(body, status=400)
     headers = forward_headers(request.headers, api_key=None, protocol="mcp")
     headers.update(server.headers)
     url = _target(server.url, request.rel_url.raw_query_string)

@@ -7,12 +7,16 @@ stored like a live one.
 
 from __future__ import annotations
 
+import json
 from dataclasses import fields
+from datetime import datetime
+from enum import Enum
 from operator import attrgetter
 from typing import Any
 
 import orjson
 
+from gateway import jsoncodec
 from gateway.jsoncodec import plain
 from gateway.mcp import records as mcp
 from gateway.recording import mcp_codec
@@ -55,12 +59,27 @@ _STEP_ROW, _REFUSAL_ROW = _Row(STEP_FIELDS), _Row(REFUSAL_FIELDS)
 
 
 def encode(record: Record) -> bytes:
-    """One line: a type tag, the record, a newline (orjson never writes a raw newline)."""
+    """One line: a type tag, the record, a newline (neither writer writes a raw newline)."""
     if isinstance(record, StepRecord):
-        return _STEP + orjson.dumps(_STEP_ROW(record), default=plain) + b"\n"
+        return _STEP + _dumps(_STEP_ROW(record)) + b"\n"
     if isinstance(record, RefusalRecord):
-        return _REFUSAL + orjson.dumps(_REFUSAL_ROW(record), default=plain) + b"\n"
+        return _REFUSAL + _dumps(_REFUSAL_ROW(record)) + b"\n"
     return mcp_codec.encode(record)
+
+
+def _dumps(row: list[Any]) -> bytes:
+    try:
+        return orjson.dumps(row, default=plain)
+    except TypeError:  # what a client may send: an integer past 64 bits, nesting past 255
+        return json.dumps(row, default=_as_orjson_does, separators=(",", ":")).encode()
+
+
+def _as_orjson_does(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Enum):
+        return value.value
+    return plain(value)
 
 
 def decode(line: bytes) -> Record:
@@ -69,7 +88,7 @@ def decode(line: bytes) -> Record:
     try:
         if tag == mcp_codec.TAG:
             return mcp_codec.decode(line[1:])
-        row = orjson.loads(line[1:])
+        row = jsoncodec.loads(line[1:])  # a fallback line may hold NaN
         if tag == _STEP:
             return StepRecord(**_values(row, STEP_FIELDS, _OLDEST))
         if tag == _REFUSAL:
@@ -83,7 +102,7 @@ def continuation_key(line: bytes) -> str | None:
     """The continuation key of a spooled step, without rebuilding the record."""
     if line[:1] != _STEP:
         return None
-    key = orjson.loads(line[1:])[_KEY_AT]
+    key = jsoncodec.loads(line[1:])[_KEY_AT]
     return key if isinstance(key, str) else None
 
 

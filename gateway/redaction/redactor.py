@@ -18,7 +18,7 @@ import orjson
 from gateway import jsoncodec
 from gateway.config import RedactionSettings
 from gateway.items import Item, ItemKind, Violation
-from gateway.redaction.credentials import ParamsRedactor
+from gateway.redaction.credentials import ParamsRedactor, credential_kind
 from gateway.redaction.memo import Memo
 from gateway.redaction.rules import BUILTIN_RULES, TRIGGER, TextRule, marker
 from gateway.redaction.truncate import cut_middle, precut
@@ -40,7 +40,10 @@ _ARRAYS = (list, tuple)
 # A "key": value pair in JSON text that does not parse (a tool call cut off mid-stream);
 # the value may be an unterminated string.
 _JSON_PAIR = re.compile(
-    r'"(?P<key>[^"\\]{1,64})"\s*:\s*(?P<value>"(?:[^"\\]|\\.)*"?|[^\s,}\]]+)', re.DOTALL
+    # A bare value (a number, a word) stops before an object or array: the pairs inside
+    # are matched one by one.
+    r'"(?P<key>[^"\\]{1,64})"\s*:\s*(?P<value>"(?:[^"\\]|\\.)*"?|[^\s,}\]{\[][^\s,}\]]*)',
+    re.DOTALL,
 )
 _JSON_START = re.compile(r"\s*[\[{]")
 _NON_ALNUM = re.compile(r"[^a-z0-9]")
@@ -234,11 +237,11 @@ class Redactor:
             return value
         try:
             key = orjson.dumps(value, default=jsoncodec.plain)
-        except TypeError:  # what orjson refuses (a huge integer, a lone surrogate)
-            return self._params(value)
+        except TypeError:  # what orjson refuses (a huge integer, a lone surrogate, depth)
+            return self._walked(value)
         found = self._values.get(key)
         if found is None:
-            found = self._params(value)
+            found = self._walked(value)
             if isinstance(found, list):  # as a record keeps it: the same tuple each time
                 found = tuple(found)
             self._values_held += len(key)
@@ -247,6 +250,22 @@ class Redactor:
                 self._values_held = len(key)
             self._values[key] = found
         return found
+
+    def _walked(self, value: Any) -> Any:
+        try:
+            return self._params(value)
+        except RecursionError:  # nested past the walk (a client's): kept as redacted text
+            text = _JSON_PAIR.sub(self._credential_pair, jsoncodec.dumps_text(value))
+            return self.redact_text(text)
+
+    def _credential_pair(self, match: re.Match[str]) -> str:
+        """A credential's string value in JSON text too deep to walk, by the same rule."""
+        key = match.group("key")
+        name = self._configured_key(key) or credential_kind(key)
+        if name is None or not match.group("value").startswith('"'):
+            return match.group()
+        start = match.start("value") - match.start()
+        return match.group()[:start] + json.dumps(marker(name))
 
     def redact_step(self, step: StepRecord) -> StepRecord:
         """A redacted copy of the step; the original is left as the hot path built it."""

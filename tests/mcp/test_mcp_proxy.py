@@ -3,6 +3,7 @@ pass, progress streams through as it comes, errors and headers pass unchanged.""
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -120,3 +121,26 @@ async def test_serve_with_the_mcp_flag_proxies_the_server(mcp_url: str, tmp_path
             servers = (await r.json())["servers"]
     assert result.content[0].text.startswith("contents of /served")  # type: ignore[union-attr]
     assert [(s["name"], s["url"]) for s in servers] == [("tools", mcp_url)]
+
+
+@pytest.mark.parametrize("enforce", [False, True], ids=["observe", "enforce"])
+@pytest.mark.parametrize(
+    "arguments",
+    [b'{"text": "caf\xe9"}', b'{"text": "half \xed\xa0\x80 a pair"}', b'{"text": "\\ud800"}'],
+    ids=["latin1", "encoded-surrogate", "escaped-surrogate"],
+)
+async def test_a_body_that_is_not_unicode_json_is_a_json_rpc_parse_error(
+    make_gateway: GatewayFactory, mcp_url: str, arguments: bytes, enforce: bool
+) -> None:
+    """Answered by the gateway, as a server would (HTTP 400, -32700): what it cannot read
+    it can neither judge nor record."""
+    gateway = await mcp_gateway(make_gateway, mcp_url, mcp_enforce=enforce)
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    call = b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":'
+    status, _, body = await _post(f"{gateway.url}/mcp/tools", call + arguments + b"}}", headers)
+    assert status == 400
+    answer = json.loads(body)
+    assert answer["id"] is None and answer["error"]["code"] == -32700
+    assert answer["error"]["message"].startswith("Parse error: ")
+    await flush(gateway)
+    assert (await gateway.get("/api/mcp/executions"))["executions"] == []

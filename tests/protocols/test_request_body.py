@@ -9,9 +9,11 @@ from typing import Any
 import pytest
 
 from gateway import jsoncodec
+from gateway.errors import BadRequest
 from gateway.protocols import request_body
 from gateway.protocols.anthropic_messages import AnthropicMessagesAdapter
 from gateway.protocols.openai_chat import OpenAIChatAdapter
+from gateway.protocols.openai_responses import OpenAIResponsesAdapter
 
 CALL = {
     "id": "call_1",
@@ -79,7 +81,7 @@ def test_what_the_decoder_refuses_is_read_as_before() -> None:
     raw = b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": NaN}'
     body = request_body.decode(raw, "messages")
     assert body["messages"] == [{"role": "user", "content": "x"}]
-    with pytest.raises(ValueError):
+    with pytest.raises(BadRequest, match="not valid JSON"):
         request_body.decode(b'{"messages": [', "messages")
     assert request_body.decode(b"[1, 2]", "messages") == [1, 2]
 
@@ -121,3 +123,46 @@ def test_what_is_remembered_is_bounded() -> None:
     remembered.get(0, long, make)
     remembered.get(0, long, make)
     assert made[-2:] == ["x" * 50, "x" * 50]  # too long to keep
+
+
+ADAPTERS = [OpenAIChatAdapter, OpenAIResponsesAdapter, AnthropicMessagesAdapter]
+
+
+def _read(adapter_class: type[Any], raw: bytes) -> Any:
+    adapter = adapter_class()
+    return adapter.parse_request(request_body.decode(raw, adapter.history_field))
+
+
+@pytest.mark.parametrize("adapter_class", ADAPTERS)
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b'{"model": "m", "messages": [{"role": "user", "content": "\xff\xfe"}]}', "utf-8"),
+        (b'{"model": "m", "messages": [{"role": "user", "content": "\xed\xa0\x80"}]}', "utf-8"),
+        (b'{"model": "m", "messages": [{"role": "user", "content": "\\ud800"}]}', "surrogate"),
+        (b'{"model": "m", "messages": [{"role": "user", "content": "\\udc00 x"}]}', "surrogate"),
+        (b'{"model": "\\ud800", "messages": []}', "surrogate"),
+        (b'{"model": "m\xc3", "messages": []}', "utf-8"),
+        (b'{"model": "m", "messages": [' + b"[" * 5000 + b"]" * 5000 + b"]}", "nested"),
+        ('{"model": "m", "messages": []}'.encode("utf-16"), "utf-8"),  # JSON is UTF-8 only
+    ],
+)
+def test_what_no_reader_reads_is_our_bad_request(
+    adapter_class: type[Any], raw: bytes, reason: str
+) -> None:
+    """In a history element too, which is read only when it is typed: never a DecodeError."""
+    with pytest.raises(BadRequest, match=reason):
+        _read(adapter_class, raw)
+
+
+@pytest.mark.parametrize("adapter_class", ADAPTERS)
+@pytest.mark.parametrize(
+    "value",
+    [b"1e999", b"NaN", b"-Infinity", b"123456789012345678901234567890", b'"\\ud83d\\ude00"'],
+)
+def test_what_json_allows_is_read_in_a_history_element(
+    adapter_class: type[Any], value: bytes
+) -> None:
+    raw = b'{"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "x": '
+    parsed = _read(adapter_class, raw + value + b'}]}], "input": [' + value + b"]}")
+    assert parsed.model == "m"

@@ -82,3 +82,13 @@ def test_parameters_keep_counts_schemas_and_hide_credentials_at_any_depth() -> N
         "note": "mail [REDACTED:email]",
     }
     assert step.declared_tools == tuple(tools)  # a schema naming a secret argument holds none
+
+
+def test_a_credential_nested_too_deep_to_walk_is_still_hidden() -> None:
+    deep: object = {"authorization_token": "opaque-value-4", "max_tokens": 9}
+    for _ in range(700):  # deeper than the walk, as deep as a body the gateway reads
+        deep = {"next": deep}
+    step = REDACTOR.redact_step(bare_step(params={"mcp": deep}))
+    assert "opaque-value-4" not in str(step.params)
+    assert "[REDACTED:token]" in str(step.params)
+    assert '"max_tokens":9' in str(step.params)
