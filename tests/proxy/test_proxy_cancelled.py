@@ -228,3 +228,44 @@ async def test_a_client_gone_mid_stream_is_logged_and_counted(
     assert 'status="2xx",stop_reason="cancelled"' in counted and counted.endswith(" 1.0")
     cancelled = await metric_lines(logged, "loopwatch_stream_cancelled_total")
     assert 'loopwatch_stream_cancelled_total{protocol="chat"} 1.0' in cancelled
+
+
+# --- budgets: the step was forwarded, its usage is unknown -----------------------------------
+
+
+async def test_a_request_given_up_counts_its_step_and_gives_its_tokens_back(
+    make_gateway: GatewayFactory,
+) -> None:
+    gw = await make_gateway()
+    hold = asyncio.Event()
+    budget = {"X-Loopwatch-Max-Steps": "5", "X-Loopwatch-Max-Tokens": "5000"}
+    sdk = gw.closing(
+        openai.AsyncOpenAI(
+            base_url=gw.openai_base, api_key="sk-t", max_retries=0, default_headers=budget
+        )
+    )
+    asked: dict[str, Any] = {"model": "gpt-4o", "max_tokens": 1000}
+    messages: list[Any] = [{"role": "user", "content": "Weather in Paris?"}]
+    gw.provider.queue(chat.completion("Sunny."), Reply(hold=hold), chat.completion("Mild."))
+    try:
+        await sdk.chat.completions.create(messages=messages, **asked)
+        messages += [
+            {"role": "assistant", "content": "Sunny."},
+            {"role": "user", "content": "And tomorrow?"},
+        ]
+        with pytest.raises(openai.APITimeoutError):
+            await sdk.with_options(timeout=GIVE_UP_SECONDS).chat.completions.create(
+                messages=messages, **asked
+            )
+        await asyncio.wait_for(gw.provider.disconnected.wait(), 10)
+    finally:
+        hold.set()
+    again = await sdk.chat.completions.with_raw_response.create(messages=messages, **asked)
+    # The run's third step: the one given up counts; 30 tokens spent by the first, none by
+    # the second (its held 1000 given back), 1000 held for this one.
+    assert again.headers["X-Loopwatch-Steps-Remaining"] == "2"
+    assert again.headers["X-Loopwatch-Tokens-Remaining"] == str(5000 - 30 - 1000)
+    trace = await gw.trace(again.headers["X-Loopwatch-Trace-Id"])
+    steps = trace["steps"]
+    assert [s["stop_reason"] for s in steps] == ["completed", "cancelled", "completed"]
+    assert steps[2]["retry_of"] == steps[1]["id"]  # sent again: a retry of the one given up
