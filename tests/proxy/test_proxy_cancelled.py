@@ -79,6 +79,12 @@ async def only_trace(gw: Gateway) -> dict[str, Any]:
     return await gw.trace(traces[0]["id"])
 
 
+async def page_text(gw: Gateway, path: str) -> str:
+    async with aiohttp.ClientSession() as s, s.get(gw.url + path) as r:
+        assert r.status == 200
+        return await r.text()
+
+
 async def metric_lines(gw: Gateway, name: str) -> list[str]:
     async with aiohttp.ClientSession() as s, s.get(gw.url + "/metrics") as r:
         text = await r.text()
@@ -157,6 +163,11 @@ async def test_a_request_the_sdk_gave_up_on_is_a_cancelled_step_of_its_run(
     assert cancelled["http_status"] is None
     # The run sent the result it owed: it failed on a request it gave up, it is not abandoned.
     assert trace["status"] == "failed"
+    page = await page_text(gw, f"/traces/{trace['id']}")
+    assert "Failed: the last step stopped cancelled." in page
+    assert "Abandoned" not in page
+    step_page = await page_text(gw, f"/traces/{trace['id']}/steps/{cancelled['id']}")
+    assert "cancelled" in step_page
 
 
 # --- a client whose connection drops: the access line and the metrics -----------------------
