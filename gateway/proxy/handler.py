@@ -47,6 +47,7 @@ LARGE_BODY = 1024 * 1024
 _READ_CHUNK = 256 * 1024
 A = TypeVar("A")
 R = TypeVar("R")
+Sending = tuple[str, dict[str, str], bytes | AsyncIterable[bytes] | None]  # url, headers, body
 
 TRACE_HEADER = "X-Loopwatch-Trace-Id"
 STEP_HEADER = "X-Loopwatch-Step-Id"
@@ -161,9 +162,6 @@ async def _forward(
     finisher = StepFinisher(deps, start, started, admission, threading)
     sending = (admitted.target.url, headers, payload)
     return await _exchange(request, deps, adapter, exchange, finisher, sending, own)
-
-
-Sending = tuple[str, dict[str, str], bytes | AsyncIterable[bytes] | None]  # url, headers, body
 
 
 async def _exchange(
