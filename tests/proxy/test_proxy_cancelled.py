@@ -34,6 +34,7 @@ CLAUDE_TOOLS: list[Any] = [
     {"name": "get_weather", "input_schema": {"type": "object", "properties": {}}}
 ]
 WEATHER = {"city": "Paris"}
+CHAT = "/v1/chat/completions"
 
 
 @pytest.fixture
@@ -179,11 +180,13 @@ def access_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [line for line in lines if line.startswith("POST /v1/")]
 
 
-async def post_then_drop(gw: Gateway, body: dict[str, Any], arrived: asyncio.Event | None) -> None:
+async def post_then_drop(
+    gw: Gateway, body: dict[str, Any], arrived: asyncio.Event | None, path: str = CHAT
+) -> None:
     """POST, then close the connection: once `arrived` is set (no head seen), or with none
     once the first event of the response is read."""
     async with aiohttp.ClientSession() as s:
-        posting = asyncio.ensure_future(s.post(gw.openai_base + "/chat/completions", json=body))
+        posting = asyncio.ensure_future(s.post(gw.url + path, json=body))
         if arrived is not None:
             await asyncio.wait_for(arrived.wait(), 10)
             posting.cancel()  # the connection closes while the provider thinks
@@ -193,8 +196,17 @@ async def post_then_drop(gw: Gateway, body: dict[str, Any], arrived: asyncio.Eve
         response.close()
 
 
+@pytest.mark.parametrize(
+    ("path", "protocol", "items"),
+    [(CHAT, "chat", [("user", None)]), ("/v1/files", "passthrough", [])],
+    ids=["model", "passthrough"],
+)
 async def test_a_client_gone_before_the_head_is_logged_and_counted(
-    logged: Gateway, caplog: pytest.LogCaptureFixture
+    logged: Gateway,
+    caplog: pytest.LogCaptureFixture,
+    path: str,
+    protocol: str,
+    items: list[tuple[str, str | None]],
 ) -> None:
     arrived, hold = asyncio.Event(), asyncio.Event()
 
@@ -204,18 +216,23 @@ async def test_a_client_gone_before_the_head_is_logged_and_counted(
 
     logged.provider.queue(held)
     try:
-        await post_then_drop(logged, chat_request("hi"), arrived)
+        await post_then_drop(logged, chat_request("hi"), arrived, path)
         trace = await only_trace(logged)
     finally:
         hold.set()
     step = trace["steps"][0]
-    assert (step["stop_reason"], step["http_status"]) == ("cancelled", None)
-    assert kinds(step["input_items"]) == [("user", None)]
+    assert (step["protocol"], step["stop_reason"], step["http_status"]) == (
+        protocol,
+        "cancelled",
+        None,
+    )
+    assert kinds(step["input_items"]) == items
     await until(lambda: bool(access_lines(caplog)))
     (line,) = access_lines(caplog)
-    assert line.startswith("POST /v1/chat/completions 499 ")
+    assert line.startswith(f"POST {path} 499 ")
     assert line.endswith(f"trace={trace['id']} step={step['id']}")
     (counted,) = await metric_lines(logged, "loopwatch_requests_total")
+    assert f'protocol="{protocol}"' in counted
     assert 'status="none",stop_reason="cancelled"' in counted and counted.endswith(" 1.0")
 
 
@@ -233,7 +250,7 @@ async def test_a_client_gone_mid_stream_is_logged_and_counted(
     assert (step["stop_reason"], step["http_status"]) == ("cancelled", 200)
     await until(lambda: bool(access_lines(caplog)))
     (line,) = access_lines(caplog)
-    assert line.startswith("POST /v1/chat/completions 200 ")
+    assert line.startswith(f"POST {CHAT} 200 ")
     assert line.endswith(f"trace={trace['id']} step={step['id']}")
     (counted,) = await metric_lines(logged, "loopwatch_requests_total")
     assert 'status="2xx",stop_reason="cancelled"' in counted and counted.endswith(" 1.0")
