@@ -66,8 +66,16 @@ class Outcome:
 
     @property
     def no_answer(self) -> bool:
-        """The provider gave no answer at all: an error status, or it could not be reached."""
-        return self.ending is Ending.UNREACHABLE or (self.http_status or 0) >= 400
+        """The provider gave no answer at all: an error status, it could not be reached, or
+        the client left before the response's head (`left_waiting`)."""
+        failed = self.ending is Ending.UNREACHABLE or (self.http_status or 0) >= 400
+        return failed or self.left_waiting
+
+    @property
+    def left_waiting(self) -> bool:
+        """The client left before the response's head: the provider had the request and
+        may have worked on it; what it used is unknown."""
+        return self.ending is Ending.CLIENT_GONE and self.http_status is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +158,7 @@ _ENDINGS = {
 TRANSITIONS: dict[tuple[Phase, Event], Phase] = {
     (Phase.WAITING, Event.HEAD): Phase.RECEIVING,
     (Phase.WAITING, Event.UNREACHABLE): Phase.DONE,
+    (Phase.WAITING, Event.CLIENT_GONE): Phase.DONE,  # gone before the response's head
     (Phase.RECEIVING, Event.CHUNK): Phase.RECEIVING,
     (Phase.MARKED, Event.CHUNK): Phase.MARKED,
     (Phase.RECEIVING, Event.MARKER): Phase.MARKED,
@@ -259,7 +268,8 @@ class Exchange:
         return [*head, *self._finish(Ending.BODY_ENDED), EndResponse()]
 
     def client_gone(self) -> list[Command]:
-        """The client went away (reset, cancel) before its response was complete."""
+        """The client went away (reset, cancel, its timeout) before its response was
+        complete, or before the provider's response head arrived."""
         if self.phase is Phase.DONE:
             return []
         return [CloseUpstream(), *self._finish(Ending.CLIENT_GONE)]
@@ -306,6 +316,9 @@ class Exchange:
 
     def _outcome(self, ending: Ending) -> Outcome:
         tap, status = self._tap, self._status
+        if status is None:  # no response head: the client left while the provider worked
+            decision = decide(Seen.NOTHING, ending, None, [])
+            return Outcome(ending, decision.stop_reason, anomalies=self._noted())
         if tap is None:  # observed nothing by design
             decision = decide(Seen.BLIND, ending, None, [])
             return Outcome(ending, decision.stop_reason, status, anomalies=self._noted())

@@ -21,7 +21,7 @@ class Seen(Enum):
     # Members are singletons: identity hashing, in C, for the transition tables.
     __hash__ = object.__hash__
 
-    NOTHING = "nothing"  # no response at all (provider unreachable, timed out connecting)
+    NOTHING = "nothing"  # no response head (provider unreachable, timed out, client left)
     ERROR_STATUS = "error_status"  # HTTP status >= 400
     BLIND = "blind"  # not observed by design (passthrough)
     ERROR_EVENT = "error_event"  # an error object in the stream or body
@@ -57,6 +57,8 @@ _RESPONDED = (*_CUT, Ending.CLIENT_GONE)  # a response head arrived
 
 RULES: dict[tuple[Seen, Ending], Rule] = {
     (Seen.NOTHING, Ending.UNREACHABLE): _ERROR,
+    # The client gave up before the provider answered (its timeout, a disconnect).
+    (Seen.NOTHING, Ending.CLIENT_GONE): Rule(StopReason.CANCELLED, checks=False),
     **{(Seen.ERROR_STATUS, e): _ERROR for e in _RESPONDED},
     **{(Seen.ERROR_EVENT, e): Rule(StopReason.ERROR) for e in _RESPONDED},
     **{(Seen.MARKER, e): _FROM_FINISH for e in _RESPONDED},

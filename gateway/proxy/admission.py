@@ -97,15 +97,19 @@ def settle(deps: Deps, admission: Admission, usage: Usage, cost: Cost | None = N
     deps.ledger.settle_later(Settlement(reservation, used, used_cost))
 
 
-def give_back(deps: Deps, admission: Admission) -> None:
+def give_back(deps: Deps, admission: Admission, *, step: bool = True) -> None:
     """A failed attempt (an error status, an unreachable provider: no answer) takes nothing
-    from the run's budgets: its step and what its settlement counted are given back."""
+    from the run's budgets: its step and what its settlement counted are given back. A
+    request its client gave up on before the answer (`step` False) was the provider's to
+    work on: its step counts, its unknown usage is given back."""
     reservation = admission.reservation
     if reservation is None:
         return
     tokens, cost = admission.charged
+    if not step and tokens == 0 and cost == 0:
+        return  # nothing was counted: nothing to give back
     nothing_held = replace(reservation, tokens=0, cost_held_nano=0)
-    deps.ledger.settle_later(Settlement(nothing_held, -tokens, -cost, steps_back=1))
+    deps.ledger.settle_later(Settlement(nothing_held, -tokens, -cost, steps_back=int(step)))
 
 
 def _count_unbudgeted(deps: Deps) -> None:

@@ -66,6 +66,10 @@ class StepFinisher:
         self._provider_request_id: str | None = None
         self._priced: tuple[Usage, str | None, Cost] | None = None  # the last cost computed
 
+    @property
+    def protocol(self) -> str:
+        return self._start.protocol
+
     def upstream_answered(self, provider_request_id: str | None) -> None:
         """The provider's response headers arrived; the record will carry its request id."""
         self._provider_request_id = provider_request_id
@@ -89,7 +93,7 @@ class StepFinisher:
     def finished(self, outcome: Outcome, timing: Timing) -> None:
         try:
             if self._admission is not None and outcome.no_answer:
-                give_back(self._deps, self._admission)
+                give_back(self._deps, self._admission, step=not outcome.left_waiting)
             record = self._record(outcome, timing)
             self._remember(record, outcome)
             self._deps.recorder.submit(record)

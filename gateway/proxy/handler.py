@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterable, Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
@@ -31,7 +31,7 @@ from gateway.proxy.admission import Admission, admit
 from gateway.proxy.deps import Deps
 from gateway.proxy.finisher import StepFinisher, Threading
 from gateway.proxy.placement import Placement, place
-from gateway.proxy.relay import Timing, execute_now, handler_cancelled, relay
+from gateway.proxy.relay import CLIENT_CLOSED, Timing, client_left, execute_now, relay
 from gateway.proxy.upstream import forward_headers
 from gateway.routing import Target, resolve
 from gateway.runs.status import TERMINAL, mark_terminal
@@ -47,6 +47,7 @@ LARGE_BODY = 1024 * 1024
 _READ_CHUNK = 256 * 1024
 A = TypeVar("A")
 R = TypeVar("R")
+Sending = tuple[str, dict[str, str], bytes | AsyncIterable[bytes] | None]  # url, headers, body
 
 TRACE_HEADER = "X-Loopwatch-Trace-Id"
 STEP_HEADER = "X-Loopwatch-Step-Id"
@@ -159,16 +160,32 @@ async def _forward(
     placement = admitted.placement
     threading = Threading(placement.input_state, placement.attempt, placement.retry_of)
     finisher = StepFinisher(deps, start, started, admission, threading)
+    sending = (admitted.target.url, headers, payload)
+    return await _exchange(request, deps, adapter, exchange, finisher, sending, own)
+
+
+async def _exchange(
+    request: web.Request,
+    deps: Deps,
+    adapter: ProtocolAdapter,
+    exchange: Exchange,
+    finisher: StepFinisher,
+    sending: Sending,
+    own: dict[str, str],
+) -> web.StreamResponse:
+    """Send upstream and relay the answer; the step ends however the exchange does, a
+    client gone before the provider's answer included (aiohttp cancels its handler)."""
     try:
-        upstream = await deps.upstream.send(request.method, admitted.target.url, headers, payload)
+        upstream = await deps.upstream.send(request.method, *sending)
     except GatewayError as exc:
         return _unreachable(adapter, exchange, finisher, exc, own)
+    except asyncio.CancelledError:
+        execute_now(exchange.client_gone(), finisher, Timing())
+        return client_left(request, web.Response(status=CLIENT_CLOSED, headers=own))
     finisher.upstream_answered(provider_request_id(upstream.headers))
-    with Relaying(deps.metrics, adapter.name):
+    with Relaying(deps.metrics, finisher.protocol):
         response, gone = await relay(request, upstream, exchange, finisher, own_headers=own)
-    if gone and handler_cancelled():
-        raise asyncio.CancelledError
-    return response
+    return client_left(request, response) if gone else response
 
 
 def _unreachable(
@@ -237,18 +254,9 @@ async def handle_passthrough(
     body = request.content.iter_any() if request.body_exists else None
     if request.content_length is not None:  # streamed on unchanged: keep its length, not chunked
         headers["Content-Length"] = str(request.content_length)
-    exchange = Exchange(None)
     finisher = StepFinisher(deps, start, started)
-    try:
-        upstream = await deps.upstream.send(request.method, target.url, headers, body)
-    except GatewayError as exc:
-        return _unreachable(adapter, exchange, finisher, exc, own)
-    finisher.upstream_answered(provider_request_id(upstream.headers))
-    with Relaying(deps.metrics, "passthrough"):
-        response, gone = await relay(request, upstream, exchange, finisher, own_headers=own)
-    if gone and handler_cancelled():
-        raise asyncio.CancelledError
-    return response
+    sending = (target.url, headers, body)
+    return await _exchange(request, deps, adapter, Exchange(None), finisher, sending, own)
 
 
 def _raw_target(request: web.Request) -> tuple[str, str]:

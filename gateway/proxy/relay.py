@@ -30,6 +30,8 @@ from gateway.proxy.upstream import response_headers
 log = logging.getLogger(__name__)
 
 _CLIENT_GONE = (asyncio.CancelledError, ConnectionResetError, aiohttp.ClientConnectionResetError)
+# The status a request whose client left before the response's head is logged with (nginx's).
+CLIENT_CLOSED = 499
 
 
 @dataclass(slots=True)
@@ -157,6 +159,24 @@ class _Executor:
             self._upstream.close()
         elif isinstance(command, AbortClient) and self._request.transport is not None:
             self._request.transport.close()
+
+
+def client_left(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
+    """What a handler whose client went away returns once its step is recorded.
+
+    aiohttp cancels such a handler (`handler_cancellation`, as the gateway is served) and
+    writes an access line only for a handler that returns: the cancellation is taken back
+    and the response returned, so the request has its line (writing it fails quietly). A
+    handler cancelled while its client is still there (the server stopping) stays cancelled.
+    """
+    task = asyncio.current_task()
+    if task is None or task.cancelling() == 0:
+        return response
+    transport = request.transport
+    if transport is not None and not transport.is_closing():
+        raise asyncio.CancelledError
+    task.uncancel()
+    return response
 
 
 def handler_cancelled() -> bool:

@@ -229,6 +229,26 @@ def test_unreachable_provider_is_an_error_step() -> None:
     )
 
 
+def test_a_client_gone_before_the_head_is_a_cancelled_step() -> None:
+    commands = play(
+        Exchange(ADAPTER),
+        [
+            (
+                gone,  # its timeout, a dropped connection: the provider is still working
+                [
+                    CloseUpstream(),
+                    settled(None),
+                    finished(stop_reason=StopReason.CANCELLED, http_status=None, violations=()),
+                ],
+            ),
+            (head(), []),  # illegal now: noted, ignored
+        ],
+    )
+    outcome = outcome_of(commands)
+    assert outcome.ending is Ending.CLIENT_GONE
+    assert outcome.no_answer and outcome.left_waiting  # no answer, yet the provider had it
+
+
 def test_passthrough_forwards_blind() -> None:
     play(
         Exchange(None),
@@ -318,7 +338,9 @@ def test_the_table_covers_every_reachable_pair() -> None:
     reachable = [
         (seen, ending)
         for seen, ending in itertools.product(Seen, Ending)
+        # No head: unreachable, or the client left first. A head: any other ending.
         if (seen is Seen.NOTHING) == (ending is Ending.UNREACHABLE)
+        or (seen, ending) == (Seen.NOTHING, Ending.CLIENT_GONE)
     ]
     assert sorted(RULES, key=str) == sorted(reachable, key=str)
 

@@ -34,6 +34,7 @@ class Reply:
     gzip: bool = False
     raw: bytes | None = None  # a non-streamed body sent exactly as given (with `headers`)
     delay: float = 0.0  # seconds before the response starts
+    hold: asyncio.Event | None = None  # no response at all until it is set (a slow model)
     linger: float = 0.0  # seconds between the last event and the end of the body
 
 
@@ -56,7 +57,7 @@ class FakeProvider:
         self.received: list[Received] = []
         self.responder: Callable[[Received], Reply] | None = None
         self.sent_all = asyncio.Event()  # the last event of a streamed reply was written
-        self.disconnected = asyncio.Event()  # a client went away mid-stream
+        self.disconnected = asyncio.Event()  # a client went away mid-stream or while held
         self.app = web.Application(client_max_size=64 * 1024 * 1024)
         self.app.router.add_route("*", "/{tail:.*}", self._handle)
 
@@ -83,6 +84,12 @@ class FakeProvider:
             reply = reply(received)
         if reply.delay:
             await asyncio.sleep(reply.delay)
+        if reply.hold is not None:
+            try:
+                await reply.hold.wait()
+            except asyncio.CancelledError:  # the gateway dropped the request
+                self.disconnected.set()
+                raise
         if reply.raw is not None:
             headers = {**_default_request_id(reply, "req_fake"), **reply.headers}
             return web.Response(body=reply.raw, status=reply.status, headers=headers)
