@@ -22,7 +22,7 @@ from gateway.continuation.recent_steps import RecentSteps
 from gateway.errors import GatewayError, NotFound, Unauthorized
 from gateway.protocols.registry import ADAPTERS, PATHS
 from gateway.proxy import handler as proxy
-from gateway.proxy import mcp_ingest
+from gateway.proxy import host_check, mcp_ingest
 from gateway.proxy import mcp_relay as mcp_proxy
 from gateway.proxy.deps import Deps
 from gateway.proxy.known_keys import KeyLoading
@@ -68,9 +68,10 @@ def create_app(
 ) -> web.Application:
     """The gateway. `worker` is set in a process of `serve --workers N`, whose parent owns
     the spool directory `spool` and runs the recorder."""
+    host_checked = host_check.middleware(host_check.HostCheck(settings))
     app = web.Application(
         client_max_size=settings.max_body_bytes + 1,
-        middlewares=[_guarded],
+        middlewares=[m for m in (host_checked, _guarded) if m is not None],
         handler_args={"handler_cancellation": True},
     )
     app.cleanup_ctx.append(
