@@ -128,6 +128,8 @@ async def _relay(
 ) -> web.StreamResponse:
     response = web.StreamResponse(status=answer.status, reason=answer.reason)
     for name, value in response_headers(answer.headers, body_rewritten=False):
+        if name.lower() == "www-authenticate":  # its metadata is the gateway's to serve
+            value = runtime.metadata.www_authenticate(request, request.match_info["name"], value)
         response.headers.add(name, value)
     encoded = answer.headers.get("Content-Encoding", "identity").lower() != "identity"
     reader = ResponseReader(answer.content_type) if tracked and not encoded else None

@@ -20,6 +20,7 @@ from gateway.mcp.messages import id_key, is_response, read_requests
 from gateway.mcp.observer import McpObserver
 from gateway.mcp.records import Execution, McpViolation, Outbox
 from gateway.mcp.requests import Context, Refusal, Tracked
+from gateway.proxy.mcp_oauth import ResourceMetadata
 from gateway.proxy.mcp_store_join import StoreJoins
 from gateway.recording.spooler import SpoolRecorder
 from gateway.redaction.redactor import Redactor
@@ -47,6 +48,7 @@ class McpRuntime:
         checker: ToolChecker | None = None,
     ) -> None:
         self.servers = {server.name: server for server in settings.mcp_servers}
+        self.metadata = ResourceMetadata(settings.public_url)  # OAuth-protected servers
         self.observer = McpObserver(
             checker=checker,
             window=settings.mcp_match_window_s,
