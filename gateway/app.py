@@ -22,7 +22,7 @@ from gateway.continuation.recent_steps import RecentSteps
 from gateway.errors import GatewayError, NotFound, Unauthorized
 from gateway.protocols.registry import ADAPTERS, PATHS
 from gateway.proxy import handler as proxy
-from gateway.proxy import mcp_ingest
+from gateway.proxy import host_check, mcp_ingest, mcp_oauth
 from gateway.proxy import mcp_relay as mcp_proxy
 from gateway.proxy.deps import Deps
 from gateway.proxy.known_keys import KeyLoading
@@ -67,9 +67,10 @@ def create_app(
 ) -> web.Application:
     """The gateway. `worker` is set in a process of `serve --workers N`, whose parent owns
     the spool directory `spool` and runs the recorder."""
+    host_checked = host_check.middleware(host_check.HostCheck(settings))
     app = web.Application(
         client_max_size=settings.max_body_bytes + 1,
-        middlewares=[_guarded],
+        middlewares=[m for m in (host_checked, _guarded) if m is not None],
         handler_args={"handler_cancellation": True},
     )
     app.cleanup_ctx.append(
@@ -85,6 +86,7 @@ def create_app(
     for method in ("POST", "GET", "DELETE"):
         app.router.add_route(method, "/mcp/{name}", _mcp)
     app.router.add_post("/mcp/{name}/stdio", _mcp_stdio)
+    app.router.add_get(mcp_oauth.WELL_KNOWN + "/mcp/{name}", _mcp_metadata)
     app.router.add_get("/api/mcp/servers", _with_deps(mcp_api.list_servers))
     app.router.add_get("/api/mcp/executions", _with_deps(mcp_api.list_executions))
     app.router.add_get("/healthz", _healthz)
@@ -329,6 +331,11 @@ async def _mcp(request: web.Request) -> web.StreamResponse:
     return await mcp_proxy.handle(request, request.app[DEPS].upstream, request.app[MCP])
 
 
+async def _mcp_metadata(request: web.Request) -> web.StreamResponse:
+    mcp = request.app[MCP]
+    return await mcp_oauth.serve(request, request.app[DEPS].upstream, mcp.servers, mcp.metadata)
+
+
 async def _mcp_stdio(request: web.Request) -> web.StreamResponse:
     return await mcp_ingest.handle(request, request.app[MCP])
 
@@ -368,7 +375,8 @@ async def _guarded(request: web.Request, handler: Handler) -> web.StreamResponse
 
 
 def _needs_admin(path: str) -> bool:
-    public = path.startswith(("/v1/", "/mcp/", "/static/")) or path == auth.LOGIN_PATH
+    public = path.startswith(("/v1/", "/mcp/", "/static/", "/.well-known/"))
+    public = public or path == auth.LOGIN_PATH
     return not (public or path in ("/metrics", "/healthz", "/readyz"))
 
 

@@ -151,6 +151,8 @@ class Settings(_Frozen):
     metrics_max_models: int = Field(default=50, ge=1)
     webhook_urls: tuple[str, ...] = ()
     public_url: str | None = None  # base of links in webhook events, e.g. https://lw.example
+    # Host names the gateway answers to besides loopback ones (DNS rebinding protection).
+    allowed_hosts: tuple[str, ...] = ()
     prices: dict[str, PriceOverride] = Field(default_factory=dict)  # by fnmatch model glob
     # Output tools that end a run, besides final_answer and final_result.
     terminal_tools: tuple[str, ...] = ()
@@ -201,6 +203,15 @@ class Settings(_Frozen):
             value = [part.strip() for part in value.split(",") if part.strip()]
         if isinstance(value, list | tuple):
             return tuple(_check_url(url) if isinstance(url, str) else url for url in value)
+        return value
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _allowed_hosts(cls, value: Any) -> Any:
+        if isinstance(value, str):  # LOOPWATCH_ALLOWED_HOSTS: comma-separated
+            value = [part for part in value.split(",") if part.strip()]
+        if isinstance(value, list | tuple):
+            return tuple(_host_name(h) if isinstance(h, str) else h for h in value)
         return value
 
     @field_validator("terminal_tools", mode="before")
@@ -292,6 +303,16 @@ def parse_mcp_servers(text: str) -> list[dict[str, str]]:
             raise ValueError(f"{pair.strip()!r} is not name=url")
         servers.append({"name": name.strip(), "url": url.strip()})
     return servers
+
+
+def _host_name(value: str) -> str:
+    """A host name as a Host header names it, without a port: `[::1]` for IPv6."""
+    name = value.strip().lower()
+    if ":" in name and not name.startswith("["):
+        name = f"[{name}]"  # a bare IPv6 address
+    if not re.match(r"^(\[[0-9a-f:.]+\]|[a-z0-9_.-]+)$", name) or name.strip(".") != name:
+        raise ValueError(f"{value!r} is not a host name (give names without scheme or port)")
+    return name
 
 
 def _check_url(value: str) -> str:

@@ -49,6 +49,7 @@ ENV_SETTINGS = (
     "webhook_urls",
     "terminal_tools",
     "public_url",
+    "allowed_hosts",
     "webhook_secret",
     "retention_days",
     "otlp_endpoint",

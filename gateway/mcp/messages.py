@@ -85,10 +85,12 @@ class ResponseReader:
 
     def __init__(self, content_type: str | None) -> None:
         kind = (content_type or "").split(";")[0].strip().lower()
-        self._sse = SSEDecoder() if kind == "text/event-stream" else None
+        # Data-less events too: a server's priming event is one, and its id matters.
+        self._sse = SSEDecoder(dispatch_empty=True) if kind == "text/event-stream" else None
         self._json = kind == "application/json"
         self._body = bytearray()
         self._seen = 0
+        self.resumable = False  # an event had an id: the client may resume the stream
 
     def feed(self, chunk: bytes) -> list[dict[str, Any]]:
         self._seen += len(chunk)
@@ -97,7 +99,9 @@ class ResponseReader:
             self._body.clear()
             return []
         if self._sse is not None:
-            return [m for event in self._sse.decode(chunk) for m in _messages(event.data)]
+            events = self._sse.decode(chunk)
+            self.resumable = self.resumable or any(event.id for event in events)
+            return [m for event in events for m in _messages(event.data)]
         if self._json:
             self._body += chunk
         return []

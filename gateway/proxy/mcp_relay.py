@@ -133,7 +133,12 @@ async def _relay(
 ) -> web.StreamResponse:
     response = web.StreamResponse(status=answer.status, reason=answer.reason)
     for name, value in response_headers(answer.headers, body_rewritten=False):
+        if name.lower() == "www-authenticate":  # its metadata is the gateway's to serve
+            value = runtime.metadata.www_authenticate(request, request.match_info["name"], value)
         response.headers.add(name, value)
+    resuming = request.method == "GET"  # a session's stream: may carry answers of a POST's
+    if resuming:
+        tracked = runtime.resumed(request.headers.get("Mcp-Session-Id"))
     encoded = answer.headers.get("Content-Encoding", "identity").lower() != "identity"
     reader = ResponseReader(answer.content_type) if tracked and not encoded else None
     session = answer.headers.get("Mcp-Session-Id")
@@ -157,8 +162,24 @@ async def _relay(
         ending = "the server connection broke"
     finally:
         answer.release()
-    # Requests left without an answer (the client left, the server broke off) end here.
-    runtime.unanswered(tracked, ending)
+    if not resuming:
+        _settle(request, runtime, tracked, reader, ending)
     if gone and handler_cancelled():
         raise asyncio.CancelledError
     return response
+
+
+def _settle(
+    request: web.Request,
+    runtime: McpRuntime,
+    tracked: dict[str, Tracked],
+    reader: ResponseReader | None,
+    ending: str,
+) -> None:
+    """Requests a POST's stream left without an answer (the client left, the server broke
+    off or closed it) end here; or, the stream being resumable, wait for the session's GET."""
+    session = request.headers.get("Mcp-Session-Id")
+    if tracked and session and reader is not None and reader.resumable:
+        runtime.park(session, tracked, ending)
+    else:
+        runtime.unanswered(tracked, ending)

@@ -20,6 +20,7 @@ from gateway.mcp.messages import id_key, is_response, read_requests
 from gateway.mcp.observer import McpObserver
 from gateway.mcp.records import Execution, McpViolation, Outbox
 from gateway.mcp.requests import Context, Refusal, Tracked
+from gateway.proxy.mcp_oauth import ResourceMetadata
 from gateway.proxy.mcp_store_join import StoreJoins
 from gateway.recording.spooler import SpoolRecorder
 from gateway.redaction.redactor import Redactor
@@ -30,6 +31,7 @@ from gateway.store import mcp_reads as reads
 
 log = logging.getLogger(__name__)
 
+MAX_RESUMABLE_SESSIONS = 10_000  # sessions with requests parked, oldest given up first
 ExecutionHook = Callable[[Execution], None]
 ViolationHook = Callable[[McpViolation], None]
 
@@ -47,6 +49,7 @@ class McpRuntime:
         checker: ToolChecker | None = None,
     ) -> None:
         self.servers = {server.name: server for server in settings.mcp_servers}
+        self.metadata = ResourceMetadata(settings.public_url)  # OAuth-protected servers
         self.observer = McpObserver(
             checker=checker,
             window=settings.mcp_match_window_s,
@@ -63,6 +66,10 @@ class McpRuntime:
         self._metrics = metrics
         # Requests reported by stdio bridges, waiting for their answers, by bridge.
         self.stdio: OrderedDict[str, dict[str, Tracked]] = OrderedDict()
+        # Requests whose stream ended before their answer, which the client may resume on a
+        # GET stream of its session (Last-Event-ID), by session.
+        self._resumable: OrderedDict[str, dict[str, Tracked]] = OrderedDict()
+        self._resume_window = settings.mcp_match_window_s
         self._observing = 0  # POSTs being proxied
         self._settled = asyncio.Event()
         self._settled.set()
@@ -79,6 +86,8 @@ class McpRuntime:
             self.observer.tools.setdefault(server, tools)
 
     async def close(self) -> None:
+        while self._resumable:  # recorded as unanswered, not lost; their deadlines find none
+            self.unanswered(self._resumable.popitem()[1], "the gateway stopped first")
         await self.store_joins.close()
 
     @contextlib.contextmanager
@@ -170,6 +179,33 @@ class McpRuntime:
             self._safely(self.observer.failed, waiting, reason, out)
         tracked.clear()
         self.emit(out)
+
+    def park(self, session: str, tracked: dict[str, Tracked], reason: str) -> None:
+        """Requests whose resumable stream ended without their answer: answered on a resumed
+        stream of the session (`resumed`), else unanswered for `reason` after the window."""
+        waiting = self._resumable.setdefault(session, {})
+        self._resumable.move_to_end(session)
+        waiting.update(tracked)
+        keys = list(tracked)
+        tracked.clear()
+        while len(self._resumable) > MAX_RESUMABLE_SESSIONS:
+            self.unanswered(self._resumable.popitem(last=False)[1], reason)
+        asyncio.get_running_loop().call_later(
+            self._resume_window, self._expire, session, keys, reason
+        )
+
+    def resumed(self, session: str | None) -> dict[str, Tracked]:
+        """The session's requests waiting for a resumed stream (answers are taken from it)."""
+        return self._resumable.get(session or "") or {}
+
+    def _expire(self, session: str, keys: list[str], reason: str) -> None:
+        waiting = self._resumable.get(session)
+        if waiting is None:
+            return
+        left = {key: waiting.pop(key) for key in keys if key in waiting}
+        if not waiting:
+            del self._resumable[session]
+        self.unanswered(left, reason)
 
     def step(self, step: StepRecord) -> None:
         out = Outbox()

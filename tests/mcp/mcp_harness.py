@@ -27,11 +27,11 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def mcp_server_process() -> Iterator[str]:
-    """The test MCP server over Streamable HTTP; yields its endpoint URL."""
+def mcp_server_process(module: str = "tests.mcp.mcp_server") -> Iterator[str]:
+    """A test MCP server (`module`) over Streamable HTTP; yields its endpoint URL."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.mcp.mcp_server", "http", str(port)],
+        [sys.executable, "-m", module, "http", str(port)],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
