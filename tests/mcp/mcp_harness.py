@@ -27,11 +27,12 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def mcp_server_process() -> Iterator[str]:
-    """The test MCP server over Streamable HTTP; yields its endpoint URL."""
+def mcp_server_process(*argv: str) -> Iterator[str]:
+    """An MCP server of the tests over Streamable HTTP (tests/mcp/mcp_server.py unless argv
+    names another module, to which the port is appended); yields its endpoint URL."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.mcp.mcp_server", "http", str(port)],
+        [sys.executable, "-m", *(argv or ("tests.mcp.mcp_server", "http")), str(port)],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
