@@ -96,6 +96,9 @@ class McpViolation:
     call_id: str | None = None
     tool: str | None = None
     enforced: bool = False
+    # Judged before its execution joined a model call recorded later (a tool run while the
+    # model still streamed): the judgment is taken back.
+    withdrawn: bool = False
 
 
 Record = Execution | MethodCall | ToolList | McpViolation

@@ -192,7 +192,7 @@ class McpRuntime:
         if self.observer.fresh:
             self.store_joins.wake()
         for record in out.records:
-            if isinstance(record, McpViolation):
+            if isinstance(record, McpViolation) and not record.withdrawn:
                 self._violation(record)
         for execution in out.finished:
             self._count(execution)
