@@ -294,6 +294,7 @@ class McpObserver(Waiting):
                 out.add(replace(violation, withdrawn=True))
                 continue
             out.add(replace(violation, trace_id=execution.trace_id, call_id=execution.call_id))
+            out.moved.add(violation.id)
         if execution.outcome is not None:
             out.add(execution)
             if execution.call_id is not None:

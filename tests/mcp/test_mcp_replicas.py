@@ -15,6 +15,7 @@ from tests.fakes.chat import call, completion
 from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noqa: F401
 from tests.mcp.mcp_harness import mcp_gateway, mcp_url  # noqa: F401
 from tests.mcp.test_mcp_agent import TOOLS, mcp_client, openai_client
+from tests.traffic import scrape, value
 
 
 async def _stored(model_side: Gateway, mcp_side: Gateway) -> None:
@@ -91,6 +92,9 @@ async def test_a_violation_found_before_the_join_counts_on_the_run(
     assert mcp_kinds == ["invalid_tool_arguments"]
     # The model's call broke the declared schema too: one violation each side.
     assert trace["violation_count"] == len(trace["violations"]) == 2
+    # Counted once, when found, though stored again with its run.
+    samples = await scrape(mcp_side)
+    assert value(samples, "loopwatch_violations_total", kind="invalid_tool_arguments") == 1
     # The model's call came after all: the unrequested judgment is withdrawn.
     after = (await mcp_side.get("/api/violations"))["violations"]
     assert sorted(v["kind"] for v in after if v.get("source") == "mcp") == [
