@@ -6,10 +6,14 @@ executions that joined no run have a page of their own."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import aiohttp
 import pytest
 
+from gateway.ui.present import trace_view
+from gateway.ui.rendering import make_environment
+from tests.factories import T_JSON, item_dict, step_dict, trace_dict, violation_dict
 from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noqa: F401
 from tests.mcp.mcp_harness import flush, mcp_gateway, mcp_url  # noqa: F401
 from tests.mcp.test_mcp_agent import agent_loop, mcp_client
@@ -118,3 +122,57 @@ async def test_executions_of_no_run_are_paged_with_their_violations(
     assert ">ok<" in unjoined and ">escaped<" in unjoined
     assert "unrequested tool execution" in unjoined
     assert unjoined.count("<tr id=") == 1  # from that execution on: the oldest
+
+
+def _trace_with_an_execution() -> dict[str, Any]:
+    """Read-API JSON: a run whose second step's tool call ran on MCP with a violation."""
+    execution = {
+        "id": "ex-1",
+        "call_id": "c1",
+        "trace_id": "tr-json",
+        "join": "content",
+        "server": "tools",
+        "tool": "read_text_file",
+        "outcome": "ok",
+        "duration_ms": 3.0,
+        "delivery": None,
+        "error": None,
+        "violation_kinds": ["invalid_tool_arguments"],
+    }
+    call = item_dict("tool_call", call_id="c1", tool_name="read_text_file", arguments="{}")
+    call["executions"] = [execution]
+    steps = [
+        step_dict(1, at_ms=0, inputs=[item_dict("user", role="user", text="go")]),
+        step_dict(2, at_ms=2000, outputs=[call]),
+        step_dict(3, at_ms=4000, stop="completed"),
+    ]
+    violation = violation_dict(
+        "invalid_tool_arguments",
+        step_id=None,
+        at_ms=2500,
+        enforced=False,
+        source="mcp",
+        server="tools",
+        tool="read_text_file",
+        execution_id="ex-1",
+    )
+    return trace_dict(steps, [violation], refusals=[], tool_executions=[execution])
+
+
+@pytest.mark.parametrize("lazy_after", [40, 1])
+def test_a_violation_links_to_its_execution_whether_step_bodies_load_later_or_not(
+    lazy_after: int,
+) -> None:
+    view = trace_view(_trace_with_an_execution(), now=T_JSON, lazy_after=lazy_after)
+    html = (
+        make_environment()
+        .get_template("trace.html")
+        .render(view=view, path="/traces/tr-json", auth_enabled=False)
+    )
+    assert '<a href="#mcp-ex-1">MCP <code>tools</code>' in html
+    assert "refused" not in html.split('id="violations"')[1].split("</section>")[0]
+    if view.lazy:  # the row holding it says so: the page's script opens it and loads it
+        assert 'data-seq="2" data-mcp="ex-1"' in html
+    else:
+        assert dangling(html) == []
+        assert 'id="mcp-ex-1"' in html
