@@ -21,6 +21,18 @@ def unrequested(tool: str) -> tuple[str, str]:
     return UNREQUESTED, f"No model tool call asked for MCP tool {tool!r} with these arguments."
 
 
+def unasked(tool: str, call_id: str | None, join: str) -> tuple[str, str] | None:
+    """The one judgment of `unrequested_tool_execution`, observed or enforced, hint or no
+    hint, made once the call was joined: it names no model call (not joined by content, nor
+    named by the client's `_meta`) and is not `ambiguous`. So no recent model call not yet
+    run, of its run when the client named one, else of any run, has its tool and arguments.
+    Several of different runs do (`ambiguous`): a model asked for it, which one is never
+    guessed."""
+    if call_id is not None or join == "ambiguous":
+        return None
+    return unrequested(tool)
+
+
 def tools_by_name(tools: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {t["name"]: t for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str)}
 

@@ -101,13 +101,14 @@ class McpObserver(Waiting):
 
     def _problems(self, execution: Execution, enforce: bool) -> list[tuple[str, str]]:
         """(kind, detail) of what this call breaks, the rule to name first. Observed only,
-        a call of a named run no model call asked for is judged once the store was asked
-        too (`not_in_store`): the model's step may have gone through another process."""
+        a call no model call asked for is judged once the store was asked too
+        (`not_in_store`): the model's step may have gone through another process."""
         problems = checks.call_problems(
             self._checker, self.tools.get(execution.server), execution.tool, execution.arguments
         )
-        if execution.call_id is None and enforce:
-            problems.insert(0, checks.unrequested(execution.tool))
+        unasked = checks.unasked(execution.tool, execution.call_id, execution.join)
+        if unasked is not None and enforce:
+            problems.insert(0, unasked)
         spent = self._over_budget.get(execution.trace_id or "")
         if enforce and spent is not None:
             detail = f"Its run is over its budget ({spent}): its tool calls are refused too."
@@ -284,10 +285,16 @@ class McpObserver(Waiting):
                 self.delivered(item.call_id, item.text or "", out)
 
     def _joined(self, execution: Execution, out: Outbox) -> None:
-        """A waiting execution found its run: recorded again, its violations with it."""
+        """A waiting execution found its run: recorded again, its violations with it, but for
+        an `unrequested_tool_execution` the model's call now answers: withdrawn."""
         self.lists.used(execution.server, execution.trace_id)
+        asked = checks.unasked(execution.tool, execution.call_id, execution.join) is None
         for violation in self._held.pop(execution.id, ()):
+            if asked and violation.kind == checks.UNREQUESTED:
+                out.add(replace(violation, withdrawn=True))
+                continue
             out.add(replace(violation, trace_id=execution.trace_id, call_id=execution.call_id))
+            out.moved.add(violation.id)
         if execution.outcome is not None:
             out.add(execution)
             if execution.call_id is not None:
@@ -315,18 +322,20 @@ class McpObserver(Waiting):
         self._joined(execution, out)
 
     def not_in_store(self, execution_id: str, out: Outbox) -> None:
-        """The store knows no model call of its run for this answered execution either: no
-        model call asked for it (judged once; a later join still names the call)."""
+        """The store knows no model call for this answered execution either (of its run, or
+        of any run when it names none): judged as enforcement judges it before the call
+        (judged once; a later join still names the call)."""
         execution = self._waiting.get(execution_id)
         if (
-            execution is not None
-            and execution.explicit
-            and execution.call_id is None
-            and execution.outcome in ("ok", "tool_error", "rpc_error")
-            and not execution.judged_unrequested
+            execution is None
+            or execution.outcome not in ("ok", "tool_error", "rpc_error")
+            or execution.judged_unrequested
         ):
+            return
+        unasked = checks.unasked(execution.tool, execution.call_id, execution.join)
+        if unasked is not None:
             execution.judged_unrequested = True
-            out.add(self._violation(execution, *checks.unrequested(execution.tool)))
+            out.add(self._violation(execution, *unasked))
 
     def _join_late(self, execution: Execution) -> bool:
         if execution.call_id is not None and execution.trace_id is None:

@@ -96,6 +96,9 @@ class McpViolation:
     call_id: str | None = None
     tool: str | None = None
     enforced: bool = False
+    # Judged before its execution joined a model call recorded later (a tool run while the
+    # model still streamed): the judgment is taken back.
+    withdrawn: bool = False
 
 
 Record = Execution | MethodCall | ToolList | McpViolation
@@ -137,6 +140,9 @@ class Outbox:
 
     records: list[Record] = field(default_factory=list)
     finished: list[Execution] = field(default_factory=list)  # answered or refused just now
+    # Violations found before and stored again now with the run their execution joined:
+    # counted and announced once, when found.
+    moved: set[str] = field(default_factory=set)
 
     def finish(self, execution: Execution) -> None:
         frozen = execution.snapshot()

@@ -228,7 +228,7 @@ class McpRuntime:
         if self.observer.fresh:
             self.store_joins.wake()
         for record in out.records:
-            if isinstance(record, McpViolation):
+            if isinstance(record, McpViolation) and self._found(record, out):
                 self._violation(record)
         for execution in out.finished:
             self._count(execution)
@@ -237,6 +237,11 @@ class McpRuntime:
                     hook(execution)
                 except Exception:
                     log.exception("an MCP execution hook failed")
+
+    @staticmethod
+    def _found(violation: McpViolation, out: Outbox) -> bool:
+        """Found just now: not withdrawn, nor found before and stored again with its run."""
+        return not violation.withdrawn and violation.id not in out.moved
 
     def _violation(self, violation: McpViolation) -> None:
         if self._metrics is not None:

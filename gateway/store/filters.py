@@ -12,6 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from gateway.runs.status import TraceStatus
+from gateway.store.mcp_tables import MCP_VIOLATIONS
 from gateway.store.models import TRACES, VIOLATIONS
 
 
@@ -51,9 +52,11 @@ def trace_conditions(
         conditions.append(status_condition(status, now, idle_seconds, below))
     if filters.model:
         conditions.append(sa.false() if models is None else models)
-    if filters.violation:
-        v = VIOLATIONS.c
-        conditions.append(sa.exists().where(v.trace_id == t.id, v.kind == filters.violation))
+    if filters.violation:  # either side's: the MCP side's count in violation_count too
+        v, m = VIOLATIONS.c, MCP_VIOLATIONS.c
+        model_side = sa.exists().where(v.trace_id == t.id, v.kind == filters.violation)
+        mcp_side = sa.exists().where(m.trace_id == t.id, m.kind == filters.violation)
+        conditions.append(sa.or_(model_side, mcp_side))
     if filters.has_violations is not None:
         count = t.violation_count
         conditions.append(count > 0 if filters.has_violations else count == 0)

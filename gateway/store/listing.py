@@ -10,6 +10,7 @@ from sqlalchemy.engine import Connection, Engine, RowMapping
 from gateway.store import cursor as cursor_codec
 from gateway.store import keyset
 from gateway.store.key_epochs import stored_epochs
+from gateway.store.mcp_tables import MCP_VIOLATIONS
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
 from gateway.store.search import prefix_condition
 
@@ -62,8 +63,9 @@ def _decode(cursor: str, sort: str) -> tuple[int | float, str]:
 
 
 def trace_extras(engine: Engine, trace_ids: list[str]) -> dict[str, dict[str, Any]]:
-    """Per listed trace: its last stop reason, violation kinds with counts, when its last
-    refused request came and its last step started, and the start of its first user text."""
+    """Per listed trace: its last stop reason, violation kinds with counts (the MCP side's
+    too, as its `violation_count` has them), when its last refused request came and its last
+    step started, and the start of its first user text."""
     extras: dict[str, dict[str, Any]] = {
         trace_id: {
             "last_stop_reason": None,
@@ -80,12 +82,10 @@ def trace_extras(engine: Engine, trace_ids: list[str]) -> dict[str, dict[str, An
     with engine.connect() as conn:
         for row in conn.execute(sa.select(t.id, t.last_stop_reason).where(t.id.in_(trace_ids))):
             extras[row.id]["last_stop_reason"] = row.last_stop_reason
-        counts = conn.execute(
-            sa.select(v.trace_id, v.kind, sa.func.count())
-            .where(v.trace_id.in_(trace_ids))
-            .group_by(v.trace_id, v.kind)
-            .order_by(v.kind)
-        ).all()
+        counts = [
+            *_kind_counts(conn, VIOLATIONS, trace_ids),
+            *_kind_counts(conn, MCP_VIOLATIONS, trace_ids),
+        ]
         refusals = conn.execute(
             sa.select(v.trace_id, sa.func.max(v.created_at))
             .where(v.trace_id.in_(trace_ids), v.step_id.is_(None), v.enforced.is_(True))
@@ -97,8 +97,9 @@ def trace_extras(engine: Engine, trace_ids: list[str]) -> dict[str, dict[str, An
             .group_by(STEPS.c.trace_id)
         ).all()
         firsts = _first_user_texts(conn, trace_ids)
-    for trace_id, kind, count in counts:
-        extras[trace_id]["violation_kinds"][kind] = count
+    for trace_id, kind, count in sorted(counts, key=lambda row: row[1]):
+        kinds = extras[trace_id]["violation_kinds"]
+        kinds[kind] = kinds.get(kind, 0) + count
     for trace_id, when in refusals:
         extras[trace_id]["last_refusal_at"] = when
     for trace_id, when in starts:
@@ -106,6 +107,18 @@ def trace_extras(engine: Engine, trace_ids: list[str]) -> dict[str, dict[str, An
     for trace_id, text in firsts.items():
         extras[trace_id]["first_user_text"] = text
     return extras
+
+
+def _kind_counts(conn: Connection, table: sa.Table, trace_ids: list[str]) -> list[Any]:
+    """(trace id, kind, count) of one side's violations of these traces."""
+    c = table.c
+    return list(
+        conn.execute(
+            sa.select(c.trace_id, c.kind, sa.func.count())
+            .where(c.trace_id.in_(trace_ids))
+            .group_by(c.trace_id, c.kind)
+        ).all()
+    )
 
 
 def _first_user_texts(conn: Connection, trace_ids: list[str]) -> dict[str, str]:

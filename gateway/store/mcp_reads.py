@@ -5,14 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine, RowMapping
+from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from gateway.store.mcp_tables import MCP_EXECUTIONS, MCP_METHODS, MCP_TOOLS, MCP_VIOLATIONS
-from gateway.store.queries import reading
+from gateway.store.queries import page, reading
 from gateway.store.shapes import iso
 from gateway.store.shapes import mcp_violation_json as violation_json
 
 MAX_EXECUTIONS = 1000  # of one trace, newest kept
+CHUNK = 500  # ids in one IN (...)
 
 
 def execution_json(row: RowMapping) -> dict[str, Any]:
@@ -43,7 +44,24 @@ def trace_executions(engine: Engine, trace_id: str) -> list[dict[str, Any]]:
             .order_by(MCP_EXECUTIONS.c.started_at, MCP_EXECUTIONS.c.id)
             .limit(MAX_EXECUTIONS)
         ).mappings()
-        return [execution_json(row) for row in rows]
+        return _judged(conn, [execution_json(row) for row in rows])
+
+
+def _judged(conn: Connection, executions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each execution with the kinds of its violations and whether it `escaped`: it broke a
+    rule and still reached the server (observed, not refused)."""
+    kinds: dict[str, list[str]] = {execution["id"]: [] for execution in executions}
+    v = MCP_VIOLATIONS.c
+    for start in range(0, len(executions), CHUNK):
+        ids = [e["id"] for e in executions[start : start + CHUNK]]
+        query = sa.select(v.execution_id, v.kind).where(v.execution_id.in_(ids))
+        for execution_id, kind in conn.execute(query.order_by(v.created_at, v.id)).all():
+            if kind not in kinds[execution_id]:
+                kinds[execution_id].append(kind)
+    for execution in executions:
+        execution["violation_kinds"] = kinds[execution["id"]]
+        execution["escaped"] = bool(kinds[execution["id"]]) and execution["outcome"] != "refused"
+    return executions
 
 
 def trace_violations(engine: Engine, trace_id: str) -> list[dict[str, Any]]:
@@ -60,17 +78,35 @@ def trace_violations(engine: Engine, trace_id: str) -> list[dict[str, Any]]:
         return [{**violation_json(row), "trace_id": trace_id} for row in rows]
 
 
-def unjoined(engine: Engine, join: str | None, limit: int) -> list[dict[str, Any]]:
-    """Executions that joined no trace, newest first (`join`: none or ambiguous, or both)."""
+def unjoined(
+    engine: Engine,
+    join: str | None,
+    limit: int,
+    cursor: str | None = None,
+    at: str | None = None,
+) -> dict[str, Any]:
+    """A page of the executions that joined no trace, newest first (`join`: none or
+    ambiguous, or both), from `cursor`, or from the execution `at` on (itself included),
+    with their violations; ValueError for a cursor that is not one."""
+    e = MCP_EXECUTIONS.c
     wanted = (join,) if join else ("none", "ambiguous")
+    query = sa.select(MCP_EXECUTIONS).where(e.join.in_(wanted), e.trace_id.is_(None))
     with reading(engine) as conn:
-        rows = conn.execute(
-            sa.select(MCP_EXECUTIONS)
-            .where(MCP_EXECUTIONS.c.join.in_(wanted), MCP_EXECUTIONS.c.trace_id.is_(None))
-            .order_by(MCP_EXECUTIONS.c.started_at.desc(), MCP_EXECUTIONS.c.id.desc())
-            .limit(limit)
-        ).mappings()
-        return [execution_json(row) for row in rows]
+        if at is not None and not cursor:
+            query = query.where(_from(conn, at))
+        rows, next_cursor = page(conn, query, (e.started_at, e.id), limit, cursor)
+        executions = _judged(conn, [execution_json(row) for row in rows])
+    return {"executions": executions, "next_cursor": next_cursor}
+
+
+def _from(conn: Connection, execution_id: str) -> sa.ColumnElement[bool]:
+    """This execution and those listed after it (older); all of them when it is gone (a
+    retention pass took it, or it joined a run since)."""
+    e = MCP_EXECUTIONS.c
+    when = conn.scalar(sa.select(e.started_at).where(e.id == execution_id))
+    if when is None:
+        return sa.true()
+    return sa.or_(e.started_at < when, sa.and_(e.started_at == when, e.id <= execution_id))
 
 
 def tool_lists(engine: Engine) -> dict[str, dict[str, dict[str, Any]]]:

@@ -25,10 +25,13 @@ class McpStore:
 
     def write_batch(self, records: Sequence[Record]) -> None:
         """One transaction. An execution's newest record wins; a violation counts on its run
-        once: when first stored with its run, or when its execution joined a run later."""
+        once: when first stored with its run, or when its execution joined a run later; a
+        withdrawn one is deleted."""
         with write_connection(self._engine) as conn, conn.begin():
             executions = list({r.id: r for r in records if isinstance(r, Execution)}.values())
             violations = list({r.id: r for r in records if isinstance(r, McpViolation)}.values())
+            _withdraw(conn, [v.id for v in violations if v.withdrawn])
+            violations = [v for v in violations if not v.withdrawn]
             stored = _stored_violations(conn, [v.id for v in violations])
             fresh = [v for v in violations if v.id not in stored]
             joined = [v for v in violations if v.trace_id and stored.get(v.id, "") is None]
@@ -44,6 +47,14 @@ class McpStore:
             for record in records:
                 if isinstance(record, ToolList):
                     _tool_list(conn, record)
+
+
+def _withdraw(conn: Connection, ids: list[str]) -> None:
+    """Judgments taken back: only ever of an execution that joined no run then, so nothing
+    was counted on a run."""
+    if ids:
+        table = MCP_VIOLATIONS
+        conn.execute(sa.delete(table).where(table.c.id.in_(ids), table.c.trace_id.is_(None)))
 
 
 def _stored_violations(conn: Connection, ids: list[str]) -> dict[str, str | None]:

@@ -9,14 +9,13 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.items import ViolationKind
 from gateway.store import listing, queries, session_list
 from gateway.store.deadline import ReadTimedOut
 from gateway.ui import status as statuses
 from gateway.ui.deps import ReadDeps
 from gateway.ui.listview import session_row, trace_row
 from gateway.ui.present import step_anchor, trace_href
-from gateway.ui.rendering import error_page, read, render, url
+from gateway.ui.rendering import VIOLATION_KINDS, error_page, read, render, url
 
 PAGE_SIZE = 50
 RANGES = {
@@ -79,7 +78,7 @@ def list_query(request: web.Request, now: datetime) -> ListQuery:
     params: dict[str, str | None] = {
         "status": query.get("status") if query.get("status") in statuses.STATUSES else None,
         "model": (query.get("model") or "").strip() or None,
-        "violation": kind if kind in ViolationKind.__members__.values() else None,
+        "violation": kind if kind in VIOLATION_KINDS else None,
         "any_violation": "1" if query.get("any_violation") == "1" else None,
         "session": (query.get("session") or "").strip() or None,
         "range": when if when in RANGES else None,

@@ -24,14 +24,19 @@ async def list_servers(request: web.Request, deps: ReadDeps) -> web.Response:
 
 
 async def list_executions(request: web.Request, deps: ReadDeps) -> web.Response:
+    """The executions that joined no run, a page at a time (`cursor`, `next_cursor`)."""
     join = request.query.get("join") or None
     if join not in (None, "none", "ambiguous"):
         raise BadRequest("join must be none or ambiguous", param="join")
     raw = request.query.get("limit", "50")
     if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
         raise BadRequest(f"limit must be a whole number from 1 to {MAX_LIMIT}", param="limit")
-    found = await asyncio.to_thread(reads.unjoined, deps.engine, join, int(raw))
-    return web.json_response({"executions": found})
+    cursor = request.query.get("cursor") or None
+    try:
+        found = await asyncio.to_thread(reads.unjoined, deps.engine, join, int(raw), cursor)
+    except ValueError as exc:  # a malformed cursor
+        raise BadRequest(str(exc), param="cursor") from None
+    return web.json_response(found)
 
 
 def _shown(url: str) -> str:

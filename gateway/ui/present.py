@@ -44,6 +44,9 @@ class TraceView:
     open_rows: bool
     running: bool
     violations: list[dict[str, Any]] = field(default_factory=list)  # the first few, listed
+    # MCP executions no tool call on the page holds, shown apart; the ids of all shown.
+    loose_executions: list[dict[str, Any]] = field(default_factory=list)
+    shown_executions: set[str] = field(default_factory=set)
     seqs: dict[str, int] = field(default_factory=dict)
     pages: dict[bool, str] = field(default_factory=dict)  # rendered pages, by auth enabled
 
@@ -87,6 +90,8 @@ def trace_view(
         end = max(end, offset(now, origin))
     _draw(steps, refusals, calls, end, running)
     rows: list[Row] = sorted([*steps, *refusals], key=lambda r: r.offset_ms)
+    under_calls = {ex for step in steps for ex in step.executions}
+    executions: list[dict[str, Any]] = trace.get("tool_executions") or []
     return TraceView(
         trace=trace,
         header=_header(trace, steps, status, facts),
@@ -99,6 +104,8 @@ def trace_view(
         running=running,
         violations=(trace.get("violations") or [])[:LISTED_VIOLATIONS],
         seqs={s.id: s.seq for s in steps},
+        loose_executions=[ex for ex in executions if ex["id"] not in under_calls],
+        shown_executions={str(ex["id"]) for ex in executions} | under_calls,
     )
 
 
@@ -163,8 +170,12 @@ def _refusals(trace: dict[str, Any]) -> list[tuple[datetime | None, list[dict[st
     """Refused requests, each with its violations (and items when the store keeps them):
     the trace's `refusals`, else its violations that have no step, grouped by time."""
     source = trace.get("refusals")
-    if source is None:
-        source = [v for v in trace.get("violations") or [] if not v.get("step_id")]
+    if source is None:  # the MCP side's violations are no requests to the provider
+        source = [
+            v
+            for v in trace.get("violations") or []
+            if not v.get("step_id") and v.get("source") != "mcp"
+        ]
     groups: dict[str | None, list[dict[str, Any]]] = {}
     for entry in source:
         groups.setdefault(entry.get("created_at"), []).append(entry)

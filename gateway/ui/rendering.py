@@ -13,6 +13,7 @@ import jinja2
 from aiohttp import web
 
 from gateway.items import ViolationKind
+from gateway.mcp.checks import KINDS as MCP_KINDS
 from gateway.ui import fmt
 from gateway.ui.deps import ReadDeps
 from gateway.ui.present import refusal_anchor, step_anchor, trace_href
@@ -25,6 +26,8 @@ def _web_dir() -> Path:
 
 
 WEB_DIR = _web_dir()
+# Every kind the pages filter on: the model's side, then the MCP side's own.
+VIOLATION_KINDS = tuple(dict.fromkeys([*(kind.value for kind in ViolationKind), *MCP_KINDS]))
 TEMPLATES = web.AppKey("loopwatch_templates", jinja2.Environment)
 
 
@@ -45,7 +48,7 @@ def make_environment() -> jinja2.Environment:
     )
     env.globals.update(
         static=_static_urls(),
-        violation_kinds=[kind.value for kind in ViolationKind],
+        violation_kinds=list(VIOLATION_KINDS),
         step_anchor=step_anchor,
         refusal_anchor=refusal_anchor,
         trace_href=trace_href,

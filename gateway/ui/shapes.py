@@ -49,6 +49,11 @@ class StepView:
         return "step"
 
     @property
+    def executions(self) -> list[str]:
+        """Ids of the MCP executions of its tool calls: a link to one opens this row."""
+        return [str(ex["id"]) for item in self.outputs for ex in item.executions]
+
+    @property
     def request(self) -> RequestView:
         """Its parameters, tools and raw record: built only for a body being rendered."""
         return request_view(self.step)

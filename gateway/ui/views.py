@@ -11,11 +11,18 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from gateway.items import ViolationKind
 from gateway.store import queries
-from gateway.ui import auth, list_pages, trace_pages
+from gateway.ui import auth, list_pages, mcp_pages, trace_pages
 from gateway.ui.deps import ReadDeps
-from gateway.ui.rendering import TEMPLATES, WEB_DIR, make_environment, read, render, url
+from gateway.ui.rendering import (
+    TEMPLATES,
+    VIOLATION_KINDS,
+    WEB_DIR,
+    make_environment,
+    read,
+    render,
+    url,
+)
 
 PAGE_SIZE = 50
 CSP = (
@@ -23,7 +30,7 @@ CSP = (
     "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
 _UI_PREFIXES = ("/traces/", "/static/")
-_UI_PATHS = ("/", "/violations", "/sessions", "/login", "/logout")
+_UI_PATHS = ("/", "/violations", mcp_pages.PATH, "/sessions", "/login", "/logout")
 
 DepsHandler = Callable[[web.Request, ReadDeps], Awaitable[web.StreamResponse]]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -39,6 +46,7 @@ def add_routes(app: web.Application, with_deps: Callable[[DepsHandler], Handler]
     app.router.add_get("/traces/{trace_id}/live", with_deps(trace_pages.live))
     app.router.add_get("/traces/{trace_id}/steps/{step_id}", with_deps(trace_pages.step_page))
     app.router.add_get("/violations", with_deps(violations_page))
+    app.router.add_get(mcp_pages.PATH, with_deps(mcp_pages.unjoined_page))
     app.router.add_get(auth.LOGIN_PATH, with_deps(login_form))
     app.router.add_post(auth.LOGIN_PATH, with_deps(login_submit))
     app.router.add_post("/logout", with_deps(logout))
@@ -57,7 +65,7 @@ async def _security_headers(request: web.Request, response: web.StreamResponse) 
 
 async def violations_page(request: web.Request, deps: ReadDeps) -> web.Response:
     kind = request.query.get("kind") or None
-    if kind not in ViolationKind.__members__.values():
+    if kind not in VIOLATION_KINDS:
         kind = None
     cursor = request.query.get("cursor") or None
     try:

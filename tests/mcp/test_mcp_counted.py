@@ -36,6 +36,7 @@ async def test_mcp_violations_count_on_the_trace_the_list_and_the_metrics(
     assert kinds == ["undeclared_tool", "unrequested_tool_execution"]
     assert trace["violation_count"] == 2 and trace["has_violations"] is True
     assert [t["id"] for t in await gateway.traces(has_violations="true")] == [trace_id]
+    assert [t["id"] for t in await gateway.traces(violation="undeclared_tool")] == [trace_id]
     listed = (await gateway.get("/api/violations"))["violations"]
     assert sorted((v["kind"], v["source"], v["trace_id"]) for v in listed) == [
         ("undeclared_tool", "mcp", trace_id),

@@ -214,6 +214,51 @@ def test_a_trace_named_by_header_without_a_matching_call_is_unrequested() -> Non
     assert isinstance(violation, McpViolation) and violation.trace_id == "tr-1"
 
 
+def judged(seen: McpObserver, tool: str, arguments: Any) -> tuple[list[str], str]:
+    """The violation kinds of one call without a hint, and its outcome: refused by
+    enforcement, or answered and then looked up in a store that knows no more."""
+    tracked, out = call(seen, tool, arguments)
+    if isinstance(tracked, Refusal):
+        return kinds(out), latest(out).outcome or ""
+    answered = answer(seen, tracked, OK)
+    execution = latest(answered)
+    seen.not_in_store(execution.id, answered)
+    return kinds(answered), execution.outcome or ""
+
+
+@pytest.mark.parametrize("enforce", [False, True])
+def test_observe_and_enforce_judge_a_call_without_a_hint_alike(enforce: bool) -> None:
+    seen, _ = observer(enforce)
+    seen.step(step("tr-1", calls=(("call_1", "read_text_file", '{"path":"/a"}'),)), Outbox())
+    found, outcome = judged(seen, "read_text_file", {"path": "/etc/shadow"})
+    assert found == [checks.UNREQUESTED]
+    assert outcome == ("refused" if enforce else "ok")
+    assert judged(seen, "read_text_file", {"path": "/a"}) == ([], "ok")  # asked for
+
+
+def test_an_unrequested_judgment_is_withdrawn_when_the_model_s_call_comes_later() -> None:
+    seen, _ = observer()
+    found, _ = judged(seen, "read_text_file", {"path": "/a"})
+    assert found == [checks.UNREQUESTED]
+    late = Outbox()  # the model's step ends after the tool ran (it streamed on)
+    seen.step(step("tr-1", calls=(("call_1", "read_text_file", '{"path":"/a"}'),)), late)
+    [withdrawn] = [r for r in late.records if isinstance(r, McpViolation)]
+    assert (withdrawn.kind, withdrawn.withdrawn, withdrawn.trace_id) == (
+        checks.UNREQUESTED,
+        True,
+        None,
+    )
+    assert latest(late).call_id == "call_1"
+
+
+@pytest.mark.parametrize("enforce", [False, True])
+def test_a_call_two_runs_asked_for_is_not_unrequested_in_either_mode(enforce: bool) -> None:
+    seen, _ = observer(enforce)
+    for run in ("tr-1", "tr-2"):
+        seen.step(step(run, calls=((f"c-{run}", "read_text_file", '{"path":"/a"}'),)), Outbox())
+    assert judged(seen, "read_text_file", {"path": "/a"}) == ([], "ok")
+
+
 def test_schema_and_declaration_violations() -> None:
     seen, _ = observer()
     listed(seen, TOOLS)

@@ -1,6 +1,7 @@
 """Two gateways on one database (workers or replicas): the model's steps go through one, the
 MCP calls through the other. The execution still joins the model's call (looked up in the
-store), is marked delivered, and a violation found before the join counts on the run."""
+store), is marked delivered, a violation found before the join counts on the run, and an
+`unrequested_tool_execution` judged before it is withdrawn."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from tests.fakes.chat import call, completion
 from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noqa: F401
 from tests.mcp.mcp_harness import mcp_gateway, mcp_url  # noqa: F401
 from tests.mcp.test_mcp_agent import TOOLS, mcp_client, openai_client
+from tests.traffic import scrape, value
 
 
 async def _stored(model_side: Gateway, mcp_side: Gateway) -> None:
@@ -69,6 +71,11 @@ async def test_a_violation_found_before_the_join_counts_on_the_run(
     assert await mcp_side.app[MCP].flush()
     [unjoined] = (await mcp_side.get("/api/mcp/executions"))["executions"]
     assert unjoined["join"] == "none"
+    before = (await mcp_side.get("/api/violations"))["violations"]
+    assert sorted((v["kind"], v["trace_id"]) for v in before) == [
+        ("invalid_tool_arguments", None),
+        ("unrequested_tool_execution", None),  # judged: no model call asked for it, yet
+    ]
     model_side.provider.queue(
         completion(tool_calls=[call("call_v1", "tools__read_text_file", {"path": 7})])
     )
@@ -85,3 +92,11 @@ async def test_a_violation_found_before_the_join_counts_on_the_run(
     assert mcp_kinds == ["invalid_tool_arguments"]
     # The model's call broke the declared schema too: one violation each side.
     assert trace["violation_count"] == len(trace["violations"]) == 2
+    # Counted once, when found, though stored again with its run.
+    samples = await scrape(mcp_side)
+    assert value(samples, "loopwatch_violations_total", kind="invalid_tool_arguments") == 1
+    # The model's call came after all: the unrequested judgment is withdrawn.
+    after = (await mcp_side.get("/api/violations"))["violations"]
+    assert sorted(v["kind"] for v in after if v.get("source") == "mcp") == [
+        "invalid_tool_arguments"
+    ]

@@ -41,6 +41,29 @@ async def test_enforcement_refuses_an_unrequested_call_without_calling_the_serve
     assert execution["outcome"] == "refused"
 
 
+@pytest.mark.parametrize("enforce", [False, True])
+async def test_observe_and_enforce_agree_on_a_call_no_model_call_asked_for(
+    make_gateway: GatewayFactory, mcp_url: str, enforce: bool
+) -> None:
+    gateway = await mcp_gateway(make_gateway, mcp_url, mcp_enforce=enforce)
+    await agent_loop(gateway)  # a run whose model asked for another file
+    async with mcp_client(gateway) as client:  # no trace header, _meta or traceparent
+        if enforce:
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool("read_text_file", {"path": "/etc/shadow"})
+            assert "unrequested_tool_execution" in str(refused.value)
+        else:
+            ran = await client.call_tool("read_text_file", {"path": "/etc/shadow"})
+            assert not ran.is_error
+    await flush(gateway)
+    [violation] = (await gateway.get("/api/violations"))["violations"]
+    assert (violation["kind"], violation["source"]) == ("unrequested_tool_execution", "mcp")
+    assert (violation["trace_id"], violation["enforced"]) == (None, enforce)
+    [execution] = (await gateway.get("/api/mcp/executions", params={"join": "none"}))["executions"]
+    assert execution["id"] == violation["execution_id"]
+    assert execution["outcome"] == ("refused" if enforce else "ok")
+
+
 async def test_enforcement_lets_the_model_s_call_through(
     make_gateway: GatewayFactory, mcp_url: str
 ) -> None:

@@ -76,7 +76,10 @@
     var el = document.getElementById(id);
     if (el) { return el.closest("details.row"); }
     var seq = /^s(\d+)-/.exec(id);
-    return seq ? document.querySelector('details.row[data-seq="' + seq[1] + '"]') : null;
+    if (seq) { return document.querySelector('details.row[data-seq="' + seq[1] + '"]'); }
+    // An MCP execution of a tool call in a body not loaded yet: the row lists its id.
+    var mcp = /^mcp-(.+)$/.exec(id);
+    return mcp ? document.querySelector('details.row[data-mcp~="' + CSS.escape(mcp[1]) + '"]') : null;
   }
 
   /* Show the element a link points at: open its row, load it, focus it. */
