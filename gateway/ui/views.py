@@ -58,7 +58,10 @@ async def _security_headers(request: web.Request, response: web.StreamResponse) 
     if request.path in _UI_PATHS or request.path.startswith(_UI_PREFIXES):
         response.headers["Content-Security-Policy"] = CSP
         response.headers["X-Content-Type-Options"] = "nosniff"
-        response.headers["Referrer-Policy"] = "no-referrer"
+        # Nothing of a trace page's address leaves for another site; the gateway's own forms
+        # carry their real Origin (under no-referrer a browser sends `Origin: null`, which the
+        # DNS-rebinding check refuses).
+        response.headers["Referrer-Policy"] = "same-origin"
         if not request.path.startswith("/static/"):
             response.headers["Cache-Control"] = "no-store"
 

@@ -60,7 +60,7 @@ async def test_every_page_sends_security_headers(gateway: Gateway, runs: Runs) -
         assert "default-src 'self'" in csp and "style-src 'self'" in csp
         assert "unsafe-inline" not in csp
         assert page.headers["X-Content-Type-Options"] == "nosniff"
-        assert page.headers["Referrer-Policy"] == "no-referrer"
+        assert page.headers["Referrer-Policy"] == "same-origin"
         assert "<script>" not in page.text and "style=" not in page.text  # no inline code
     static = await fetch(gateway, "/static/app.css")
     assert static.status == 200 and static.headers["X-Content-Type-Options"] == "nosniff"
