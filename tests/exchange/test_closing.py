@@ -81,7 +81,11 @@ def test_an_answer_is_recorded_remembered_and_timed() -> None:
     ],
 )
 def test_what_each_ending_gives_back_and_remembers(
-    outcome: Outcome, budget: Budget | None, settlement: Settlement | None, answered: int, failed: int
+    outcome: Outcome,
+    budget: Budget | None,
+    settlement: Settlement | None,
+    answered: int,
+    failed: int,
 ) -> None:
     closed = closing.close(outcome, CLOCKS, FACTS, budget=budget, cost=None, keys=KEYS)
     assert closed.settlement == settlement

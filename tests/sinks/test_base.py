@@ -58,10 +58,8 @@ def test_each_event_reaches_the_sinks_that_observe_it(caplog: pytest.LogCaptureF
     sinks.step_finished(step, 0.5)
     sinks.relay_started("chat")
     sinks.relay_ended("chat")  # observed by none: nothing happens
-    assert first.calls == second.calls == [
-        ("step_finished", (step, 0.5)),
-        ("relay_started", ("chat",)),
-    ]
+    expected = [("step_finished", (step, 0.5)), ("relay_started", ("chat",))]
+    assert first.calls == second.calls == expected
     assert first.calls[0][1][0] is second.calls[0][1][0]  # one record, the same for all
     assert "failed on step_finished" in caplog.text
     assert list(sinks.joined(first)) == [first, sinks._sinks[1], second, first]
