@@ -25,15 +25,17 @@ from gateway.proxy import handler as proxy
 from gateway.proxy import host_check, mcp_ingest, mcp_oauth
 from gateway.proxy import mcp_relay as mcp_proxy
 from gateway.proxy.deps import Deps
+from gateway.proxy.finisher import StepBus
 from gateway.proxy.known_keys import KeyLoading
 from gateway.proxy.mcp_runtime import McpRuntime, McpSink
+from gateway.proxy.response_ends import ResponseEnds
 from gateway.proxy.upstream import Upstream
 from gateway.recording.setup import recording as recording_for
 from gateway.recording.spooler import SpoolRecorder
 from gateway.redaction.redactor import Redactor
 from gateway.routing import provider_of
 from gateway.runs.pricing import Pricer
-from gateway.sinks.base import Sink
+from gateway.sinks.base import Sinks
 from gateway.sinks.metrics import MetricsSink, metrics_response
 from gateway.sinks.webhooks import WebhookSink
 from gateway.store.engine import create_schema, install_secret, make_engine
@@ -54,6 +56,7 @@ log = logging.getLogger(__name__)
 DEPS = web.AppKey("deps", Deps)
 READINESS = web.AppKey("readiness", Readiness)
 MCP = web.AppKey("mcp", McpRuntime)
+METRICS = web.AppKey("metrics", MetricsSink)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -123,9 +126,11 @@ async def _lifecycle(
     metrics.watch_recorder(recording)
     webhooks = await _start_webhooks(settings, redactor, metrics)
     otlp = _start_otlp(settings, redactor, metrics)
-    mcp = app[MCP] = await _started_mcp(
-        settings, engine, redactor, recording, metrics, otlp, webhooks, clock
-    )
+    exporters = Sinks(s for s in (metrics, webhooks, otlp) if s is not None)
+    mcp = app[MCP] = await _started_mcp(settings, engine, redactor, recording, exporters, clock)
+    app[METRICS] = metrics
+    sinks = _step_sinks(settings, exporters, mcp)
+    recent = RecentSteps()
     app[DEPS] = Deps(
         settings=settings,
         upstream=upstream,
@@ -134,11 +139,9 @@ async def _lifecycle(
         ledger=ledger,
         keys=CachedContinuationKeys(secret),
         secret=secret,
-        recent=RecentSteps(),
+        recent=recent,
         clock=clock or (lambda: datetime.now(UTC)),
-        sinks=_step_sinks(settings, metrics, webhooks, otlp, mcp),
-        metrics=metrics,
-        known_keys=known_keys,
+        bus=StepBus(ledger, recording, recent, known_keys, ResponseEnds(), sinks),
         pricer=Pricer(settings.prices),
         loops=TraceCounters(settings.loop_threshold),
     )
@@ -150,17 +153,10 @@ async def _lifecycle(
         await _close(app[DEPS], mcp, webhooks, otlp, stack)
 
 
-def _step_sinks(
-    settings: Settings,
-    metrics: MetricsSink,
-    webhooks: WebhookSink | None,
-    otlp: OtlpSink | None,
-    mcp: McpRuntime,
-) -> tuple[Sink, ...]:
-    """What every finished step is handed to, decided once: with no MCP server configured a
-    model step costs the MCP side nothing (a stdio bridge's calls are joined through the store)."""
-    mcp_sink = McpSink(mcp) if settings.mcp_servers else None
-    return tuple(s for s in (metrics, webhooks, otlp, mcp_sink) if s is not None)
+def _step_sinks(settings: Settings, exporters: Sinks, mcp: McpRuntime) -> Sinks:
+    """What every event is handed to, decided once: with no MCP server configured a model
+    step costs the MCP side nothing (a stdio bridge's calls are joined through the store)."""
+    return exporters.joined(McpSink(mcp)) if settings.mcp_servers else exporters
 
 
 def _loading_known_keys(
@@ -179,16 +175,10 @@ async def _started_mcp(
     engine: Engine,
     redactor: Redactor,
     recording: SpoolRecorder,
-    metrics: MetricsSink,
-    otlp: OtlpSink | None,
-    webhooks: WebhookSink | None,
+    exporters: Sinks,
     clock: Callable[[], datetime] | None,
 ) -> McpRuntime:
-    mcp = McpRuntime(settings, engine, redactor, recording, metrics=metrics, clock=clock)
-    if otlp is not None:
-        mcp.on_finished.append(otlp.mcp_execution)
-    if webhooks is not None:
-        mcp.on_violation.append(webhooks.mcp_violation)
+    mcp = McpRuntime(settings, engine, redactor, recording, sinks=exporters, clock=clock)
     await mcp.start()
     return mcp
 
@@ -248,9 +238,8 @@ async def _partitions(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _retention(app: web.Application) -> AsyncIterator[None]:
-    deps = app[DEPS]
-    metrics = deps.metrics
-    if deps.settings.retention_days is None or metrics is None:
+    deps, metrics = app[DEPS], app[METRICS]
+    if deps.settings.retention_days is None:
         yield
         return
     retention = Retention(
@@ -350,7 +339,7 @@ async def _readyz(request: web.Request) -> web.Response:
 
 
 async def _metrics(request: web.Request) -> web.Response:
-    return metrics_response(request.app[DEPS].metrics)
+    return metrics_response(request.app[METRICS])
 
 
 def _adapter_for(path: str):  # type: ignore[no-untyped-def]

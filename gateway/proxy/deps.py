@@ -14,12 +14,11 @@ from gateway.config import Settings
 from gateway.continuation.keyfilter import KeyFilter
 from gateway.continuation.keys import ContinuationKeys
 from gateway.continuation.recent_steps import RecentSteps
-from gateway.proxy.response_ends import ResponseEnds
+from gateway.proxy.finisher import StepBus
 from gateway.proxy.upstream import Upstream
 from gateway.recording.spooler import SpoolRecorder
 from gateway.runs.pricing import Pricer
-from gateway.sinks.base import Sink
-from gateway.sinks.metrics import MetricsSink
+from gateway.sinks.base import Sinks
 from gateway.store.ledger import Ledger
 
 
@@ -34,13 +33,16 @@ class Deps:
     secret: bytes  # the per-install key of continuation keys and key fingerprints
     recent: RecentSteps
     clock: Callable[[], datetime]
-    sinks: tuple[Sink, ...] = ()
-    metrics: MetricsSink | None = None  # also among `sinks`; the proxy counts on it directly
-    # Continuation keys the store may hold: placement skips the store lookup for others.
-    known_keys: KeyFilter = field(
-        default_factory=lambda: KeyFilter(authoritative_when_loaded=False)
-    )
+    bus: StepBus  # performs each step's end and refusal: budget, memory, spool, sinks
     pricer: Pricer = field(default_factory=Pricer)
     tool_checker: ToolChecker = field(default_factory=ToolChecker)
     loops: TraceCounters = field(default_factory=TraceCounters)
-    ends: ResponseEnds = field(default_factory=ResponseEnds)  # the tool time on records
+
+    @property
+    def sinks(self) -> Sinks:
+        return self.bus.sinks
+
+    @property
+    def known_keys(self) -> KeyFilter:
+        """Continuation keys the store may hold: placement skips the store lookup for others."""
+        return self.bus.known_keys

@@ -1,7 +1,8 @@
 """The hot path: the only module that knows the order of a proxied request's steps.
 
 parse → place in a trace → pairing check → budget check → upstream → relay driving the
-exchange → frozen step record → recorder (redaction and storage happen off this path).
+exchange → the step's end decided (gateway.exchange.closing) → the bus performs it: budget,
+memory, spool, sinks (redaction and storage happen off this path).
 """
 
 from __future__ import annotations
@@ -23,20 +24,19 @@ from gateway.config import KeyBudget
 from gateway.continuation import sessions
 from gateway.errors import BadRequest, GatewayError, RequestTooLarge
 from gateway.exchange.calls import CallRules
+from gateway.exchange.closing import Budget, StepFacts, Threading
 from gateway.exchange.machine import Exchange
 from gateway.items import Violation, ViolationKind
 from gateway.protocols import request_body, request_facts
 from gateway.protocols.base import ParsedRequest, ProtocolAdapter, provider_request_id
 from gateway.proxy.admission import Admission, admit
 from gateway.proxy.deps import Deps
-from gateway.proxy.finisher import StepFinisher, Threading
+from gateway.proxy.finisher import StepEnd
 from gateway.proxy.placement import Placement, place
 from gateway.proxy.relay import CLIENT_CLOSED, Timing, client_left, execute_now, relay
 from gateway.proxy.upstream import forward_headers
 from gateway.routing import Target, resolve
 from gateway.runs.status import TERMINAL, mark_terminal
-from gateway.sinks.base import notify_refusal
-from gateway.sinks.metrics import Relaying
 from gateway.step import RefusalRecord, StepStart
 from gateway.stream import codings
 
@@ -159,7 +159,10 @@ async def _forward(
     exchange = Exchange(adapter, hide_usage_event=prepared.hide_usage_event, calls=calls)
     placement = admitted.placement
     threading = Threading(placement.input_state, placement.attempt, placement.retry_of)
-    finisher = StepFinisher(deps, start, started, admission, threading)
+    facts = StepFacts(
+        start, started, time.perf_counter(), True, threading, None, deps.settings.terminal_tools
+    )
+    finisher = _step_end(deps, facts, admission.budget)
     sending = (admitted.target.url, headers, payload)
     return await _exchange(request, deps, adapter, exchange, finisher, sending, own)
 
@@ -169,7 +172,7 @@ async def _exchange(
     deps: Deps,
     adapter: ProtocolAdapter,
     exchange: Exchange,
-    finisher: StepFinisher,
+    finisher: StepEnd,
     sending: Sending,
     own: dict[str, str],
 ) -> web.StreamResponse:
@@ -183,15 +186,19 @@ async def _exchange(
         execute_now(exchange.client_gone(), finisher, Timing())
         return client_left(request, web.Response(status=CLIENT_CLOSED, headers=own))
     finisher.upstream_answered(provider_request_id(upstream.headers))
-    with Relaying(deps.metrics, finisher.protocol):
+    protocol, sinks = finisher.protocol, deps.sinks
+    sinks.relay_started(protocol)
+    try:
         response, gone = await relay(request, upstream, exchange, finisher, own_headers=own)
+    finally:
+        sinks.relay_ended(protocol)
     return client_left(request, response) if gone else response
 
 
 def _unreachable(
     adapter: ProtocolAdapter,
     exchange: Exchange,
-    finisher: StepFinisher,
+    finisher: StepEnd,
     exc: GatewayError,
     own: dict[str, str],
 ) -> web.Response:
@@ -254,9 +261,13 @@ async def handle_passthrough(
     body = request.content.iter_any() if request.body_exists else None
     if request.content_length is not None:  # streamed on unchanged: keep its length, not chunked
         headers["Content-Length"] = str(request.content_length)
-    finisher = StepFinisher(deps, start, started)
+    finisher = _step_end(deps, StepFacts(start, started, time.perf_counter(), model_call=False))
     sending = (target.url, headers, body)
     return await _exchange(request, deps, adapter, Exchange(None), finisher, sending, own)
+
+
+def _step_end(deps: Deps, facts: StepFacts, budget: Budget | None = None) -> StepEnd:
+    return StepEnd(deps.bus, facts, pricer=deps.pricer, keys=deps.keys, budget=budget)
 
 
 def _raw_target(request: web.Request) -> tuple[str, str]:
@@ -362,8 +373,7 @@ def _unread_refusal(deps: Deps, header: str | None, error: GatewayError) -> str:
 
 
 def _record_refusal(deps: Deps, refusal: RefusalRecord) -> None:
-    deps.recorder.submit(refusal)
-    notify_refusal(deps.sinks, refusal)
+    deps.bus.refused(refusal)
 
 
 def _refused(

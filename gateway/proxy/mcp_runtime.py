@@ -1,5 +1,6 @@
 """The MCP side as the app holds it: configured servers, the observer, and where each observed
-event's records go (the spool, as steps do; metrics; spans). Runs on the event loop."""
+event's records go (the spool, as steps do; then the sinks' `mcp_execution` and
+`mcp_violation` events, see gateway.sinks.base). Runs on the event loop."""
 
 from __future__ import annotations
 
@@ -18,13 +19,13 @@ from gateway.checks.tools import ToolChecker
 from gateway.config import Settings
 from gateway.mcp.messages import id_key, is_response, read_requests
 from gateway.mcp.observer import McpObserver
-from gateway.mcp.records import Execution, McpViolation, Outbox
+from gateway.mcp.records import McpViolation, Outbox
 from gateway.mcp.requests import Context, Refusal, Tracked
 from gateway.proxy.mcp_oauth import ResourceMetadata
 from gateway.proxy.mcp_store_join import StoreJoins
 from gateway.recording.spooler import SpoolRecorder
 from gateway.redaction.redactor import Redactor
-from gateway.sinks.metrics import MetricsSink
+from gateway.sinks.base import Sinks
 from gateway.sinks.otlp.trace_ids import trace_id_of
 from gateway.step import RefusalRecord, StepRecord
 from gateway.store import mcp_reads as reads
@@ -32,8 +33,6 @@ from gateway.store import mcp_reads as reads
 log = logging.getLogger(__name__)
 
 MAX_RESUMABLE_SESSIONS = 10_000  # sessions with requests parked, oldest given up first
-ExecutionHook = Callable[[Execution], None]
-ViolationHook = Callable[[McpViolation], None]
 
 
 class McpRuntime:
@@ -44,7 +43,7 @@ class McpRuntime:
         redactor: Redactor,
         recorder: SpoolRecorder,
         *,
-        metrics: MetricsSink | None = None,
+        sinks: Sinks | None = None,
         clock: Callable[[], datetime] | None = None,
         checker: ToolChecker | None = None,
     ) -> None:
@@ -63,7 +62,7 @@ class McpRuntime:
         self.store_joins = StoreJoins(
             self.observer, self.emit, engine, redactor, settings.mcp_match_window_s
         )
-        self._metrics = metrics
+        self._sinks = sinks or Sinks()
         # Requests reported by stdio bridges, waiting for their answers, by bridge.
         self.stdio: OrderedDict[str, dict[str, Tracked]] = OrderedDict()
         # Requests whose stream ended before their answer, which the client may resume on a
@@ -73,8 +72,6 @@ class McpRuntime:
         self._observing = 0  # POSTs being proxied
         self._settled = asyncio.Event()
         self._settled.set()
-        self.on_finished: list[ExecutionHook] = []  # e.g. the span exporter
-        self.on_violation: list[ViolationHook] = []  # e.g. the webhooks
 
     async def start(self) -> None:
         try:
@@ -231,12 +228,8 @@ class McpRuntime:
             if isinstance(record, McpViolation) and self._found(record, out):
                 self._violation(record)
         for execution in out.finished:
-            self._count(execution)
-            for hook in self.on_finished:
-                try:
-                    hook(execution)
-                except Exception:
-                    log.exception("an MCP execution hook failed")
+            declared = execution.tool in (self.observer.tools.get(execution.server) or {})
+            self._sinks.mcp_execution(execution, declared)
 
     @staticmethod
     def _found(violation: McpViolation, out: Outbox) -> bool:
@@ -244,21 +237,7 @@ class McpRuntime:
         return not violation.withdrawn and violation.id not in out.moved
 
     def _violation(self, violation: McpViolation) -> None:
-        if self._metrics is not None:
-            self._metrics.mcp_violation(violation.kind)
-        for hook in self.on_violation:
-            try:
-                hook(violation)
-            except Exception:
-                log.exception("an MCP violation hook failed")
-
-    def _count(self, execution: Execution) -> None:
-        if self._metrics is None:
-            return
-        declared = self.observer.tools.get(execution.server) or {}
-        tool = execution.tool if execution.tool in declared else "other"
-        seconds = None if execution.duration_ms is None else execution.duration_ms / 1000
-        self._metrics.mcp_call(execution.server, tool, execution.outcome or "rpc_error", seconds)
+        self._sinks.mcp_violation(violation)
 
 
 class McpSink:

@@ -1,20 +1,27 @@
-"""Where finished steps and refusals go besides the recorder: metrics, webhooks, ...
+"""The gateway's one hook system: sinks observe what happened, through the events below.
 
-A sink is called on the event loop; it must be quick and must not raise (a raising sink is
-logged and skipped, never breaking the request).
+A sink implements `step_finished` and `request_refused`, and any of the other events it
+needs (one it lacks is not called). `Sinks` fans each event out, on the event loop: a sink
+must be quick and must not raise (a raising sink is logged and skipped, never breaking the
+request). Records reach sinks as the recorder gets them, before redaction: a sink that
+exports text passes it through the one redactor first (see README, "The step's end").
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Protocol
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Protocol
 
+from gateway.mcp.records import Execution, McpViolation
 from gateway.step import RefusalRecord, StepRecord
 
 log = logging.getLogger(__name__)
 
 
 class Sink(Protocol):
+    """The events every sink observes."""
+
     def step_finished(self, step: StepRecord, overhead_seconds: float) -> None:
         """Fires once per step, when its exchange has finished: after the step's record is
         spooled (it will be stored) and before the client's response is complete. The
@@ -25,17 +32,84 @@ class Sink(Protocol):
         refusal is sent."""
 
 
-def notify_step(sinks: tuple[Sink, ...], step: StepRecord, overhead_seconds: float) -> None:
-    for sink in sinks:
-        try:
-            sink.step_finished(step, overhead_seconds)
-        except Exception:
-            log.exception("sink %r failed on a step", sink)
+class Events(Protocol):
+    """The events a sink may observe besides `Sink`'s, each when stated."""
+
+    def relay_started(self, protocol: str) -> None:
+        """Fires once per response relayed, when the provider's head has arrived and before
+        the first byte is relayed; `relay_ended` always follows, however the relay ends."""
+
+    def relay_ended(self, protocol: str) -> None:
+        """Fires once per `relay_started`, when the relay has ended (the step's
+        `step_finished` has fired by then)."""
+
+    def request_unbudgeted(self) -> None:
+        """Fires when a request budgets apply to is forwarded unbudgeted (the ledger failed),
+        before it is sent upstream."""
+
+    def exchange_anomalies(self, step: StepRecord, kinds: tuple[str, ...]) -> None:
+        """Fires once per step whose exchange noted illegal transitions, right after its
+        `step_finished`; `kinds` holds one entry per anomaly."""
+
+    def mcp_execution(self, execution: Execution, declared: bool) -> None:
+        """Fires once per MCP tool call answered (or refused), after its records are
+        spooled; `declared` says the server's tool list names its tool."""
+
+    def mcp_violation(self, violation: McpViolation) -> None:
+        """Fires once per violation found on the MCP side, after it is spooled (never for
+        one withdrawn, nor for one stored again with its run)."""
 
 
-def notify_refusal(sinks: tuple[Sink, ...], refusal: RefusalRecord) -> None:
-    for sink in sinks:
-        try:
-            sink.request_refused(refusal)
-        except Exception:
-            log.exception("sink %r failed on a refusal", sink)
+EVENTS: tuple[str, ...] = ("step_finished", "request_refused", "relay_started", "relay_ended")
+EVENTS += ("request_unbudgeted", "exchange_anomalies", "mcp_execution", "mcp_violation")
+
+
+class Sinks:
+    """The sinks, each event's hooks found once: an event no sink observes costs a loop
+    over an empty tuple."""
+
+    __slots__ = ("_hooks", "_sinks")
+
+    def __init__(self, sinks: Iterable[object] = ()) -> None:
+        self._sinks = tuple(sinks)
+        self._hooks: dict[str, tuple[Callable[..., None], ...]] = {
+            name: tuple(h for s in self._sinks if (h := getattr(s, name, None)) is not None)
+            for name in EVENTS
+        }
+
+    def __iter__(self) -> Iterator[object]:
+        return iter(self._sinks)
+
+    def joined(self, *sinks: object) -> Sinks:
+        return Sinks((*self._sinks, *sinks))
+
+    def _fire(self, name: str, *args: Any) -> None:
+        for hook in self._hooks[name]:
+            try:
+                hook(*args)
+            except Exception:
+                log.exception("sink %r failed on %s", getattr(hook, "__self__", hook), name)
+
+    def step_finished(self, step: StepRecord, overhead_seconds: float) -> None:
+        self._fire("step_finished", step, overhead_seconds)
+
+    def request_refused(self, refusal: RefusalRecord) -> None:
+        self._fire("request_refused", refusal)
+
+    def relay_started(self, protocol: str) -> None:
+        self._fire("relay_started", protocol)
+
+    def relay_ended(self, protocol: str) -> None:
+        self._fire("relay_ended", protocol)
+
+    def request_unbudgeted(self) -> None:
+        self._fire("request_unbudgeted")
+
+    def exchange_anomalies(self, step: StepRecord, kinds: tuple[str, ...]) -> None:
+        self._fire("exchange_anomalies", step, kinds)
+
+    def mcp_execution(self, execution: Execution, declared: bool) -> None:
+        self._fire("mcp_execution", execution, declared)
+
+    def mcp_violation(self, violation: McpViolation) -> None:
+        self._fire("mcp_violation", violation)

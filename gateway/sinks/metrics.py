@@ -15,13 +15,14 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest
 
 from gateway.items import Violation
+from gateway.mcp.records import Execution, McpViolation
 from gateway.routing import Provider
 from gateway.sinks.collectors import OPEN_TRACES, RecorderGauges, ScrapeTime
 from gateway.sinks.instruments import BUDGETS, Instruments, ModelNames
 from gateway.sinks.series import MAX_KINDS, StepKind, StepSeries, build_series
 from gateway.step import RefusalRecord, StepRecord
 
-__all__ = ["MetricsSink", "ModelNames", "Relaying", "metrics_response"]
+__all__ = ["MetricsSink", "ModelNames", "metrics_response"]
 
 UPSTREAM_CODES = {"upstream_timeout": "timeout", "upstream_unreachable": "unreachable"}
 # The classic text format: every Prometheus version parses it (names here are all ASCII).
@@ -76,9 +77,15 @@ class MetricsSink:
     def watch_recorder(self, recorder: RecorderGauges) -> None:
         self._scrape.recorder.recorder = recorder
 
-    def in_flight(self, protocol: str) -> Any:
-        """The gauge of responses of `protocol` being relayed."""
-        return self._child(self.instruments.in_flight, protocol)
+    def relay_started(self, protocol: str) -> None:
+        """Counts a provider response in `loopwatch_streams_in_flight` while it is relayed."""
+        self._child(self.instruments.in_flight, protocol).inc()
+
+    def relay_ended(self, protocol: str) -> None:
+        self._child(self.instruments.in_flight, protocol).dec()
+
+    def request_unbudgeted(self) -> None:
+        self.instruments.unbudgeted.inc()
 
     def step_finished(self, step: StepRecord, overhead_seconds: float) -> None:
         series = self._series(step)
@@ -149,17 +156,21 @@ class MetricsSink:
         """Traces idle past the threshold with tool calls unanswered: counted once each."""
         self._scrape.count_abandoned(now)
 
-    def mcp_call(self, server: str, tool: str, outcome: str, seconds: float | None) -> None:
+    def mcp_execution(self, execution: Execution, declared: bool) -> None:
+        """An MCP tool call, by server and tool (a tool its server does not declare is
+        "other": the label stays bounded)."""
         m = self.instruments
-        self._child(m.mcp_calls, server, tool, outcome).inc()
-        if seconds is not None:
-            self._child(m.mcp_call_duration, server).observe(seconds)
+        tool = execution.tool if declared else "other"
+        outcome = execution.outcome or "rpc_error"
+        self._child(m.mcp_calls, execution.server, tool, outcome).inc()
+        if execution.duration_ms is not None:
+            self._child(m.mcp_call_duration, execution.server).observe(execution.duration_ms / 1000)
 
-    def mcp_violation(self, kind: str) -> None:
+    def mcp_violation(self, violation: McpViolation) -> None:
         """A violation found on the MCP side, counted with the model's."""
-        self._child(self.instruments.violations, kind).inc()
+        self._child(self.instruments.violations, violation.kind).inc()
 
-    def anomalies(self, kinds: Iterable[str]) -> None:
+    def exchange_anomalies(self, step: StepRecord, kinds: Iterable[str]) -> None:
         """Counts the exchange's anomalies in `loopwatch_exchange_anomalies_total{kind}`."""
         for kind in kinds:
             self._child(self.instruments.exchange_anomalies, kind).inc()
@@ -220,24 +231,6 @@ class MetricsSink:
     def exposition(self) -> bytes:
         self._scrape.collect()
         return generate_latest(self.registry)
-
-
-class Relaying:
-    """Counts a provider response in `loopwatch_streams_in_flight` while it is relayed (a
-    class, not a generator: it runs for every request)."""
-
-    __slots__ = ("_child",)
-
-    def __init__(self, metrics: MetricsSink | None, protocol: str) -> None:
-        self._child = None if metrics is None else metrics.in_flight(protocol)
-
-    def __enter__(self) -> None:
-        if self._child is not None:
-            self._child.inc()
-
-    def __exit__(self, *exc: object) -> None:
-        if self._child is not None:
-            self._child.dec()
 
 
 def metrics_response(metrics: MetricsSink | None) -> web.Response:

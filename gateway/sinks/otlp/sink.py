@@ -195,7 +195,7 @@ class OtlpSink:
     def request_refused(self, refusal: RefusalRecord) -> None:
         self._enqueue(refusal)
 
-    def mcp_execution(self, execution: Execution) -> None:
+    def mcp_execution(self, execution: Execution, declared: bool = True) -> None:
         """Fires when an MCP tool call is answered (or refused): a joined one adds its
         attributes to its call's `execute_tool` span, another gets a span of its own."""
         if execution.call_id is None:
