@@ -90,11 +90,11 @@ class OpenAIChatAdapter:
         "openai": {"openai.api.type": "chat_completions"}
     }
 
-    def is_separate_instruction(self, item: Item) -> bool:
-        return False  # system and developer messages are in the history
-
     def __init__(self) -> None:
         self._remembered = request_body.Remembered()
+
+    def is_separate_instruction(self, item: Item) -> bool:
+        return False  # system and developer messages are in the history
 
     def parse_request(self, body: Any) -> ParsedRequest:
         if not isinstance(body, dict):
