@@ -20,7 +20,7 @@ from gateway.continuation.keycache import CachedContinuationKeys
 from gateway.continuation.keyfilter import KeyFilter
 from gateway.continuation.recent_steps import RecentSteps
 from gateway.errors import GatewayError, NotFound, Unauthorized
-from gateway.protocols.registry import ADAPTERS, PATHS
+from gateway.protocols.registry import ADAPTERS, FALLBACK, PATHS, adapter_for_path, wire_of
 from gateway.proxy import handler as proxy
 from gateway.proxy import host_check, mcp_ingest, mcp_oauth
 from gateway.proxy import mcp_relay as mcp_proxy
@@ -85,7 +85,7 @@ def create_app(
     app.cleanup_ctx.append(_partitions)
     for path, protocol in PATHS.items():
         app.router.add_post(path, _bind(proxy.handle_model, ADAPTERS[protocol]))
-    app.router.add_route("*", "/v1/{tail:.*}", _bind(proxy.handle_passthrough, ADAPTERS["chat"]))
+    app.router.add_route("*", "/v1/{tail:.*}", _bind(proxy.handle_passthrough, FALLBACK))
     for method in ("POST", "GET", "DELETE"):
         app.router.add_route(method, "/mcp/{name}", _mcp)
     app.router.add_post("/mcp/{name}/stdio", _mcp_stdio)
@@ -193,7 +193,7 @@ def _metrics_sink(settings: Settings, redactor: Redactor) -> MetricsSink:
     return MetricsSink(
         max_models=settings.metrics_max_models,
         redact=redactor.redact_text,
-        provider_of=lambda step: provider_of(settings, step.protocol, step.model, step.path),
+        provider_of=lambda s: provider_of(settings, wire_of(s.protocol), s.model, s.path),
         idle_seconds=settings.trace_idle_seconds,
     )
 
@@ -342,10 +342,6 @@ async def _metrics(request: web.Request) -> web.Response:
     return metrics_response(request.app[METRICS])
 
 
-def _adapter_for(path: str):  # type: ignore[no-untyped-def]
-    return ADAPTERS["messages"] if path.startswith("/v1/messages") else ADAPTERS["chat"]
-
-
 @web.middleware
 async def _guarded(request: web.Request, handler: Handler) -> web.StreamResponse:
     """The admin token where the read side needs it, and errors as JSON: one middleware,
@@ -356,10 +352,10 @@ async def _guarded(request: web.Request, handler: Handler) -> web.StreamResponse
             _admit_admin(request, token)
         return await handler(request)
     except GatewayError as exc:
-        return proxy.error_response(_adapter_for(request.path), exc)
+        return proxy.error_response(adapter_for_path(request.path), exc)
     except web.HTTPException as exc:
         if exc.status == 404 and not request.path.startswith("/v1/"):
-            return proxy.error_response(ADAPTERS["chat"], NotFound(f"no route {request.path}"))
+            return proxy.error_response(FALLBACK, NotFound(f"no route {request.path}"))
         raise
 
 

@@ -48,8 +48,8 @@ class UnsupportedEncoding(GatewayError):
 class PairingViolation(BadRequest):
     """The request's tool history breaks a pairing rule; `code` names the rule."""
 
-    def __init__(self, message: str, *, rule: str, call_id: str | None) -> None:
-        super().__init__(message, param="messages", code=rule)
+    def __init__(self, message: str, *, rule: str, call_id: str | None, param: str) -> None:
+        super().__init__(message, param=param, code=rule)
         self.rule = rule
         self.call_id = call_id
 

@@ -1,7 +1,12 @@
-"""Where a request goes: the configured upstream for its protocol and model, and who that is."""
+"""Where a request goes: the configured upstream for its protocol and model, and who that is.
+
+What a protocol's wire decides here (its route name, default upstream, the header a route's
+key goes in) comes from its adapter as a `Wire`: no protocol is named in this module.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from urllib.parse import unquote, urlsplit
@@ -9,7 +14,6 @@ from urllib.parse import unquote, urlsplit
 from gateway.config import Settings
 from gateway.errors import BadRequest
 
-ANTHROPIC_PATHS = ("/v1/messages/",)
 # Hosts whose provider the OpenTelemetry GenAI conventions name (`gen_ai.provider.name`);
 # any other host is named by the wire protocol it speaks.
 PROVIDER_HOSTS = (
@@ -32,10 +36,38 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 @dataclass(frozen=True, slots=True)
+class Wire:
+    """What routing needs of a wire protocol, declared by its adapter (`protocols.registry`)."""
+
+    protocol: str  # the name routes match (`Route.protocol`)
+    provider: str  # the GenAI provider named when the upstream's host is not a known one
+    default_upstream: Callable[[Settings], str]  # the upstream when no route matches
+    key_header: str  # the header a route's own key is sent in
+    key_prefix: str = ""  # put before the key in that header (`Bearer `)
+    # Passthrough paths that belong with another protocol's API, and that protocol's wire:
+    # they go to its upstream with its key.
+    paths: tuple[tuple[str, Wire], ...] = ()
+
+    def claiming(self, path: str) -> Wire:
+        """The wire a request to `path` is routed by: this one unless a path claims it."""
+        for prefix, wire in self.paths:
+            if path.startswith(prefix):
+                return wire
+        return self
+
+
+@dataclass(frozen=True, slots=True)
 class Target:
     url: str
     api_key: str | None  # the route's own provider key, replacing the client's
-    protocol: str
+    wire: Wire
+
+    @property
+    def credential(self) -> tuple[str, str] | None:
+        """The header carrying the route's key, and its value; None: the client's key goes."""
+        if self.api_key is None:
+            return None
+        return self.wire.key_header, self.wire.key_prefix + self.api_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,21 +79,20 @@ class Provider:
     port: int
 
 
-def provider_of(settings: Settings, protocol: str, model: str | None, path: str = "") -> Provider:
-    """The upstream a step of `protocol` (and model) goes to, named as the GenAI conventions do."""
-    if protocol == "passthrough" and path.startswith(ANTHROPIC_PATHS):
-        protocol = "messages"
-    base, _ = _base_for(settings, protocol, model)
+def provider_of(settings: Settings, wire: Wire, model: str | None, path: str = "") -> Provider:
+    """The upstream a step of `wire` (and model) goes to, named as the GenAI conventions do."""
+    wire = wire.claiming(path)
+    base, _ = _base_for(settings, wire, model)
     parts = urlsplit(base)
     host = (parts.hostname or "").lower()
     port = parts.port or DEFAULT_PORTS.get(parts.scheme, 443)
     for suffix, name in PROVIDER_HOSTS:
         if host == suffix or host.endswith("." + suffix):
             return Provider(name, host, port)
-    return Provider("anthropic" if protocol == "messages" else "openai", host, port)
+    return Provider(wire.provider, host, port)
 
 
-def resolve(settings: Settings, protocol: str, model: str | None, path: str, query: str) -> Target:
+def resolve(settings: Settings, wire: Wire, model: str | None, path: str, query: str) -> Target:
     """`path` and `query` are the client's, still percent-encoded (the path starts /v1/);
     the base URL decides how they are joined, and they are forwarded as sent.
 
@@ -77,23 +108,20 @@ def resolve(settings: Settings, protocol: str, model: str | None, path: str, que
             message = "The request path must not contain '.' or '..' segments."
             raise BadRequest(message, param="path")
         decoded = "/".join(segments)
-    if protocol == "passthrough" and decoded.startswith(ANTHROPIC_PATHS):
-        # Anthropic's other endpoints (count_tokens, batches) belong with its Messages API:
-        # sent to the OpenAI upstream they would carry an Anthropic key to the wrong provider.
-        protocol = "messages"
-    base, api_key = _base_for(settings, protocol, model)
+    # A provider's other endpoints (Anthropic's count_tokens, batches) belong with its API:
+    # sent to another upstream they would carry its key to the wrong provider.
+    wire = wire.claiming(decoded)
+    base, api_key = _base_for(settings, wire, model)
     if urlsplit(base).path.endswith("/v1") and path.startswith("/v1/"):
         path = path[3:]
     url = base + path + (f"?{query}" if query else "")
-    return Target(url=url, api_key=api_key, protocol=protocol)
+    return Target(url=url, api_key=api_key, wire=wire)
 
 
-def _base_for(settings: Settings, protocol: str, model: str | None) -> tuple[str, str | None]:
+def _base_for(settings: Settings, wire: Wire, model: str | None) -> tuple[str, str | None]:
     for route in settings.routes:
-        if route.protocol != protocol:
+        if route.protocol != wire.protocol:
             continue
         if route.model is None or (model is not None and fnmatchcase(model, route.model)):
             return route.upstream, route.api_key
-    if protocol == "messages":
-        return settings.anthropic_upstream_url, None
-    return settings.upstream_url, None
+    return wire.default_upstream(settings), None

@@ -18,6 +18,7 @@ from typing import TypeVar
 from gateway.config import KeyBudget, Settings
 from gateway.errors import BadRequest, BudgetExceeded
 from gateway.items import Violation, ViolationKind
+from gateway.protocols.base import KEY_HEADERS
 
 STEPS_HEADER = "X-Loopwatch-Max-Steps"
 TOKENS_HEADER = "X-Loopwatch-Max-Tokens"
@@ -27,6 +28,8 @@ COST_REMAINING_HEADER = "X-Loopwatch-Cost-Remaining-Usd"
 NANO = Decimal(1_000_000_000)  # the ledger counts dollars in whole nano-dollars
 # Plain decimals only: no exponent, sign, "inf" or "nan"; digits bounded so nothing is huge.
 _DECIMAL = re.compile(r"\d{1,10}(\.\d{1,9})?")
+
+_BEARER, _OTHER_KEYS = KEY_HEADERS[0], KEY_HEADERS[1:]  # a bearer token, or the key alone
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,10 +112,15 @@ def key_fingerprint(secret: bytes, api_key: str) -> str:
 
 
 def client_key(headers: Mapping[str, str]) -> str | None:
-    auth = headers.get("Authorization", "")
+    """The provider key the client sent (headers are case-insensitive, as aiohttp's)."""
+    auth = headers.get(_BEARER, "")
     if auth.lower().startswith("bearer "):
         return auth[7:].strip() or None
-    return headers.get("x-api-key") or headers.get("api-key") or None
+    for name in _OTHER_KEYS:
+        key = headers.get(name)
+        if key:
+            return key
+    return None
 
 
 def key_settings(settings: Settings, secret: bytes, headers: Mapping[str, str]) -> KeyBudget | None:

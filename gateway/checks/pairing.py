@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from gateway.errors import PairingViolation
 from gateway.items import ASSISTANT_KINDS, Item, ItemKind, Violation, ViolationKind
+from gateway.protocols.base import HistoryRules
 
 ENFORCEABLE = frozenset(
     {
@@ -73,8 +74,8 @@ class _Call:
 class _Checker:
     """State of one pass; `feed` items in order, then `finish`."""
 
-    def __init__(self, protocol: str) -> None:
-        self.anthropic = protocol == "messages"
+    def __init__(self, history: HistoryRules) -> None:
+        self.same_turn = history.results_follow_their_turn
         self.found: list[tuple[int, Violation]] = []
         self.calls: dict[str, _Call] = {}
         self.turn = 0
@@ -173,7 +174,7 @@ class _Checker:
             return
         call.pending -= 1
         call.answer = (item, pos)
-        if self.anthropic and call.turn != self.turn:
+        if self.same_turn and call.turn != self.turn:
             text = _describe(item, pos, "Tool result for")
             first = _describe(call.item, call.pos, "tool call")
             detail = (
@@ -192,11 +193,12 @@ class _Checker:
         return None
 
 
-def check_history(items: Sequence[Item], *, protocol: str) -> list[Violation]:
+def check_history(items: Sequence[Item], *, history: HistoryRules) -> list[Violation]:
     """Pairing violations of one request's whole item history, in history order.
 
     - orphan_tool_result: a result whose id answers no earlier unanswered call; for
-      protocol "messages" also one answering a call older than the preceding assistant turn.
+      a protocol whose results follow their turn (Anthropic's) also one answering a call
+      older than the preceding assistant turn.
     - missing_tool_result: a call without a result before the next assistant turn, the next
       user item or the end of the history (the same rule for every protocol: each provider
       refuses a history whose last tool calls are unanswered).
@@ -205,7 +207,7 @@ def check_history(items: Sequence[Item], *, protocol: str) -> list[Violation]:
     Ids pair calls and results; id-less ones pair by order and tool name within a turn.
     With `previous_response_id` the provider holds the earlier turns: prepend them first.
     """
-    checker = _Checker(protocol)
+    checker = _Checker(history)
     for pos, item in enumerate(items):
         checker.feed(pos, item)
     return checker.finish()
@@ -273,22 +275,20 @@ def first_enforceable(violations: Iterable[Violation]) -> Violation | None:
     return min(found, key=lambda v: _REFUSAL_ORDER.index(v.kind), default=None)
 
 
-def to_error(violation: Violation, *, protocol: str) -> PairingViolation:
-    """The 400 error naming the rule and the call id, for the client's protocol."""
+def to_error(violation: Violation, *, history: HistoryRules) -> PairingViolation:
+    """The 400 error naming the rule, the call id and the client's history field."""
     message = (
         f"Loopwatch pairing check failed: {violation.kind.value}: {violation.detail} "
         "Set LOOPWATCH_PAIRING=observe to forward such requests."
     )
-    error = PairingViolation(message, rule=violation.kind.value, call_id=violation.call_id)
-    if protocol == "responses":
-        error.param = "input"  # the Responses API calls its history `input`
-    return error
+    rule, call_id = violation.kind.value, violation.call_id
+    return PairingViolation(message, rule=rule, call_id=call_id, param=history.param)
 
 
 def check_request(
     items: list[Item],
     *,
-    protocol: str,
+    history: HistoryRules,
     new_items: list[Item],
     previous_output: list[Item] | None,
     continues_response: bool,
@@ -305,12 +305,12 @@ def check_request(
         if previous_output is not None:
             # The calls to answer are the ones recorded for that response.
             return _without_orphans(
-                check_history([*previous_output, *items], protocol=protocol), unseen_calls
+                check_history([*previous_output, *items], history=history), unseen_calls
             )
         # A response never recorded here: its calls are unknown, so a result answering one
         # of them cannot be called an orphan.
-        return _without_orphans(check_history(items, protocol=protocol), True)
-    found = _without_orphans(check_history(items, protocol=protocol), unseen_calls)
+        return _without_orphans(check_history(items, history=history), True)
+    found = _without_orphans(check_history(items, history=history), unseen_calls)
     if previous_output is not None:
         flagged = {(v.kind, v.call_id) for v in found}  # one problem is reported once
         found += [

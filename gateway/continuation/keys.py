@@ -16,17 +16,17 @@ from hashlib import blake2b
 
 from gateway import jsoncodec
 from gateway.items import ASSISTANT_KINDS, Item, ItemKind
+from gateway.protocols.base import REFERENCE_TYPE
 
 # Kinds a client commonly drops or rewrites when it echoes an assistant turn.
 _IGNORED = frozenset({ItemKind.REASONING})
-ITEM_REFERENCE = "item_reference"
 
 
 def _skipped(item: Item) -> bool:
     """Items left out of the chain: reasoning, and references nothing recorded resolves
     (they most often stand for reasoning a client echoes by id)."""
     return item.kind in _IGNORED or (
-        item.kind is ItemKind.OTHER and item.attrs.get("type") == ITEM_REFERENCE
+        item.kind is ItemKind.OTHER and item.attrs.get("type") == REFERENCE_TYPE
     )
 
 
@@ -185,14 +185,14 @@ def resolve_references(
     kept once. Returns the history and whether any reference stayed unresolved.
     """
     if not any(
-        item.kind is ItemKind.OTHER and item.attrs.get("type") == ITEM_REFERENCE for item in items
+        item.kind is ItemKind.OTHER and item.attrs.get("type") == REFERENCE_TYPE for item in items
     ):
         return items, False
     resolved: list[Item] = []
     unresolved = False
     previous: Item | None = None
     for item in items:
-        reference = item.attrs.get("id") if item.attrs.get("type") == ITEM_REFERENCE else None
+        reference = item.attrs.get("id") if item.attrs.get("type") == REFERENCE_TYPE else None
         target = recorded(reference) if isinstance(reference, str) else None
         if reference is not None and target is None:
             unresolved = True

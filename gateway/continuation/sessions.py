@@ -11,28 +11,21 @@ from typing import Any
 SESSION_HEADER = "X-Loopwatch-Session-Id"
 MAX_SESSION_CHARS = 256
 
-# Body fields per protocol, most specific first: a declared session beats an end-user id.
-# (Wire names live here rather than in each adapter until adapters expose them.)
-_OPENAI = (("metadata", "session_id"), ("safety_identifier",), ("user",))
-BODY_FIELDS: dict[str, tuple[tuple[str, ...], ...]] = {
-    "chat": _OPENAI,
-    "responses": _OPENAI,
-    "messages": (("metadata", "user_id"),),
-}
+Fields = tuple[tuple[str, ...], ...]
 
 
-def session_id(headers: Mapping[str, str], body: Any, protocol: str) -> str | None:
+def session_id(headers: Mapping[str, str], body: Any, fields: Fields) -> str | None:
     """The session id of a request, or None.
 
-    Order: the header; then, for OpenAI Chat and Responses, `metadata.session_id`,
-    `safety_identifier`, `user`; for Anthropic Messages, `metadata.user_id`. Only
-    non-blank strings count; surrounding whitespace is dropped and the rest cut at
-    `MAX_SESSION_CHARS` characters. Passthrough requests use the header alone.
+    Order: the header; then the body `fields` the client's protocol names a session or an
+    end user in (its adapter's `session_fields`, each a path of keys, most specific
+    first). Only non-blank strings count; surrounding whitespace is dropped and the rest
+    cut at `MAX_SESSION_CHARS` characters. Passthrough requests use the header alone.
     """
     found = _usable(headers.get(SESSION_HEADER))
     if found is not None:
         return found
-    for path in BODY_FIELDS.get(protocol, ()):
+    for path in fields:
         found = _usable(_lookup(body, path))
         if found is not None:
             return found

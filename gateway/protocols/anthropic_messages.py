@@ -5,11 +5,13 @@ Stream events and response bodies are decoded in `anthropic_messages_events`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
 import msgspec
 
+from gateway.config import Settings
 from gateway.errors import BadRequest, GatewayError
 from gateway.items import Item, ItemKind
 from gateway.protocols.anthropic_messages_events import (
@@ -22,13 +24,16 @@ from gateway.protocols.anthropic_messages_events import (
     error_delta,
 )
 from gateway.protocols.base import (
+    HistoryRules,
     ParsedRequest,
     PreparedBody,
+    SessionFields,
     declared_functions,
     shape_of,
     untyped_field,
 )
 from gateway.protocols.request_body import Remembered
+from gateway.routing import Wire
 from gateway.stream.deltas import Delta, EndDelta
 from gateway.stream.sse import SSEEvent
 
@@ -197,11 +202,27 @@ def _continued_message(thread: Any) -> str | None:
     return as_str(thread.get("previous_message_id"))
 
 
+def _anthropic_upstream(settings: Settings) -> str:
+    return settings.anthropic_upstream_url
+
+
 class AnthropicMessagesAdapter:
     """`POST /v1/messages`, streamed or not."""
 
     name = "messages"
+    path: str = "/v1/messages"
     history_field: str | None = "messages"
+    history: HistoryRules = HistoryRules("messages", results_follow_their_turn=True)
+    wire: Wire = Wire(name, "anthropic", _anthropic_upstream, "x-api-key")
+    # Its other endpoints (count_tokens, batches): passthrough, routed as Messages.
+    passthrough_paths: tuple[str, ...] = ("/v1/messages/",)
+    not_params: frozenset[str] = frozenset({"messages", "tools", "system"})
+    tool_fields: tuple[str, ...] = ("tools",)
+    session_fields: SessionFields = (("metadata", "user_id"),)
+    span_attributes: Mapping[str, Mapping[str, str]] = {}
+
+    def is_separate_instruction(self, item: Item) -> bool:
+        return item.kind is ItemKind.INSTRUCTION  # `system` sits outside `messages`
 
     def __init__(self) -> None:
         self._remembered = Remembered()

@@ -1,8 +1,9 @@
 """The interface every wire-protocol adapter implements, and what it returns.
 
-Only adapters know wire field names. The proxy calls them in this order:
-parse_request → prepare_body → (stream: new_event_decoder().decode per SSE event |
-body: decode_body) → the assembler; error_body renders our errors for the client.
+Only adapters know wire field names and their protocol's ways; the rest of the gateway reads
+them as the adapter's fields. The proxy calls them in this order: parse_request →
+prepare_body → (stream: new_event_decoder().decode per SSE event | body: decode_body) →
+the assembler; error_body renders our errors for the client.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from gateway.config import Settings
 from gateway.errors import GatewayError
 from gateway.items import Item, ItemKind
+from gateway.routing import Wire
 from gateway.stream.deltas import Delta
 from gateway.stream.sse import SSEEvent
 
@@ -44,6 +47,19 @@ class PreparedBody:
     clamped_max_tokens: int | None = None
 
 
+SessionFields = tuple[tuple[str, ...], ...]  # paths of keys into a request body
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryRules:
+    """How the protocol's history pairs tool calls with results (`checks.pairing`)."""
+
+    param: str  # the request field holding the history, named by an error about it
+    # A result must answer a call of the assistant turn just before it (Anthropic's rule),
+    # not any earlier unanswered one.
+    results_follow_their_turn: bool = False
+
+
 class EventDecoder(Protocol):
     """Per-stream decoder state (one per response)."""
 
@@ -51,10 +67,27 @@ class EventDecoder(Protocol):
 
 
 class ProtocolAdapter(Protocol):
-    name: str  # "chat", "responses", "messages"
+    name: str  # the protocol's name in settings (routes) and records
+    path: str  # the endpoint it is served on
     # The history field whose elements `parse_request` may get as their JSON text
     # (`protocols.request_body`); None: the body comes decoded whole.
     history_field: str | None
+    history: HistoryRules
+    wire: Wire  # its route name, default upstream and key header (`routing`)
+    passthrough_paths: tuple[str, ...]  # other endpoints of its API, routed by its wire
+    # The fields that are the conversation or the tools, recorded apart (as items and as
+    # the tool set); every other top-level field is a parameter (`request_facts`).
+    not_params: frozenset[str]
+    tool_fields: tuple[str, ...]  # where the tools are declared, first present wins
+    # Body fields naming the session, each a path of keys, most specific first: a declared
+    # session beats an end-user id (`continuation.sessions`).
+    session_fields: SessionFields
+    # OpenTelemetry span attributes of this protocol's steps, by GenAI provider name.
+    span_attributes: Mapping[str, Mapping[str, str]]
+
+    def is_separate_instruction(self, item: Item) -> bool:
+        """True for an instruction the wire keeps outside the message history."""
+        ...
 
     def parse_request(self, body: Any) -> ParsedRequest:
         """Typed items from a request body; raises BadRequest naming the bad field."""
@@ -85,6 +118,11 @@ class ProtocolAdapter(Protocol):
         ...
 
 
+# The type of a history element that only names an earlier output item by its id
+# (Responses' `item_reference`): an `other` item with the id in its attrs.
+REFERENCE_TYPE = "item_reference"
+# Request headers a client's provider key may come in (a bearer `Authorization` first).
+KEY_HEADERS = ("authorization", "x-api-key", "api-key")
 # Response headers that carry the provider's request id, most specific first.
 REQUEST_ID_HEADERS = ("x-request-id", "request-id", "apim-request-id", "x-ms-request-id", "cf-ray")
 
@@ -109,6 +147,23 @@ def declared_functions(
             if isinstance(name, str) and name:
                 declared[name] = schema_of(tool)
     return declared
+
+
+def _openai_upstream(settings: Settings) -> str:
+    return settings.upstream_url
+
+
+def openai_wire(protocol: str, paths: tuple[tuple[str, Wire], ...] = ()) -> Wire:
+    """How OpenAI-style protocols route: the OpenAI upstream, the key as a bearer token."""
+    return Wire(protocol, "openai", _openai_upstream, "Authorization", "Bearer ", paths)
+
+
+# Where OpenAI's request bodies name a session or an end user, most specific first.
+OPENAI_SESSION_FIELDS: SessionFields = (
+    ("metadata", "session_id"),
+    ("safety_identifier",),
+    ("user",),
+)
 
 
 def openai_error_body(error: GatewayError) -> dict[str, Any]:

@@ -6,6 +6,7 @@ Requests → typed items here; responses → deltas in `openai_chat_decode`.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
@@ -17,13 +18,18 @@ from gateway.items import Item, ItemKind
 from gateway.protocols import openai_chat_decode as decode
 from gateway.protocols import request_body
 from gateway.protocols.base import (
+    OPENAI_SESSION_FIELDS,
+    HistoryRules,
     ParsedRequest,
     PreparedBody,
+    SessionFields,
     declared_functions,
     openai_error_body,
+    openai_wire,
     shape_of,
     untyped_field,
 )
+from gateway.routing import Wire
 from gateway.stream.deltas import Delta
 from gateway.stream.sse import SSEEvent
 
@@ -72,10 +78,23 @@ def _declared_tools(body: dict[str, Any]) -> dict[str, Any] | None:
 
 class OpenAIChatAdapter:
     name = "chat"
+    path: str = "/v1/chat/completions"
     history_field: str | None = "messages"
+    history: HistoryRules = HistoryRules("messages")
+    wire: Wire = openai_wire(name)
+    passthrough_paths: tuple[str, ...] = ()
+    not_params: frozenset[str] = frozenset({"messages", "tools", "functions"})
+    tool_fields: tuple[str, ...] = ("tools", "functions")  # `functions`: the legacy form
+    session_fields: SessionFields = OPENAI_SESSION_FIELDS
+    span_attributes: Mapping[str, Mapping[str, str]] = {
+        "openai": {"openai.api.type": "chat_completions"}
+    }
 
     def __init__(self) -> None:
         self._remembered = request_body.Remembered()
+
+    def is_separate_instruction(self, item: Item) -> bool:
+        return False  # system and developer messages are in the history
 
     def parse_request(self, body: Any) -> ParsedRequest:
         if not isinstance(body, dict):

@@ -5,15 +5,21 @@ Stream events and response bodies are decoded in `openai_responses_events`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from gateway.errors import BadRequest, GatewayError
 from gateway.items import Item, ItemKind
 from gateway.protocols.base import (
+    OPENAI_SESSION_FIELDS,
+    REFERENCE_TYPE,
+    HistoryRules,
     ParsedRequest,
     PreparedBody,
     ProtocolAdapter,
+    SessionFields,
     openai_error_body,
+    openai_wire,
     shape_of,
 )
 from gateway.protocols.openai_responses_events import (
@@ -33,6 +39,7 @@ from gateway.protocols.openai_responses_tools import (
     declared_tools,
     qualified,
 )
+from gateway.routing import Wire
 from gateway.stream.deltas import Delta
 from gateway.stream.sse import SSEEvent
 
@@ -93,7 +100,7 @@ def _entry_items(entry: dict[str, Any], index: int) -> list[Item]:
         return [result]
     if kind == "reasoning":
         return [_reasoning_item(entry, index)]
-    if kind == "item_reference":
+    if kind == REFERENCE_TYPE:
         return [Item(ItemKind.OTHER, attrs=_attrs(index, type=kind, id=as_str(entry.get("id"))))]
     if kind in ("additional_tools", "tool_search_output"):
         tools = entry.get("tools")
@@ -197,7 +204,20 @@ def _reasoning_item(entry: dict[str, Any], index: int) -> Item:
 
 class OpenAIResponsesAdapter:
     name = "responses"
+    path: str = "/v1/responses"
     history_field: str | None = None
+    history: HistoryRules = HistoryRules("input")
+    wire: Wire = openai_wire(name)
+    passthrough_paths: tuple[str, ...] = ()
+    not_params: frozenset[str] = frozenset({"input", "tools", "instructions"})
+    tool_fields: tuple[str, ...] = ("tools",)
+    session_fields: SessionFields = OPENAI_SESSION_FIELDS
+    # OpenTelemetry's OpenAI conventions name the API a call went to.
+    span_attributes: Mapping[str, Mapping[str, str]] = {"openai": {"openai.api.type": "responses"}}
+
+    def is_separate_instruction(self, item: Item) -> bool:
+        """`instructions` sits outside the `input` history; system messages in it do not."""
+        return item.kind is ItemKind.INSTRUCTION and item.attrs.get("field") == "instructions"
 
     def parse_request(self, body: Any) -> ParsedRequest:
         if not isinstance(body, dict):

@@ -3,17 +3,35 @@
 from __future__ import annotations
 
 from gateway.protocols import anthropic_messages, openai_chat, openai_responses
-from gateway.protocols.base import ProtocolAdapter
+from gateway.protocols.base import ProtocolAdapter, openai_wire
+from gateway.routing import Wire
 
 ADAPTERS: dict[str, ProtocolAdapter] = {
-    "chat": openai_chat.ADAPTER,
-    "responses": openai_responses.ADAPTER,
-    "messages": anthropic_messages.ADAPTER,
+    adapter.name: adapter
+    for adapter in (openai_chat.ADAPTER, openai_responses.ADAPTER, anthropic_messages.ADAPTER)
 }
+# The adapter answering errors on any other path, in the format most clients read.
+FALLBACK: ProtocolAdapter = openai_chat.ADAPTER
 
 # The path each protocol is served on.
-PATHS = {
-    "/v1/chat/completions": "chat",
-    "/v1/responses": "responses",
-    "/v1/messages": "messages",
-}
+PATHS = {adapter.path: name for name, adapter in ADAPTERS.items()}
+
+# Every other /v1/ path is forwarded as is: OpenAI-style, unless an adapter claims it.
+PASSTHROUGH: Wire = openai_wire(
+    "passthrough",
+    tuple((path, a.wire) for a in ADAPTERS.values() for path in a.passthrough_paths),
+)
+
+
+def adapter_for_path(path: str) -> ProtocolAdapter:
+    """The adapter whose error format a request to `path` is answered in."""
+    for adapter in ADAPTERS.values():
+        if path.startswith(adapter.path):
+            return adapter
+    return FALLBACK
+
+
+def wire_of(protocol: str) -> Wire:
+    """The wire a step of `protocol` was routed by (before a passthrough path's claim)."""
+    adapter = ADAPTERS.get(protocol)
+    return PASSTHROUGH if adapter is None else adapter.wire

@@ -29,6 +29,7 @@ from gateway.exchange.machine import Exchange
 from gateway.items import Violation, ViolationKind
 from gateway.protocols import request_body, request_facts
 from gateway.protocols.base import ParsedRequest, ProtocolAdapter, provider_request_id
+from gateway.protocols.registry import PASSTHROUGH
 from gateway.proxy.admission import Admission, admit
 from gateway.proxy.deps import Deps
 from gateway.proxy.finisher import StepEnd
@@ -93,13 +94,13 @@ async def _check(
     try:
         raw, body = await _read_json(request, deps.settings.max_body_bytes, adapter)
         parsed = await _off_loop_if_large(len(raw), adapter.parse_request, body)
-        target = resolve(deps.settings, adapter.name, parsed.model, *_raw_target(request))
+        target = resolve(deps.settings, adapter.wire, parsed.model, *_raw_target(request))
         placement = await place(deps, request.headers.get(TRACE_HEADER), parsed)
     except GatewayError as exc:
         trace_id = _unread_refusal(deps, request.headers.get(TRACE_HEADER), exc)
         return error_response(adapter, exc, {TRACE_HEADER: trace_id})
     own = {TRACE_HEADER: placement.trace_id}
-    session = sessions.session_id(request.headers, body, adapter.name)
+    session = sessions.session_id(request.headers, body, adapter.session_fields)
     refused = partial(_refused, deps, placement, session)
     key = budgets.key_settings(deps.settings, deps.secret, request.headers)
     violations = _history_violations(adapter, parsed, placement, deps.settings.terminal_tools)
@@ -146,9 +147,7 @@ async def _forward(
         own["X-Loopwatch-Max-Tokens-Clamped"] = str(prepared.clamped_max_tokens)
     start = _model_start(request, deps, adapter, admitted)
     own[STEP_HEADER] = start.id
-    headers = forward_headers(
-        request.headers, api_key=admitted.target.api_key, protocol=adapter.name
-    )
+    headers = forward_headers(request.headers, credential=admitted.target.credential)
     for name in [n for n in headers if n.lower() == "content-encoding"]:
         del headers[name]  # the payload is the decoded body (see `_read_json`)
     if prepared.hide_usage_event:
@@ -227,8 +226,8 @@ def _model_start(
         session_id=admitted.session_id,
         tools=admitted.parsed.tools,
         upstream_url=admitted.target.url,
-        declared_tools=request_facts.declared_tools(adapter.name, admitted.body),
-        params=request_facts.request_params(adapter.name, admitted.body),
+        declared_tools=request_facts.declared_tools(adapter, admitted.body),
+        params=request_facts.request_params(adapter, admitted.body),
     )
 
 
@@ -253,11 +252,11 @@ async def handle_passthrough(
     )
     own = {TRACE_HEADER: start.trace_id, STEP_HEADER: start.id}
     try:
-        target = resolve(deps.settings, "passthrough", None, *_raw_target(request))
+        target = resolve(deps.settings, PASSTHROUGH, None, *_raw_target(request))
     except GatewayError as exc:  # e.g. a path that would leave the API base
         _unread_refusal(deps, start.trace_id, exc)
         return error_response(adapter, exc, {TRACE_HEADER: start.trace_id})
-    headers = forward_headers(request.headers, api_key=target.api_key, protocol=target.protocol)
+    headers = forward_headers(request.headers, credential=target.credential)
     body = request.content.iter_any() if request.body_exists else None
     if request.content_length is not None:  # streamed on unchanged: keep its length, not chunked
         headers["Content-Length"] = str(request.content_length)
@@ -317,7 +316,7 @@ def _history_violations(
     previous = placement.previous
     found = pairing.check_request(
         placement.items,
-        protocol=adapter.name,
+        history=adapter.history,
         new_items=placement.new_items,
         previous_output=None if previous is None else list(previous.output_items),
         continues_response=parsed.previous_response_id is not None,
@@ -351,7 +350,7 @@ def _pairing_refusal(
     violations[violations.index(first)] = Violation(
         first.kind, first.detail, first.call_id, enforced=True
     )
-    return pairing.to_error(first, protocol=adapter.name)
+    return pairing.to_error(first, history=adapter.history)
 
 
 def request_violation(error: GatewayError) -> Violation:

@@ -13,7 +13,7 @@ from aiohttp.typedefs import Middleware
 from gateway import jsoncodec
 from gateway.config import Settings
 from gateway.errors import GatewayError
-from gateway.protocols.registry import ADAPTERS
+from gateway.protocols.registry import adapter_for_path
 from gateway.proxy.handler import error_response
 from gateway.proxy.mcp_relay import REFUSED, rpc_error
 
@@ -115,5 +115,4 @@ def _refused(path: str, reason: str) -> web.StreamResponse:
     if path.startswith("/mcp/"):
         body = rpc_error(None, REFUSED, detail, {"rule": HostNotAllowed.code})
         return web.Response(body=jsoncodec.dumps(body), status=403, content_type="application/json")
-    adapter = ADAPTERS["messages" if path.startswith("/v1/messages") else "chat"]
-    return error_response(adapter, HostNotAllowed(detail))
+    return error_response(adapter_for_path(path), HostNotAllowed(detail))

@@ -68,7 +68,7 @@ async def _proxy(
     if payload and (problem := parse_error(payload)) is not None:
         body = rpc_error(None, PARSE_ERROR, f"Parse error: {problem}")
         return web.json_response(body, status=400)
-    headers = forward_headers(request.headers, api_key=None, protocol="mcp")
+    headers = forward_headers(request.headers, credential=None)
     headers.update(server.headers)
     url = _target(server.url, request.rel_url.raw_query_string)
     sending: asyncio.Future[aiohttp.ClientResponse]

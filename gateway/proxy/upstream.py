@@ -12,6 +12,7 @@ from yarl import URL
 
 from gateway.config import Settings
 from gateway.errors import UpstreamError, UpstreamTimeout
+from gateway.protocols.base import KEY_HEADERS
 
 # Headers that describe one connection, not the message (RFC 9110 §7.6.1), plus the ones
 # aiohttp recomputes for the body it sends.
@@ -88,9 +89,10 @@ class Upstream:
 
 
 def forward_headers(
-    incoming: Mapping[str, str], *, api_key: str | None, protocol: str
+    incoming: Mapping[str, str], *, credential: tuple[str, str] | None
 ) -> dict[str, str]:
-    """Client headers minus hop-by-hop and our own; the route's key replaces the client's."""
+    """Client headers minus hop-by-hop and our own; the route's key replaces the client's:
+    `credential` is the header it goes in and its value (`routing.Target.credential`)."""
     out: dict[str, str] = {}
     named = _named_by_connection(incoming)
     dropped = HOP_BY_HOP | named if named else HOP_BY_HOP
@@ -99,13 +101,10 @@ def forward_headers(
         if lower in dropped or lower.startswith("x-loopwatch-"):
             continue
         out[name] = value
-    if api_key is not None:
-        for name in [n for n in out if n.lower() in ("authorization", "x-api-key", "api-key")]:
+    if credential is not None:
+        for name in [n for n in out if n.lower() in KEY_HEADERS]:
             del out[name]
-        if protocol == "messages":
-            out["x-api-key"] = api_key
-        else:
-            out["Authorization"] = f"Bearer {api_key}"
+        out[credential[0]] = credential[1]
     return out
 
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from gateway.items import ViolationKind
+from gateway.protocols.registry import ADAPTERS
 
 OTHER_MODEL = "other"
 UNKNOWN_MODEL = "unknown"
@@ -42,7 +43,7 @@ BUDGETS = {
     ViolationKind.COST_BUDGET_EXCEEDED: "cost",
     ViolationKind.TIME_BUDGET_EXCEEDED: "time",
 }
-MODEL_PROTOCOLS = ("chat", "responses", "messages")
+MODEL_PROTOCOLS = tuple(ADAPTERS)
 # The GenAI labels beyond operation and model: who answered, and with which model.
 GENAI_LABELS = ("gen_ai_provider_name", "server_address", "gen_ai_response_model")
 

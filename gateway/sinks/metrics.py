@@ -16,6 +16,7 @@ from prometheus_client.exposition import generate_latest
 
 from gateway.items import Violation
 from gateway.mcp.records import Execution, McpViolation
+from gateway.protocols.registry import wire_of
 from gateway.routing import Provider
 from gateway.sinks.collectors import OPEN_TRACES, RecorderGauges, ScrapeTime
 from gateway.sinks.instruments import BUDGETS, Instruments, ModelNames
@@ -208,7 +209,7 @@ class MetricsSink:
         """Provider name and server address: bounded by the configured upstreams (cached,
         as routes resolve the same for a protocol, model and path every time)."""
         if self._provider_of is None:
-            return ("openai" if step.protocol != "messages" else "anthropic", "")
+            return (wire_of(step.protocol).provider, "")
         key = (step.protocol, step.model, step.path)
         found = self._providers.get(key)
         if found is None:

@@ -8,6 +8,7 @@ from gateway.checks.pairing import check_continuation, check_history, first_enfo
 from gateway.errors import PairingViolation
 from gateway.items import Violation, ViolationKind
 from gateway.protocols import anthropic_messages
+from gateway.protocols.registry import ADAPTERS
 from tests.factories import (
     assistant_text,
     instruction,
@@ -16,6 +17,9 @@ from tests.factories import (
     tool_result,
     user_text,
 )
+
+# How each protocol pairs calls and results, as its adapter declares it.
+CHAT, RESPONSES, MESSAGES = (ADAPTERS[name].history for name in ("chat", "responses", "messages"))
 
 ORPHAN = ViolationKind.ORPHAN_TOOL_RESULT
 MISSING = ViolationKind.MISSING_TOOL_RESULT
@@ -44,7 +48,7 @@ def test_clean_multi_turn_history_with_parallel_calls(protocol: str) -> None:
         user_text("thanks"),
         assistant_text("You are welcome."),
     ]
-    assert check_history(history, protocol=protocol) == []
+    assert check_history(history, history=ADAPTERS[protocol].history) == []
 
 
 def test_history_without_tools_is_clean() -> None:
@@ -55,8 +59,8 @@ def test_history_without_tools_is_clean() -> None:
         user_text("more"),
         assistant_text("sure"),
     ]
-    assert check_history(history, protocol="chat") == []
-    assert check_history([], protocol="messages") == []
+    assert check_history(history, history=CHAT) == []
+    assert check_history([], history=MESSAGES) == []
 
 
 def test_result_for_unknown_call_is_orphan() -> None:
@@ -67,11 +71,11 @@ def test_result_for_unknown_call_is_orphan() -> None:
         tool_result("call_zzz"),
         assistant_text(),
     ]
-    assert kinds(check_history(history, protocol="chat")) == [(ORPHAN, "call_zzz")]
+    assert kinds(check_history(history, history=CHAT)) == [(ORPHAN, "call_zzz")]
 
 
 def test_result_before_any_call_is_orphan() -> None:
-    assert kinds(check_history([user_text(), tool_result("call_1")], protocol="responses")) == [
+    assert kinds(check_history([user_text(), tool_result("call_1")], history=RESPONSES)) == [
         (ORPHAN, "call_1")
     ]
 
@@ -84,7 +88,7 @@ def test_call_unanswered_before_next_user_turn_is_missing() -> None:
         tool_result("call_2"),
         user_text("?"),
     ]
-    violations = check_history(history, protocol="chat")
+    violations = check_history(history, history=CHAT)
     assert kinds(violations) == [(MISSING, "call_1")]
     assert "next user message" in violations[0].detail
 
@@ -96,12 +100,12 @@ def test_call_unanswered_before_next_assistant_turn_is_missing() -> None:
         instruction("note"),
         assistant_text("moving on"),
     ]
-    assert kinds(check_history(history, protocol="chat")) == [(MISSING, "call_1")]
+    assert kinds(check_history(history, history=CHAT)) == [(MISSING, "call_1")]
 
 
 def test_call_unanswered_at_end_of_history_is_missing() -> None:
     history = [user_text(), assistant_text("let me look"), tool_call(call_id="call_1")]
-    violations = check_history(history, protocol="messages")
+    violations = check_history(history, history=MESSAGES)
     assert kinds(violations) == [(MISSING, "call_1")]
     assert "history ends" in violations[0].detail
 
@@ -114,8 +118,8 @@ def test_late_result_is_missing_only_in_chat_but_also_orphan_in_messages() -> No
         assistant_text("hm"),
         tool_result("call_1"),
     ]
-    assert kinds(check_history(history, protocol="chat")) == [(MISSING, "call_1")]
-    assert kinds(check_history(history, protocol="messages")) == [
+    assert kinds(check_history(history, history=CHAT)) == [(MISSING, "call_1")]
+    assert kinds(check_history(history, history=MESSAGES)) == [
         (MISSING, "call_1"),
         (ORPHAN, "call_1"),
     ]
@@ -129,7 +133,7 @@ def test_duplicate_call_ids_in_one_turn() -> None:
         tool_result("call_1"),
         tool_result("call_1"),
     ]
-    assert kinds(check_history(history, protocol="chat")) == [(DUPLICATE, "call_1")]
+    assert kinds(check_history(history, history=CHAT)) == [(DUPLICATE, "call_1")]
 
 
 def test_duplicate_call_ids_across_turns() -> None:
@@ -140,7 +144,7 @@ def test_duplicate_call_ids_across_turns() -> None:
         tool_call(call_id="call_1"),
         tool_result("call_1"),
     ]
-    violations = check_history(history, protocol="chat")
+    violations = check_history(history, history=CHAT)
     assert kinds(violations) == [(DUPLICATE, "call_1")]
     assert "item 3" in violations[0].detail and "item 1" in violations[0].detail
 
@@ -152,7 +156,7 @@ def test_two_results_for_one_call_are_duplicates() -> None:
         tool_result("call_1"),
         tool_result("call_1"),
     ]
-    violations = check_history(history, protocol="chat")
+    violations = check_history(history, history=CHAT)
     assert kinds(violations) == [(DUPLICATE, "call_1")]
     assert "already answered at item 2" in violations[0].detail
 
@@ -165,8 +169,8 @@ def test_same_tool_twice_answered_in_swapped_order_pairs_by_id() -> None:
         tool_result("call_b"),
         tool_result("call_a"),
     ]
-    assert check_history(history, protocol="chat") == []
-    assert check_history(history, protocol="messages") == []
+    assert check_history(history, history=CHAT) == []
+    assert check_history(history, history=MESSAGES) == []
 
 
 def test_results_pair_by_position_when_ids_are_absent() -> None:
@@ -178,9 +182,9 @@ def test_results_pair_by_position_when_ids_are_absent() -> None:
         tool_result(None),
         assistant_text(),
     ]
-    assert check_history(history, protocol="chat") == []
+    assert check_history(history, history=CHAT) == []
     unanswered = [*history[:4], user_text("next")]
-    assert kinds(check_history(unanswered, protocol="chat")) == [(MISSING, "lw_1")]
+    assert kinds(check_history(unanswered, history=CHAT)) == [(MISSING, "lw_1")]
 
 
 def test_id_less_results_pair_by_tool_name_when_named() -> None:
@@ -189,7 +193,10 @@ def test_id_less_results_pair_by_tool_name_when_named() -> None:
         tool_call(call_id=None, name="get_weather"),
         tool_result(None, name="get_time"),
     ]
-    assert [v.kind for v in check_history(history, protocol="chat")] == [MISSING, ORPHAN]
+    assert [v.kind for v in check_history(history, history=CHAT)] == [
+        MISSING,
+        ORPHAN,
+    ]
     history = [
         user_text(),
         tool_call(call_id=None, name="a"),
@@ -197,7 +204,7 @@ def test_id_less_results_pair_by_tool_name_when_named() -> None:
         tool_result(None, name="b"),
         tool_result(None, name="a"),
     ]
-    assert check_history(history, protocol="chat") == []
+    assert check_history(history, history=CHAT) == []
 
 
 def test_id_less_results_do_not_reach_back_to_an_earlier_turn() -> None:
@@ -209,7 +216,10 @@ def test_id_less_results_do_not_reach_back_to_an_earlier_turn() -> None:
         tool_result(None),
         tool_result(None),
     ]
-    assert [v.kind for v in check_history(history, protocol="chat")] == [MISSING, ORPHAN]
+    assert [v.kind for v in check_history(history, history=CHAT)] == [
+        MISSING,
+        ORPHAN,
+    ]
 
 
 def test_reasoning_opens_a_new_assistant_turn() -> None:
@@ -220,7 +230,7 @@ def test_reasoning_opens_a_new_assistant_turn() -> None:
         tool_result("toolu_2"),
         tool_result("toolu_1"),
     ]
-    assert kinds(check_history(history, protocol="messages")) == [(DUPLICATE, "toolu_1")]
+    assert kinds(check_history(history, history=MESSAGES)) == [(DUPLICATE, "toolu_1")]
     history = [
         user_text(),
         tool_call(call_id="call_1"),
@@ -228,7 +238,7 @@ def test_reasoning_opens_a_new_assistant_turn() -> None:
         reasoning(),
         assistant_text(),
     ]
-    (violation,) = check_history(history, protocol="chat")
+    (violation,) = check_history(history, history=CHAT)
     assert violation.detail.endswith("before the next assistant turn at item 3.")
 
 
@@ -240,7 +250,7 @@ def test_anthropic_result_must_answer_the_immediately_preceding_turn() -> None:
         tool_result("toolu_1"),
     ]
     ok = [*earlier, assistant_text("b"), tool_call(call_id="toolu_2"), tool_result("toolu_2")]
-    assert check_history(ok, protocol="messages") == []
+    assert check_history(ok, history=MESSAGES) == []
     # toolu_1 is answered two turns later: missing in its own turn, orphan where it lands.
     late = [
         user_text(),
@@ -254,11 +264,11 @@ def test_anthropic_result_must_answer_the_immediately_preceding_turn() -> None:
         tool_result("toolu_3"),
         tool_result("toolu_1"),
     ]
-    violations = check_history(late, protocol="messages")
+    violations = check_history(late, history=MESSAGES)
     assert kinds(violations) == [(MISSING, "toolu_1"), (ORPHAN, "toolu_1")]
     assert "immediately preceding assistant turn" in violations[1].detail
     # Chat Completions accepts the late answer as pairing an unanswered call.
-    assert kinds(check_history(late, protocol="chat")) == [(MISSING, "toolu_1")]
+    assert kinds(check_history(late, history=CHAT)) == [(MISSING, "toolu_1")]
 
 
 def test_violations_come_in_history_order() -> None:
@@ -269,7 +279,7 @@ def test_violations_come_in_history_order() -> None:
         tool_result("call_2"),
         user_text(),
     ]
-    assert kinds(check_history(history, protocol="chat")) == [
+    assert kinds(check_history(history, history=CHAT)) == [
         (MISSING, "call_1"),
         (ORPHAN, "call_x"),
         (ORPHAN, "call_2"),
@@ -282,7 +292,7 @@ def test_detail_names_tool_call_id_and_message_index() -> None:
         tool_call(call_id="call_1", name="search", message_index=4),
         user_text(),
     ]
-    (violation,) = check_history(history, protocol="chat")
+    (violation,) = check_history(history, history=CHAT)
     assert "call_1" in violation.detail
     assert "search" in violation.detail
     assert "message 4" in violation.detail
@@ -301,7 +311,7 @@ def test_continuation_flags_recorded_calls_of_a_rewritten_assistant_turn() -> No
         tool_result("call_x"),
         tool_result("call_y"),
     ]
-    assert check_history([user_text(), *rewritten], protocol="chat") == []
+    assert check_history([user_text(), *rewritten], history=CHAT) == []
     violations = check_continuation(recorded, rewritten)
     assert kinds(violations) == [(MISSING, "call_1"), (MISSING, "call_2")]
     assert violations[0].detail == (
@@ -349,8 +359,8 @@ def test_first_enforceable_skips_observe_only_kinds() -> None:
 
 
 def test_error_names_rule_and_call_id() -> None:
-    (violation,) = check_history([user_text(), tool_result("call_abc")], protocol="chat")
-    error = to_error(violation, protocol="chat")
+    (violation,) = check_history([user_text(), tool_result("call_abc")], history=CHAT)
+    error = to_error(violation, history=CHAT)
     assert isinstance(error, PairingViolation)
     assert error.status == 400
     assert (error.code, error.rule, error.call_id) == ("orphan_tool_result", ORPHAN, "call_abc")
@@ -360,7 +370,7 @@ def test_error_names_rule_and_call_id() -> None:
         "Set LOOPWATCH_PAIRING=observe to forward such requests."
     )
     assert error.param == "messages"
-    assert to_error(violation, protocol="responses").param == "input"
+    assert to_error(violation, history=RESPONSES).param == "input"
 
 
 def test_system_turns_inside_an_anthropic_history_break_no_pairing() -> None:
@@ -379,6 +389,6 @@ def test_system_turns_inside_an_anthropic_history_break_no_pairing() -> None:
             ]
         }
     ).items
-    assert check_history(history, protocol="messages") == []
+    assert check_history(history, history=MESSAGES) == []
     unanswered = history[:4]
-    assert kinds(check_history(unanswered, protocol="messages")) == [(MISSING, "toolu_1")]
+    assert kinds(check_history(unanswered, history=MESSAGES)) == [(MISSING, "toolu_1")]

@@ -173,7 +173,7 @@ def test_mutated_real_requests_parse_or_get_our_error(
         return
     check_request(
         parsed.items,
-        protocol=protocol,
+        history=ADAPTERS[protocol].history,
         new_items=parsed.items,
         previous_output=None,
         continues_response=parsed.previous_response_id is not None,
@@ -247,10 +247,10 @@ items = st.builds(
 @FUZZ
 @given(history=st.lists(items, max_size=25), protocol=st.sampled_from(sorted(ADAPTERS)))
 def test_pairing_and_threading_take_any_history(history: list[Item], protocol: str) -> None:
-    check_history(history, protocol=protocol)
+    check_history(history, history=ADAPTERS[protocol].history)
     check_request(
         history,
-        protocol=protocol,
+        history=ADAPTERS[protocol].history,
         new_items=history[len(history) // 2 :],
         previous_output=history[: len(history) // 2],
         continues_response=False,
@@ -277,7 +277,7 @@ def test_deeply_nested_tool_arguments_are_recorded(protocol: str) -> None:
     keys = ContinuationKeys(b"fuzz-secret")
     boundaries, _ = keys.boundaries(history)
     assert boundaries
-    assert check_history(history, protocol=protocol) == []
+    assert check_history(history, history=ADAPTERS[protocol].history) == []
 
 
 def test_deeply_nested_arguments_in_an_answer_are_flagged_not_raised() -> None:

@@ -48,12 +48,12 @@ def _before_forwarding(protocol: str, raw: bytes) -> None:
     adapter = ADAPTERS[protocol]
     body = request_body.decode(raw, adapter.history_field)
     parsed = adapter.parse_request(body)
-    resolve(SETTINGS, protocol, parsed.model, PATHS[protocol], "")
+    resolve(SETTINGS, adapter.wire, parsed.model, PATHS[protocol], "")
     KEYS.scan(parsed.items).attempt_key(parsed.model, parsed.stream)
-    session_id({}, body, protocol)
+    session_id({}, body, adapter.session_fields)
     check_request(
         parsed.items,
-        protocol=protocol,
+        history=adapter.history,
         new_items=parsed.items,
         previous_output=None,
         continues_response=parsed.previous_response_id is not None,
@@ -61,8 +61,8 @@ def _before_forwarding(protocol: str, raw: bytes) -> None:
     for clamp in (None, 1):
         prepared = adapter.prepare_body(body, parsed, max_tokens=clamp)
         jsoncodec.dumps(prepared.body)
-    request_facts.declared_tools(protocol, body)
-    params = request_facts.request_params(protocol, body)
+    request_facts.declared_tools(adapter, body)
+    params = request_facts.request_params(adapter, body)
     # What the step's record will hold: spooled and read back whole.
     record = RefusalRecord("tr-fuzz", T0, (), kind="request", items=tuple(parsed.items))
     assert codec.decode(codec.encode(record)) == record

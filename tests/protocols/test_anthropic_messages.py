@@ -664,7 +664,9 @@ def test_prepare_body_keeps_an_extended_thinking_budget_valid() -> None:
     [
         (BadRequest("bad", param="messages"), "invalid_request_error"),
         (
-            PairingViolation("no result", rule="missing_tool_result", call_id="t"),
+            PairingViolation(
+                "no result", rule="missing_tool_result", call_id="t", param="messages"
+            ),
             "invalid_request_error",
         ),
         (Unauthorized("who"), "authentication_error"),

@@ -138,7 +138,7 @@ def test_the_follow_up_pairs_the_custom_call_with_its_output() -> None:
     assert call.attrs["free_form"] is True
     assert (output.kind, output.call_id) == (ItemKind.TOOL_RESULT, call.call_id)
     assert output.text == "Exit code: 0\nWall time: 0.1 seconds\nOutput:\n\n12\n"
-    assert check_history(parsed.items, protocol="responses") == []
+    assert check_history(parsed.items, history=ADAPTER.history) == []
 
 
 def test_a_string_custom_output_and_a_namespaced_call_in_the_input() -> None:
@@ -164,7 +164,7 @@ def test_a_string_custom_output_and_a_namespaced_call_in_the_input() -> None:
         (ItemKind.TOOL_CALL, "call_2", "exec", None),
         (ItemKind.TOOL_RESULT, "call_2", None, "/work"),
     ]
-    assert check_history(items, protocol="responses") == []
+    assert check_history(items, history=ADAPTER.history) == []
 
 
 def _call(name: str, arguments: str, *, free_form: bool = False, **attrs: Any) -> Item:
@@ -312,7 +312,7 @@ def test_built_in_client_tools_are_tool_calls_and_results() -> None:
     ]
     assert json.loads(parsed.items[1].arguments or "")["command"] == ["ls", "-la"]
     assert json.loads(parsed.items[4].text or "")[0]["stdout"] == "/w\n"
-    assert check_history(parsed.items, protocol="responses") == []
+    assert check_history(parsed.items, history=ADAPTER.history) == []
 
 
 def test_a_response_calling_a_built_in_client_tool_stops_on_tool_calls() -> None:

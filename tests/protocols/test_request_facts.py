@@ -7,7 +7,10 @@ from typing import Any
 
 import pytest
 
+from gateway.protocols.registry import ADAPTERS
 from gateway.protocols.request_facts import declared_tools, request_params
+
+CHAT = ADAPTERS["chat"]
 
 CHAT_TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
 RESPONSES_TOOLS = [{"type": "function", "name": "f"}, {"type": "web_search"}]
@@ -85,20 +88,19 @@ ANTHROPIC_TOOL = {"name": "f", "description": "d", "input_schema": {"type": "obj
         ),
         ("chat", {"model": "m", "messages": [], "tools": []}, None, {"model": "m"}),
         ("chat", ["not", "an", "object"], None, None),
-        ("passthrough", {"model": "m"}, None, None),
     ],
 )
 def test_tools_and_parameters_of_each_protocol(
     protocol: str, body: Any, tools: list[Any] | None, params: dict[str, Any] | None
 ) -> None:
-    declared = declared_tools(protocol, body)
+    declared = declared_tools(ADAPTERS[protocol], body)
     assert (None if declared is None else list(declared)) == tools
-    assert request_params(protocol, body) == params
+    assert request_params(ADAPTERS[protocol], body) == params
 
 
 def test_tools_and_parameters_are_read_only_and_leave_the_body_alone() -> None:
     body = {"model": "m", "messages": [], "tools": [CHAT_TOOL], "temperature": 0}
-    tools, params = declared_tools("chat", body), request_params("chat", body)
+    tools, params = declared_tools(CHAT, body), request_params(CHAT, body)
     assert isinstance(tools, tuple)
     assert params is not None
     with pytest.raises(TypeError):

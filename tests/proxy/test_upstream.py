@@ -23,13 +23,13 @@ def test_hop_by_hop_and_connection_named_headers_are_not_forwarded() -> None:
             "OpenAI-Beta": "assistants=v2",
         }
     )
-    out = forward_headers(incoming, api_key=None, protocol="chat")
+    out = forward_headers(incoming, credential=None)
     assert out == {"Authorization": "Bearer sk-client", "OpenAI-Beta": "assistants=v2"}
 
 
 def test_route_key_replaces_every_client_key() -> None:
     incoming = CIMultiDict({"x-api-key": "sk-ant-client", "authorization": "Bearer sk-client"})
-    out = forward_headers(incoming, api_key="sk-ant-route", protocol="messages")
+    out = forward_headers(incoming, credential=("x-api-key", "sk-ant-route"))
     assert out == {"x-api-key": "sk-ant-route"}
 
 

@@ -28,8 +28,9 @@ from gateway.config import Settings
 from gateway.items import ItemKind
 from gateway.mcp import otel as mcp_otel
 from gateway.mcp.records import Execution
+from gateway.protocols.registry import wire_of
 from gateway.redaction.redactor import Redactor, without_reasoning_summaries
-from gateway.routing import ANTHROPIC_PATHS, Provider, provider_of
+from gateway.routing import Provider, provider_of
 from gateway.sinks.otlp import spans
 from gateway.sinks.otlp.exporters import build_exporter, quiet_sdk_logs
 from gateway.sinks.otlp.ids import StepIds, trace_id_of
@@ -156,7 +157,7 @@ class OtlpSink:
         self._exporter = _Counting(build_exporter(settings), self._dropped)
         self._ids = StepIds()
         self._traces = TraceMemory()
-        self._providers: dict[tuple[str, str | None, bool], Provider] = {}
+        self._providers: dict[tuple[str, str | None, str], Provider] = {}
         self._ended = 0  # spans handed to the processor (only the worker thread writes it)
         self._provider = TracerProvider(
             resource=Resource(
@@ -366,14 +367,13 @@ class OtlpSink:
         return True
 
     def _provider_of(self, step: StepRecord) -> Provider:
-        key = (step.protocol, step.model, step.path.startswith(ANTHROPIC_PATHS))
+        wire = wire_of(step.protocol).claiming(step.path)
+        key = (step.protocol, step.model, wire.protocol)
         found = self._providers.get(key)
         if found is None:
             if len(self._providers) >= 1024:  # model names are the client's: bounded
                 self._providers.clear()
-            found = self._providers[key] = provider_of(
-                self._settings, step.protocol, step.model, step.path
-            )
+            found = self._providers[key] = provider_of(self._settings, wire, step.model)
         return found
 
 

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from gateway.items import Item, ItemKind, StopReason, Usage, Violation
+from gateway.protocols.registry import ADAPTERS
 from gateway.routing import Provider
 from gateway.step import StepRecord
 
@@ -31,7 +32,6 @@ FINISH_REASONS = {
     StopReason.CONTENT_FILTER: "content_filter",
     StopReason.REFUSAL: "refusal",
 }
-OPENAI_API_TYPES = {"chat": "chat_completions", "responses": "responses"}
 USAGE_ATTRIBUTES = (
     ("prompt_tokens", "gen_ai.usage.input_tokens"),
     ("completion_tokens", "gen_ai.usage.output_tokens"),
@@ -105,8 +105,9 @@ def _model_call(step: StepRecord, provider: Provider, redact: Redact) -> tuple[s
         attributes["gen_ai.request.stream"] = True
         if step.ttft_ms is not None:
             attributes["gen_ai.response.time_to_first_chunk"] = step.ttft_ms / 1000
-    if provider.name == "openai" and step.protocol in OPENAI_API_TYPES:
-        attributes["openai.api.type"] = OPENAI_API_TYPES[step.protocol]
+    adapter = ADAPTERS.get(step.protocol)
+    if adapter is not None:  # attributes of its own protocol the provider's conventions name
+        attributes.update(adapter.span_attributes.get(provider.name, {}))
     answered = step.http_status is not None and step.http_status < 400
     if answered and model:
         attributes["gen_ai.response.model"] = model
@@ -245,8 +246,9 @@ def content_attributes(
     """JSON strings, as the conventions ask where spans take no structured attributes.
     Inputs are the messages new in this step: earlier ones are on the trace's earlier
     spans, so a long run exports linearly, not quadratically."""
-    separate = [i for i in inputs if _is_separate_instruction(step, i)]
-    history = [i for i in inputs if not _is_separate_instruction(step, i)]
+    adapter = ADAPTERS.get(step.protocol)
+    separate = [i for i in inputs if adapter is not None and adapter.is_separate_instruction(i)]
+    history = [i for i in inputs if adapter is None or not adapter.is_separate_instruction(i)]
     found: Attributes = {}
     if separate:
         parts = [{"type": "text", "content": i.text or ""} for i in separate]
@@ -258,13 +260,6 @@ def content_attributes(
         output["finish_reason"] = finish_reason(step, redact)
         found["gen_ai.output.messages"] = _json([output])
     return found
-
-
-def _is_separate_instruction(step: StepRecord, item: Item) -> bool:
-    """Anthropic's `system` and Responses' `instructions` sit outside the message history."""
-    if item.kind is not ItemKind.INSTRUCTION:
-        return False
-    return step.protocol == "messages" or item.attrs.get("field") == "instructions"
 
 
 def messages(items: list[Item]) -> list[dict[str, Any]]:
