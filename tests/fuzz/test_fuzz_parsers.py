@@ -259,7 +259,7 @@ def test_pairing_and_threading_take_any_history(history: list[Item], protocol: s
     keys.step_key(state, history)
     recent = RecentSteps(budget=64 * 1024)
     recent.remember("k", "r", StepRef("t", "s", tuple(history)))
-    recent.longest(boundaries)
+    recent.continued(boundaries)
     resolve_references(history, recent.output_item)
     last_call_turn(history)
 
