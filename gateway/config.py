@@ -9,7 +9,7 @@ import ipaddress
 import re
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Final, Literal
 from urllib.parse import unquote
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -28,6 +28,17 @@ DEFAULT_JSON_KEYS = (
     "private_key",
     "cookie",
 )
+
+
+class _FileOnly:
+    """Marks a setting (a table) read from the TOML file only: it has no environment
+    variable, where every other setting has LOOPWATCH_<NAME> (gateway.config_load)."""
+
+    def __repr__(self) -> str:
+        return "FILE_ONLY"
+
+
+FILE_ONLY: Final = _FileOnly()
 
 
 class _Frozen(BaseModel):
@@ -145,15 +156,16 @@ class Settings(_Frozen):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["text", "json"] = "text"
     access_log: bool = True
-    redaction: RedactionSettings = RedactionSettings()
-    routes: tuple[Route, ...] = ()
-    keys: tuple[KeyBudget, ...] = ()
+    redaction: Annotated[RedactionSettings, FILE_ONLY] = RedactionSettings()
+    routes: Annotated[tuple[Route, ...], FILE_ONLY] = ()
+    keys: Annotated[tuple[KeyBudget, ...], FILE_ONLY] = ()
     metrics_max_models: int = Field(default=50, ge=1)
     webhook_urls: tuple[str, ...] = ()
     public_url: str | None = None  # base of links in webhook events, e.g. https://lw.example
     # Host names the gateway answers to besides loopback ones (DNS rebinding protection).
     allowed_hosts: tuple[str, ...] = ()
-    prices: dict[str, PriceOverride] = Field(default_factory=dict)  # by fnmatch model glob
+    # By fnmatch model glob.
+    prices: Annotated[dict[str, PriceOverride], FILE_ONLY] = Field(default_factory=dict)
     # Output tools that end a run, besides final_answer and final_result.
     terminal_tools: tuple[str, ...] = ()
 

@@ -12,56 +12,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gateway.config import Settings
+from gateway.config import FILE_ONLY, Settings
 from gateway.errors import ConfigError
 
-# Scalar settings that have an environment twin: LOOPWATCH_<NAME upper>.
-ENV_SETTINGS = (
-    "host",
-    "port",
-    "upstream_url",
-    "anthropic_upstream_url",
-    "database_url",
-    "config",
-    "connect_timeout",
-    "read_timeout",
-    "max_body_bytes",
-    "max_steps",
-    "max_tokens",
-    "max_cost_usd",
-    "max_duration_s",
-    "pairing",
-    "trace_idle_seconds",
-    "loop_threshold",
-    "loops",
-    "admin_token",
-    "store_reasoning_summary",
-    "recorder_queue_size",
-    "recorder_batch_size",
-    "recorder_flush_seconds",
-    "recorder",
-    "spool_dir",
-    "workers",
-    "log_level",
-    "log_format",
-    "access_log",
-    "metrics_max_models",
-    "webhook_urls",
-    "terminal_tools",
-    "public_url",
-    "allowed_hosts",
-    "webhook_secret",
-    "retention_days",
-    "otlp_endpoint",
-    "otlp_protocol",
-    "otlp_headers",
-    "otlp_capture_content",
-    "otlp_service_name",
-    "otlp_timeout",
-    "otlp_queue_size",
-    "mcp_servers",
-    "mcp_enforce",
-    "mcp_match_window_s",
+# Every setting not declared FILE_ONLY has an environment twin: LOOPWATCH_<NAME upper>.
+ENV_SETTINGS = tuple(
+    name for name, info in Settings.model_fields.items() if FILE_ONLY not in info.metadata
 )
 
 # The standard OpenTelemetry variables, below LOOPWATCH_* in precedence; the first one set

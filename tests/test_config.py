@@ -124,6 +124,15 @@ def test_price_overrides_load_exactly(tmp_path: Path) -> None:
     assert price.cache_write is None
 
 
+def test_every_scalar_setting_is_read_from_its_environment_name() -> None:
+    settings = load_settings({}, {"LOOPWATCH_SEARCH_TIMEOUT_S": "0.5"})
+    assert settings.search_timeout_s == 0.5
+    with pytest.raises(ConfigError, match=r"search_timeout_s \(LOOPWATCH_SEARCH_TIMEOUT_S\)"):
+        load_settings({}, {"LOOPWATCH_SEARCH_TIMEOUT_S": "soon"})
+    # A table is read from the file only: no environment variable stands for it.
+    assert load_settings({}, {"LOOPWATCH_ROUTES": "x"}).routes == ()
+
+
 def test_standard_opentelemetry_variables_below_loopwatch_ones() -> None:
     env = {
         "OTEL_EXPORTER_OTLP_ENDPOINT": "http://general:4318",

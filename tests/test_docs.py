@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.config import Settings
-from gateway.config_load import ENV_SETTINGS, env_name
+from gateway.config import FILE_ONLY, Settings
+from gateway.config_load import ENV_SETTINGS, OTEL_ENV, env_name
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -22,6 +22,27 @@ def test_every_setting_is_documented(setting: str) -> None:
 @pytest.mark.parametrize("setting", ENV_SETTINGS)
 def test_every_environment_variable_is_documented(setting: str) -> None:
     assert f"`{env_name(setting)}`" in README
+
+
+def _environment_column() -> dict[str, str]:
+    """README's settings table: each setting's environment column."""
+    rows = re.findall(r"^\| `(\w+)` \| ([^|]+) \|", README, flags=re.MULTILINE)
+    return {name: column.strip() for name, column in rows if name in Settings.model_fields}
+
+
+@pytest.mark.parametrize("setting", sorted(Settings.model_fields))
+def test_every_setting_has_its_environment_name_or_is_declared_file_only(setting: str) -> None:
+    """The environment names are derived from the declaration: a setting cannot be added
+    without one unless it is marked FILE_ONLY, and README's column says which."""
+    file_only = FILE_ONLY in Settings.model_fields[setting].metadata
+    assert (setting in ENV_SETTINGS) is not file_only
+    column = _environment_column()[setting]
+    if file_only:
+        assert column == "file only"
+        return
+    named = re.findall(r"`([A-Z_]+)`", column)
+    assert named[0] == env_name(setting)
+    assert named[1:] == list(OTEL_ENV.get(setting, ()))
 
 
 def test_readme_test_command_is_what_ci_runs() -> None:

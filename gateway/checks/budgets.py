@@ -10,7 +10,6 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from decimal import ROUND_DOWN, Decimal
 from hashlib import blake2b
 from typing import TypeVar
@@ -206,17 +205,6 @@ def dollars(usd: Decimal | None) -> str:
     return str(usd.quantize(Decimal("0.000001"), rounding=ROUND_DOWN))
 
 
-def time_spent(limits: Limits, started_at: datetime | None, now: datetime) -> Spent | None:
-    """The time budget is spent once `max_duration_s` have passed since the trace's first
-    request (`started_at`; None: this request starts the trace)."""
-    if limits.max_duration_s is None or started_at is None:
-        return None
-    elapsed = (now - started_at).total_seconds()
-    if elapsed < limits.max_duration_s:
-        return None
-    return Spent("time", 0, 0, elapsed_s=elapsed)
-
-
 def cost_wanted_nano(
     limits: Limits, wanted_tokens: int | None, output_price: Decimal | None
 ) -> int | None:
@@ -228,26 +216,6 @@ def cost_wanted_nano(
     if wanted_tokens is None:
         return None
     return math.ceil(wanted_tokens * output_price * NANO)
-
-
-def cost_hold(
-    limits: Limits, used_nano: int, wanted_nano: int | None, *, floor_nano: int = 1
-) -> int | None:
-    """What the ledger's reservation holds of the cost budget: the wanted dollars, at most
-    what remains; None (refused) when what remains is below `floor_nano`, the price of one
-    output token, so a granted request can always produce something. `used_nano` is the
-    trace's spend plus what is in flight.
-
-    The ledger does this inside its one conditional upsert (as for tokens), so concurrent
-    requests of a trace never hold more than the budget between them.
-    """
-    cap = limits.max_cost_nano
-    if cap is None:
-        return 0
-    left = cap - used_nano
-    if left <= 0 or left < floor_nano:
-        return None
-    return left if wanted_nano is None else min(wanted_nano, left)
 
 
 def token_price_nano(output_price: Decimal | None) -> int:

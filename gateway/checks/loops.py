@@ -73,10 +73,6 @@ class CallCounter:
         self._counts: OrderedDict[bytes, int] = OrderedDict()
         self.loop: Loop | None = None
 
-    @property
-    def looping(self) -> bool:
-        return self.loop is not None
-
     def count(self, name: str, arguments: str | None) -> int:
         return self._counts.get(call_key(name, arguments), 0)
 

@@ -115,12 +115,6 @@ class KeyFilter:
         else:
             _add(self._layers, key)
 
-    def build(self, keys: Iterable[str], expected: int = 0) -> BuiltKeys:
-        """A filter for `keys` in one go (tests, small stores); else BuiltKeys by batches."""
-        built = BuiltKeys(expected)
-        built.add_all(keys)
-        return built
-
     def install(self, built: BuiltKeys) -> None:
         """Take what was built from every key the store and the spool hold, with the keys
         added meanwhile; from then on "no" means no. Call it where `add` is called, so no

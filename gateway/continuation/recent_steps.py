@@ -134,11 +134,6 @@ class RecentSteps:
         """A recorded output item by the provider's item id (what `item_reference` names)."""
         return self._by_item_id.get(item_id)
 
-    def longest(self, boundaries: list[Boundary]) -> tuple[Boundary, StepRef] | None:
-        """The step whose key is the longest boundary (the newest if several share it)."""
-        found = self.continued(boundaries)
-        return None if found is None else (found[0], found[1][-1])
-
     def continued(self, boundaries: list[Boundary]) -> tuple[Boundary, tuple[StepRef, ...]] | None:
         """The longest boundary that continues recorded steps, and those steps (one a trace)."""
         return _longest(self._by_key, boundaries)

@@ -110,13 +110,6 @@ def decided(assembler: Assembler, seen: Seen, ending: Ending) -> Assembled:
     return assembled
 
 
-def result(assembler: Assembler, *, cancelled: bool = False) -> Assembled:
-    """The output once the body ended (or the client left, `cancelled`)."""
-    return decided(
-        assembler, seen_by(assembler), Ending.CLIENT_GONE if cancelled else Ending.BODY_ENDED
-    )
-
-
 def _from_finish(finish: FinishDelta | None, items: list[Item]) -> StopReason:
     if finish is None:
         return StopReason.UNKNOWN

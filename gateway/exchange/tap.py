@@ -60,10 +60,6 @@ class ResponseTap:
             self._broken = f"content-encoding {content_encoding} is not parsed"
 
     @property
-    def broken(self) -> str | None:
-        return self._broken
-
-    @property
     def ended(self) -> bool:
         """The protocol's completion marker has arrived (usage is then final)."""
         return self._assembler.state is State.ENDED

@@ -66,13 +66,6 @@ def _elements(value: msgspec.Raw) -> Any:
         return _ANY.decode(value)
 
 
-def element(value: Any) -> Any:
-    """An element of the history as a value (decoded when it is kept as text). Raises
-    BadRequest for one that is not JSON in UTF-8: the body's fields around it were read
-    without reading it."""
-    return _value(bytes(value)) if isinstance(value, msgspec.Raw) else value
-
-
 def _value(text: bytes) -> Any:
     try:
         try:

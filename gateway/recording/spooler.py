@@ -95,11 +95,6 @@ class SpoolRecorder:
         self._hand = accept
 
     @property
-    def first_position(self) -> Position:
-        """Where this run's records begin in the spool."""
-        return Position(self._writer.first_seq, 0)
-
-    @property
     def queue_depth(self) -> int:
         """Records spooled and not yet stored."""
         return max(0, self._writer.lines - self.progress.get("committed"))

@@ -45,6 +45,9 @@ Reading, with `cut = now - trace_idle_seconds` (the SQL twin of `status_at`):
     budget_exceeded
 
 Both indexes exist today and serve the newest-first keyset order (`updated_at`, `id`).
+
+The read side gets the status from the store; a trace read without one of the six (an older
+store's `ok` or `error`, or none) is derived again here by `status_of` from its `Ending`.
 """
 
 from __future__ import annotations
@@ -164,6 +167,49 @@ def derive(
     summary: TraceSummary, now: datetime, idle_seconds: float = DEFAULT_IDLE_SECONDS
 ) -> TraceStatus:
     return status_at(settle(summary), summary.last_activity_at, now, idle_seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """A trace's ending as the read side holds it: the status its store gave (one of the
+    six; `ok`, `error` or nothing from a store that predates them) and the facts of its
+    last step and refusal to derive it again from."""
+
+    stored: str | None
+    last_stop: str | None
+    last_step_end: datetime | None
+    last_refusal_at: datetime | None
+    last_step_start: datetime | None
+    open_calls: bool | None  # None: unknown, then a tool_calls stop means open calls
+    now: datetime
+    idle_seconds: float = DEFAULT_IDLE_SECONDS
+
+    def summary(self) -> TraceSummary:
+        """The facts as a summary: a stored `error` is a failed last step; with no end
+        known for the last step nothing counts as open; a refusal read back without its
+        kind ends the run `refused`."""
+        open_calls = self.open_calls
+        if open_calls is None:
+            open_calls = self.last_stop == StopReason.TOOL_CALLS
+        stored_error = self.stored == "error"
+        return TraceSummary(
+            last_step_started_at=self.last_step_start,
+            last_stop=StopReason.ERROR if stored_error else StopReason.of(self.last_stop),
+            open_calls=int(open_calls and self.last_step_end is not None),
+            last_refusal_at=self.last_refusal_at,
+            last_refusal=None if self.last_refusal_at is None else RefusalKind.PAIRING,
+            last_activity_at=self.last_step_end,
+        )
+
+
+def status_of(ending: Ending) -> TraceStatus:
+    """The stored status when it is one of the six, else `derive` over the facts."""
+    if ending.stored in _STORED:
+        return TraceStatus(ending.stored)
+    return derive(ending.summary(), ending.now, ending.idle_seconds)
+
+
+_STORED = frozenset(TraceStatus)
 
 
 def emitted_calls(output_items: Iterable[Item]) -> int:

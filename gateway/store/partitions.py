@@ -30,7 +30,6 @@ from gateway.store.engine import write_connection
 log = logging.getLogger(__name__)
 
 PARTITIONED = ("steps", "items", "violations")
-DEFAULT_SUFFIX = "__default"
 # Periods made ahead of now: a keeper that stops for less than this never lets rows fall
 # into the DEFAULT partition.
 AHEAD_PERIODS = 2

@@ -7,7 +7,7 @@ gateways sharing PostgreSQL keep them exact; a retried batch never writes a reco
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -107,20 +107,13 @@ def _refusal_owner(record: RefusalRecord) -> str:
 
 @dataclass(slots=True)
 class WrittenBatch:
-    """What one batch stored, as the rows went to the driver: for the upkeep of what the
-    read side derives from them, in the batch's own transaction."""
+    """What one batch stores, as the rows go to the driver, in the batch's own transaction."""
 
     records: list[Record]
     traces: list[TraceDelta]  # one a trace, sorted by id
     steps: list[dict[str, Any]] = field(default_factory=list)
     items: list[dict[str, Any]] = field(default_factory=list)
     words: bool = False  # the item rows carry their words (PostgreSQL, revision 0014 on)
-
-
-BatchUpkeep = Callable[[Connection, WrittenBatch], None]
-# Per-batch upkeep of tables derived from the rows (search entries, per-trace summaries),
-# one entry each; they run in order after the rows are written, before the commit.
-BATCH_UPKEEP: tuple[BatchUpkeep, ...] = ()
 
 
 class StoreWriter:
@@ -149,8 +142,6 @@ class StoreWriter:
             placed = _placement(traces) if stored.partitioned else None
             _insert_steps(conn, written, seqs, folds, placed)
             _insert_violations(conn, fresh, placed)
-            for upkeep in BATCH_UPKEEP:
-                upkeep(conn, written)
 
 
 def _unwritten(conn: Connection, records: Sequence[Record], partitioned: bool) -> list[Record]:

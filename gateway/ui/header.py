@@ -9,8 +9,6 @@ from gateway.checks.budgets import counts_as_step
 from gateway.ui import status as statuses
 from gateway.ui.fmt import duration, money, one_line, percent
 
-COST_SOURCES = {"genai-prices": "list prices", "config": "prices from config"}
-
 
 @dataclass(frozen=True, slots=True)
 class Bar:

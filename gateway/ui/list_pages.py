@@ -9,6 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
+from gateway.runs.status import DEFAULT_IDLE_SECONDS
 from gateway.store import listing, queries, session_list
 from gateway.store.deadline import ReadTimedOut
 from gateway.ui import status as statuses
@@ -53,7 +54,7 @@ class ListQuery:
 
 def idle_seconds(deps: ReadDeps) -> float:
     value = getattr(deps.settings, "trace_idle_seconds", None)
-    return float(value) if isinstance(value, int | float) else statuses.IDLE_SECONDS
+    return float(value) if isinstance(value, int | float) else DEFAULT_IDLE_SECONDS
 
 
 def _time(value: str | None) -> datetime | None:

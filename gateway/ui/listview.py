@@ -11,6 +11,7 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import urlencode
 
+from gateway.runs.status import Ending, status_of
 from gateway.ui import status as statuses
 from gateway.ui.fmt import as_time, duration, id_parts, money, one_line, parse_time
 from gateway.ui.present import trace_href
@@ -44,7 +45,7 @@ class TraceRow:
 def trace_row(trace: dict[str, Any], *, now: datetime, idle_seconds: float) -> TraceRow:
     """`trace` is a listed trace plus listing.trace_extras()."""
     started, updated = parse_time(trace.get("started_at")), parse_time(trace.get("updated_at"))
-    ending = statuses.Ending(
+    ending = Ending(
         stored=trace.get("status"),
         last_stop=trace.get("last_stop_reason"),
         last_step_end=updated if trace.get("step_count") else None,
@@ -54,7 +55,7 @@ def trace_row(trace: dict[str, Any], *, now: datetime, idle_seconds: float) -> T
         now=now,
         idle_seconds=idle_seconds,
     )
-    status = statuses.status_of(ending)
+    status = status_of(ending).value
     total = trace.get("duration_ms")
     if not isinstance(total, int | float):
         total = (updated - started).total_seconds() * 1000 if started and updated else None

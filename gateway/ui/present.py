@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
+from gateway.runs.status import DEFAULT_IDLE_SECONDS, Ending, status_of
 from gateway.ui import header as head
 from gateway.ui import status as statuses
 from gateway.ui.fmt import duration, one_line, parse_time
@@ -67,7 +68,7 @@ def trace_view(
     trace: dict[str, Any],
     *,
     now: datetime,
-    idle_seconds: float = statuses.IDLE_SECONDS,
+    idle_seconds: float = DEFAULT_IDLE_SECONDS,
     lazy_after: int = LAZY_AFTER,
 ) -> TraceView:
     steps_json: list[dict[str, Any]] = trace.get("steps") or []
@@ -233,7 +234,7 @@ def _status(
         last_end = started if started is None else started + _ms(latency)
     enforced = [(when, g) for when, g in refusals if when and any(v.get("enforced") for v in g)]
     refused_at = max((when for when, _ in enforced), default=None)
-    ending = statuses.Ending(
+    ending = Ending(
         stored=trace.get("status"),
         last_stop=last.step.get("stop_reason") if last else None,
         last_step_end=last_end,
@@ -243,7 +244,7 @@ def _status(
         now=now,
         idle_seconds=idle_seconds,
     )
-    status = statuses.status_of(ending)
+    status = status_of(ending).value
     activity = max([t for t in (last_end, refused_at) if t is not None], default=None)
     error = (last.step.get("error") or {}) if last else {}
     facts = {

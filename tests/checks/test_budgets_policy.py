@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
@@ -14,7 +14,6 @@ from gateway.checks.budgets import (
     Limits,
     Spent,
     cost_clamp,
-    cost_hold,
     cost_used_nano,
     cost_wanted_nano,
     limits_for,
@@ -22,7 +21,6 @@ from gateway.checks.budgets import (
     refusal,
     remaining_headers,
     tightest,
-    time_spent,
     token_price_nano,
 )
 from gateway.config import KeyBudget
@@ -76,15 +74,6 @@ def test_bad_budget_settings_stop_start_up(env: dict[str, str], named: str) -> N
         load_settings({}, env)
 
 
-def test_time_budget_counts_from_the_first_request() -> None:
-    limits = Limits(max_duration_s=300)
-    assert time_spent(limits, None, T0) is None  # this request starts the trace
-    assert time_spent(limits, T0, T0 + timedelta(seconds=299.9)) is None
-    spent = time_spent(limits, T0, T0 + timedelta(seconds=300))
-    assert spent is not None and spent.budget == "time" and spent.elapsed_s == 300
-    assert time_spent(Limits(), T0, T0 + timedelta(days=9)) is None
-
-
 def test_cost_budget_clamps_to_what_the_dollars_buy_then_refuses() -> None:
     """gpt-4o output is $10 per million tokens: 10,000 nano-dollars a token."""
     price = Pricer().output_price("gpt-4o")
@@ -92,23 +81,15 @@ def test_cost_budget_clamps_to_what_the_dollars_buy_then_refuses() -> None:
     limits = Limits(max_cost_usd=Decimal("0.05"))  # 50,000,000 nano-dollars
     wanted = cost_wanted_nano(limits, 1000, price)
     assert wanted == 10_000_000
-    held = cost_hold(limits, 0, wanted, floor_nano=token_price_nano(price))
-    assert held == 10_000_000 and cost_clamp(held, price) == 1000
-    # No completion limit: hold all that remains, clamp to what it buys.
+    assert cost_clamp(wanted, price) == 1000
+    # No completion limit: the ledger holds all that remains, clamped to what it buys.
     assert cost_wanted_nano(limits, None, price) is None
-    held = cost_hold(limits, 20_000_000, None)
-    assert held == 30_000_000 and cost_clamp(held, price) == 3000
-    # Nearly spent: 2 tokens' worth is still granted, less than one token is refused.
-    held = cost_hold(limits, 50_000_000 - 25_000, wanted, floor_nano=10_000)
-    assert held == 25_000 and cost_clamp(held, price) == 2
-    assert cost_hold(limits, 50_000_000 - 5_000, wanted, floor_nano=10_000) is None
-    assert cost_hold(limits, 50_000_000, wanted) is None
-    assert cost_hold(limits, 60_000_000, 0) is None
+    assert cost_clamp(30_000_000, price) == 3000
+    assert cost_clamp(25_000, price) == 2  # 2 tokens' worth of a nearly spent budget
 
 
 def test_without_a_cost_budget_or_a_price_nothing_is_held_or_clamped() -> None:
     assert cost_wanted_nano(Limits(), 1000, Decimal("0.00001")) == 0
-    assert cost_hold(Limits(), 10**12, None) == 0
     unknown = Pricer().output_price("my-finetune")
     assert cost_wanted_nano(Limits(max_cost_usd=Decimal(1)), 1000, unknown) == 0
     assert cost_clamp(10**9, unknown) is None and token_price_nano(unknown) == 1

@@ -44,7 +44,7 @@ def test_the_threshold_call_is_a_violation_once() -> None:
     assert (
         counter.observe([search_call('{"q":"x"}', call_id="c2"), search_call('{"q": "y"}')]) == []
     )
-    assert not counter.looping
+    assert counter.loop is None
     [violation] = counter.observe([search_call('{ "q" : "x" }', call_id="c3")])
     assert violation.kind is ViolationKind.REPEATED_TOOL_CALL
     assert violation.call_id == "c3" and not violation.enforced
@@ -52,7 +52,7 @@ def test_the_threshold_call_is_a_violation_once() -> None:
     assert 'made 2 time(s) before in this trace with the same arguments {"q":"x"}' in (
         violation.detail
     )
-    assert counter.looping and counter.loop is not None and counter.loop.count == 3
+    assert counter.loop is not None and counter.loop.count == 3
     assert counter.observe([search_call('{"q": "x"}', call_id="c4")]) == []  # said once
     assert counter.count("search", '{"q":"x"}') == 4
 

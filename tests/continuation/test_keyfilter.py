@@ -22,10 +22,16 @@ def test_maybe_until_loaded_then_exact_for_absent_keys() -> None:
     known = KeyFilter(authoritative_when_loaded=True)
     assert all(known.may_hold(k) for k in keys)  # not loaded: every key may be stored
     known.add(keys[0])  # added while loading goes on: kept when the load lands
-    known.install(known.build(keys[1:500]))
+    known.install(_built(keys[1:500]))
     assert all(known.may_hold(k) for k in keys[:500])
     absent = sum(known.may_hold(k) for k in keys[500:])
     assert absent <= 5  # a rare false "maybe" costs a lookup, never a lost thread
+
+
+def _built(keys: list[str], expected: int = 0) -> BuiltKeys:
+    built = BuiltKeys(expected)
+    built.add_all(keys)
+    return built
 
 
 def _false_maybes(known: KeyFilter | BuiltKeys, tries: int = 20_000) -> float:
@@ -41,7 +47,7 @@ def _false_maybes(known: KeyFilter | BuiltKeys, tries: int = 20_000) -> float:
 def test_sized_to_the_store_under_one_percent_false_maybe_with_room_to_grow() -> None:
     stored = [secrets.token_hex(16) for _ in range(100_000)]
     known = KeyFilter(authoritative_when_loaded=True)
-    built = known.build(stored, expected=len(stored))
+    built = _built(stored, expected=len(stored))
     assert len(built.layers) == 1  # sized for the store: one layer holds it
     known.install(built)
     assert all(known.may_hold(k) for k in stored)
@@ -62,7 +68,7 @@ def test_a_filter_sized_too_small_grows_instead_of_saturating() -> None:
 
 def test_a_store_with_other_writers_is_always_asked() -> None:
     known = KeyFilter(authoritative_when_loaded=False)
-    known.install(known.build([]))
+    known.install(_built([]))
     assert known.may_hold(secrets.token_hex(20))
 
 

@@ -19,9 +19,9 @@ from gateway.demo.main import DEMO_IDLE_SECONDS, reset_database, serve_demo
 from gateway.demo.script import THINKING_MARKER
 from gateway.items import Usage
 from gateway.runs.pricing import Pricer
+from gateway.runs.status import Ending, status_of
 from gateway.store import queries
 from gateway.store.engine import make_engine
-from gateway.ui.status import Ending, status_of
 
 ROOT = Path(__file__).resolve().parents[2]
 

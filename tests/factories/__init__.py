@@ -1,7 +1,8 @@
 """Builders shared by tests, in one place: import them from `tests.factories`.
 
 fixtures: recorded transcripts; items: typed items; records: steps and refusals; requests:
-request bodies per wire protocol; api_json: read-API JSON; agent_run: a long realistic run.
+request bodies per wire protocol; api_json: read-API JSON; agent_run: a long realistic run;
+assembled: an assembler's output once its stream ended.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from tests.factories.api_json import (
     trace_dict,
     violation_dict,
 )
+from tests.factories.assembled import output_of
 from tests.factories.fixtures import FIXTURES, fixture_names, fixture_path, load_fixture
 from tests.factories.items import (
     assistant_text,
@@ -43,6 +45,7 @@ __all__ = [
     "load_fixture",
     "long_run",
     "messages_request",
+    "output_of",
     "reasoning",
     "refusal",
     "step_dict",

@@ -25,14 +25,13 @@ from gateway.continuation.keys import (
 )
 from gateway.continuation.recent_steps import RecentSteps
 from gateway.errors import GatewayError
-from gateway.exchange import stops
 from gateway.items import Item, ItemKind
 from gateway.protocols.anthropic_messages import ADAPTER as MESSAGES
 from gateway.protocols.openai_chat import ADAPTER as CHAT
 from gateway.protocols.openai_responses import ADAPTER as RESPONSES
 from gateway.stream.assembler import Assembler
 from gateway.stream.sse import SSEDecoder, SSEEvent
-from tests.factories import fixture_names, load_fixture
+from tests.factories import fixture_names, load_fixture, output_of
 
 ADAPTERS = {"chat": CHAT, "responses": RESPONSES, "messages": MESSAGES}
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -205,7 +204,7 @@ def test_mutated_real_streams_always_assemble(case: tuple[str, bytes], data: st.
     mutated = [_mutated_event(e, data.draw) if i in chosen else e for i, e in enumerate(events)]
     if data.draw(st.booleans()):  # a stream cut anywhere
         mutated = mutated[: data.draw(st.integers(0, len(mutated)))]
-    result = stops.result(_decode_stream(protocol, mutated))
+    result = output_of(_decode_stream(protocol, mutated))
     assert result.stop_reason is not None
 
 
@@ -215,7 +214,7 @@ def test_random_bodies_always_assemble(protocol: str, body: Any) -> None:
     assembler = Assembler()
     for delta in ADAPTERS[protocol].decode_body(body):
         assembler.feed(delta)
-    stops.result(assembler)
+    output_of(assembler)
     ADAPTERS[protocol].decode_error(body)
 
 
@@ -223,7 +222,7 @@ def test_random_bodies_always_assemble(protocol: str, body: Any) -> None:
 @given(protocol=st.sampled_from(sorted(ADAPTERS)), events=st.lists(json_values, max_size=12))
 def test_random_event_streams_always_assemble(protocol: str, events: list[Any]) -> None:
     sse = [SSEEvent(None, json.dumps(e)) for e in events]
-    stops.result(_decode_stream(protocol, sse))
+    output_of(_decode_stream(protocol, sse))
 
 
 # --- pairing and threading ----------------------------------------------------------------
@@ -260,7 +259,7 @@ def test_pairing_and_threading_take_any_history(history: list[Item], protocol: s
     keys.step_key(state, history)
     recent = RecentSteps(budget=64 * 1024)
     recent.remember("k", "r", StepRef("t", "s", tuple(history)))
-    recent.longest(boundaries)
+    recent.continued(boundaries)
     resolve_references(history, recent.output_item)
     last_call_turn(history)
 
@@ -306,6 +305,6 @@ def test_deeply_nested_arguments_in_an_answer_are_flagged_not_raised() -> None:
     assembler = Assembler()
     for delta in CHAT.decode_body(body):
         assembler.feed(delta)
-    result = stops.result(assembler)
+    result = output_of(assembler)
     assert [item.kind for item in result.output_items] == [ItemKind.TOOL_CALL]
     assert [v.kind.value for v in result.violations] == ["invalid_tool_arguments"]

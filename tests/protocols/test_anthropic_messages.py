@@ -20,7 +20,6 @@ from gateway.errors import (
     Unauthorized,
     UpstreamError,
 )
-from gateway.exchange import stops
 from gateway.items import ItemKind, StopReason
 from gateway.protocols.anthropic_messages import ADAPTER, AnthropicMessagesAdapter
 from gateway.protocols.base import ParsedRequest, ProtocolAdapter
@@ -39,7 +38,7 @@ from gateway.stream.deltas import (
     UsageDelta,
 )
 from gateway.stream.sse import SSEDecoder, SSEEvent
-from tests.factories import load_fixture
+from tests.factories import load_fixture, output_of
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "messages"
 # Planted in every thinking text, signature and opaque blob of the fixtures.
@@ -64,7 +63,7 @@ def assemble(deltas: list[Delta]) -> Assembled:
     assembler = Assembler()
     for delta in deltas:
         assembler.feed(delta)
-    return stops.result(assembler)
+    return output_of(assembler)
 
 
 def case(name: str) -> dict[str, Any]:

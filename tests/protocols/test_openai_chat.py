@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from gateway.errors import BadRequest, BudgetExceeded
-from gateway.exchange import stops
 from gateway.items import ItemKind, StopReason, Usage
 from gateway.protocols.base import ProtocolAdapter
 from gateway.protocols.openai_chat import ADAPTER, OpenAIChatAdapter
@@ -28,7 +27,7 @@ from gateway.stream.deltas import (
     UsageDelta,
 )
 from gateway.stream.sse import SSEDecoder, SSEEvent
-from tests.factories import load_fixture
+from tests.factories import load_fixture, output_of
 
 MARKER = "SECRET-REASONING-MARKER-91"
 
@@ -373,7 +372,7 @@ def _assemble(deltas: list[Delta]) -> Any:
     assembler = Assembler()
     for delta in deltas:
         assembler.feed(delta)
-    return stops.result(assembler)
+    return output_of(assembler)
 
 
 CUSTOM_TOOLS: list[Any] = [

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from gateway.errors import BadRequest, BudgetExceeded
-from gateway.exchange import stops
 from gateway.items import Item, ItemKind, StopReason
 from gateway.protocols.base import ParsedRequest
 from gateway.protocols.openai_responses import ADAPTER, OpenAIResponsesAdapter
@@ -28,6 +27,7 @@ from gateway.stream.deltas import (
     ToolCallStart,
 )
 from gateway.stream.sse import SSEDecoder, SSEEvent
+from tests.factories import output_of
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "responses"
 # Planted in the fixtures' encrypted_content and raw reasoning text: it must never surface.
@@ -59,7 +59,7 @@ def _assemble(deltas: list[Delta]) -> Assembled:
     assembler = Assembler()
     for delta in deltas:
         assembler.feed(delta)
-    return stops.result(assembler)
+    return output_of(assembler)
 
 
 def _event(data: Any, event: str | None = None) -> SSEEvent:

@@ -12,12 +12,12 @@ import pytest
 from gateway.checks.loops import CallCounter
 from gateway.checks.pairing import check_history
 from gateway.checks.tools import ToolChecker
-from gateway.exchange import stops
 from gateway.items import Item, ItemKind, StopReason, ViolationKind
 from gateway.protocols.openai_responses import ADAPTER
 from gateway.stream.assembler import Assembled, Assembler
 from gateway.stream.deltas import Delta, ToolCallArgs, ToolCallEnd, ToolCallStart
 from gateway.stream.sse import SSEDecoder
+from tests.factories import output_of
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "responses"
 STREAM = "stream_codex_custom_and_namespaced_calls.sse"
@@ -36,7 +36,7 @@ def _assemble(deltas: list[Delta]) -> Assembled:
     assembler = Assembler()
     for delta in deltas:
         assembler.feed(delta)
-    return stops.result(assembler)
+    return output_of(assembler)
 
 
 def _fixture() -> dict[str, Any]:

@@ -11,6 +11,7 @@ import pytest
 from gateway.config_load import load_settings
 from gateway.items import Item, ItemKind, StopReason
 from gateway.runs.status import (
+    Ending,
     RefusalKind,
     StoredStatus,
     TraceStatus,
@@ -21,6 +22,7 @@ from gateway.runs.status import (
     mark_terminal,
     settle,
     status_at,
+    status_of,
 )
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -166,6 +168,37 @@ def test_terminal_output_tools_end_the_run() -> None:
     # A terminal call cut off by a length stop is no answer: the step failed.
     marked = mark_terminal(called("final_answer"))
     assert folded_stop(StopReason.LENGTH, marked) is StopReason.LENGTH
+
+
+@pytest.mark.parametrize(
+    ("stored", "stop", "refused", "asked", "expected"),
+    [
+        ("failed", "completed", None, 1, "failed"),  # one of the six: as stored
+        ("ok", "tool_calls", None, 10, "running"),
+        ("ok", "tool_calls", None, IDLE + 10, "abandoned"),
+        (None, "unknown", None, 10, "running"),
+        (None, "unknown", None, IDLE + 10, "completed"),
+        (None, "completed", None, 10, "completed"),
+        ("error", "tool_calls", None, 10, "failed"),
+        (None, "length", None, 10, "failed"),
+        ("ok", "completed", 1, 10, "refused"),  # refused after the last step began
+        ("ok", "completed", -1, 10, "completed"),  # before it: a later request was admitted
+    ],
+)
+def test_an_older_stores_ending_is_derived_by_the_table(
+    stored: str | None, stop: str, refused: float | None, asked: float, expected: str
+) -> None:
+    ending = Ending(
+        stored=stored,
+        last_stop=stop,
+        last_step_end=at(2),
+        last_refusal_at=None if refused is None else at(refused),
+        last_step_start=at(0),
+        open_calls=None,
+        now=at(2 + asked),
+        idle_seconds=IDLE,
+    )
+    assert status_of(ending) == expected
 
 
 def test_idle_seconds_setting() -> None:

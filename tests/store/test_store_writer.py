@@ -15,7 +15,6 @@ from sqlalchemy.engine import Engine
 
 from gateway.items import Item, ItemKind, StopReason, Usage, Violation, ViolationKind
 from gateway.step import RefusalRecord, StepRecord
-from gateway.store import writer
 from gateway.store.engine import create_schema
 from gateway.store.models import ITEMS, STEPS, TOOL_SETS, VIOLATIONS
 from gateway.store.queries import get_trace
@@ -333,29 +332,3 @@ def test_declared_tools_are_stored_once_across_steps_and_batches(
     other_trace = get_trace(engine, "t-tools-b")
     assert other_trace is not None
     assert [step["tools"] for step in other_trace["steps"]] == [None, other]
-
-
-def test_batch_upkeep_runs_in_the_batch_transaction_with_its_rows(
-    engine: Engine, make_step: MakeStep, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Tables derived from a batch (search entries, summaries) are kept by hooks that see
-    its rows, inside its transaction: a failing hook stores nothing of the batch."""
-    seen: list[tuple[list[str], int, int]] = []
-
-    def upkeep(conn: sa.Connection, written: writer.WrittenBatch) -> None:
-        stored = conn.execute(sa.select(sa.func.count()).select_from(STEPS)).scalar_one()
-        seen.append(([t.trace_id for t in written.traces], len(written.items), stored))
-
-    monkeypatch.setattr(writer, "BATCH_UPKEEP", (upkeep,))
-    steps = [make_step("t-b"), make_step("t-a"), make_step("t-b")]
-    StoreWriter(engine).write_batch(steps)
-    items = sum(len(s.input_items) + len(s.output_items) for s in steps)
-    assert seen == [(["t-a", "t-b"], items, 3)]
-
-    def failing(conn: sa.Connection, written: writer.WrittenBatch) -> None:
-        raise RuntimeError("upkeep failed")
-
-    monkeypatch.setattr(writer, "BATCH_UPKEEP", (failing,))
-    with pytest.raises(RuntimeError):
-        StoreWriter(engine).write_batch([make_step("t-c")])
-    assert _count(engine, STEPS) == 3

@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from gateway.exchange import stops
 from gateway.items import Item, ItemKind, StopReason, Usage, ViolationKind
 from gateway.protocols.openai_chat import ADAPTER
 from gateway.stream.assembler import TRANSITIONS, Assembled, Assembler, State
@@ -25,7 +24,7 @@ from gateway.stream.deltas import (
     UsageDelta,
 )
 from gateway.stream.sse import SSEDecoder
-from tests.factories import fixture_names, load_fixture
+from tests.factories import fixture_names, load_fixture, output_of
 
 MARKER = "SECRET-REASONING-MARKER-91"
 
@@ -41,7 +40,7 @@ def assemble(deltas: list[Delta], *, cancelled: bool = False) -> Assembled:
     assembler = Assembler()
     for delta in deltas:
         assembler.feed(delta)
-    return stops.result(assembler, cancelled=cancelled)
+    return output_of(assembler, cancelled=cancelled)
 
 
 def assemble_fixture(name: str) -> Assembled:
@@ -242,7 +241,7 @@ def test_deltas_after_the_end_are_anomalies_not_errors() -> None:
     assembler.feed(EndDelta())
     assembler.feed(TextDelta(" more"))
     assembler.feed(EndDelta())
-    result = stops.result(assembler)
+    result = output_of(assembler)
     assert result.output_items[0].text == "hi"
     assert result.anomalies == ["TextDelta in state ended", "EndDelta in state ended"]
     assert assembler.state is State.ENDED
@@ -358,7 +357,7 @@ def test_a_free_form_call_keeps_its_text_and_its_facts() -> None:
     assembler.feed(ToolCallEnd(0))
     assembler.feed(FinishDelta(StopReason.TOOL_CALLS, "completed"))
     assembler.feed(EndDelta())
-    result = stops.result(assembler)
+    result = output_of(assembler)
     assert result.violations == []
     (call,) = result.output_items
     assert (call.arguments, call.attrs) == ("echo {not json", {"free_form": True})
@@ -372,5 +371,5 @@ def test_a_free_form_call_keeps_its_text_and_its_facts() -> None:
         EndDelta(),
     ):
         plain.feed(delta)
-    flagged = stops.result(plain).violations
+    flagged = output_of(plain).violations
     assert [v.kind for v in flagged] == [ViolationKind.INVALID_TOOL_ARGUMENTS]

@@ -8,12 +8,13 @@ from typing import Any
 
 import pytest
 
+from gateway.runs.status import Ending, TraceStatus, status_of
+from gateway.ui import status as statuses
 from gateway.ui.fmt import id_parts, money, one_line
 from gateway.ui.items_view import TIMES, digest
 from gateway.ui.listview import session_row, trace_row
 from gateway.ui.present import TraceView, trace_view
 from gateway.ui.shapes import RefusalView, StepView
-from gateway.ui.status import Ending, status_of
 from gateway.ui.textview import text_view
 from tests.factories import T_JSON, item_dict, step_dict, trace_dict, violation_dict
 
@@ -344,3 +345,8 @@ def test_tools_a_run_resends_are_shown_in_full_once() -> None:
     assert first.same_tools_as is None and second.same_tools_as is first
     assert [t.name for t in second.request.tools] == ["search"]
     assert second.request.params == [("temperature", "0")]
+
+
+def test_the_viewer_words_every_status_of_the_one_engine() -> None:
+    assert sorted(statuses.STATUSES) == sorted(TraceStatus)
+    assert set(statuses.LABELS) == set(statuses.TONES) == set(TraceStatus)
