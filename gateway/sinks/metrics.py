@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from decimal import Decimal
 from typing import Any
 
 from aiohttp import web
@@ -175,16 +174,6 @@ class MetricsSink:
         """Counts the exchange's anomalies in `loopwatch_exchange_anomalies_total{kind}`."""
         for kind in kinds:
             self._child(self.instruments.exchange_anomalies, kind).inc()
-
-    def step_costed(
-        self, model: str | None, cost_usd: Decimal | None, tool_ms: float | None
-    ) -> None:
-        """A finished step's cost (None: unknown price, not counted) and the tool time
-        before it (None: its trace's first step)."""
-        if cost_usd is not None and cost_usd > 0:
-            self._cost_child(self.models.label(model)).inc(float(cost_usd))
-        if tool_ms is not None and tool_ms >= 0:
-            self.instruments.tool_seconds.observe(tool_ms / 1000)
 
     def request_refused(self, refusal: RefusalRecord) -> None:
         self._scrape.watch.refusal(refusal)

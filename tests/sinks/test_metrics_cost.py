@@ -1,13 +1,12 @@
-"""Cost and tool-time instruments, fed directly and read back in the text format."""
+"""Cost and tool-time instruments, fed by finished steps and read back in the text format."""
 
 from __future__ import annotations
-
-from decimal import Decimal
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.sinks.metrics import MetricsSink
+from tests.factories import bare_step
 
 
 def samples(sink: MetricsSink) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -19,12 +18,17 @@ def samples(sink: MetricsSink) -> dict[tuple[str, tuple[tuple[str, str], ...]], 
     }
 
 
+def finished(sink: MetricsSink, model: str, cost_nano: int | None, tool_ms: float | None) -> None:
+    step = bare_step(model=model, cost_nano=cost_nano, tool_ms=tool_ms)
+    sink.step_finished(step, 0.0)
+
+
 def test_cost_is_counted_per_model_and_unknown_costs_are_not() -> None:
     sink = MetricsSink(max_models=1)
-    sink.step_costed("gpt-4o", Decimal("0.0045"), None)
-    sink.step_costed("gpt-4o", Decimal("0.0005"), None)
-    sink.step_costed("gpt-4o", None, None)  # unknown price: no guess
-    sink.step_costed("claude-sonnet-4-5", Decimal("0.25"), None)  # past max_models
+    finished(sink, "gpt-4o", 4_500_000, None)
+    finished(sink, "gpt-4o", 500_000, None)
+    finished(sink, "gpt-4o", None, None)  # unknown price: no guess
+    finished(sink, "claude-sonnet-4-5", 250_000_000, None)  # past max_models
     found = samples(sink)
     assert found[("loopwatch_cost_usd_total", (("model", "gpt-4o"),))] == pytest.approx(0.005)
     assert found[("loopwatch_cost_usd_total", (("model", "other"),))] == 0.25
@@ -34,7 +38,7 @@ def test_cost_is_counted_per_model_and_unknown_costs_are_not() -> None:
 def test_tool_time_is_a_histogram_in_seconds() -> None:
     sink = MetricsSink()
     for tool_ms in (40.0, 1500.0, 90_000.0, None, -5.0):
-        sink.step_costed("gpt-4o", None, tool_ms)
+        finished(sink, "gpt-4o", None, tool_ms)
     found = samples(sink)
     assert found[("loopwatch_tool_seconds_count", ())] == 3
     assert found[("loopwatch_tool_seconds_sum", ())] == pytest.approx(91.54)
