@@ -2,7 +2,7 @@
 as `gateway.checks.admission.decide` says; settle or give back what was reserved after.
 
 The ledger keeps enforcing from local counts while the store does not answer
-(store/ledger_fallback.py); only if the ledger itself fails is a request let through
+(store/ledger/fallback.py); only if the ledger itself fails is a request let through
 unbudgeted (logged, counted). With no budget configured the ledger is never touched.
 """
 

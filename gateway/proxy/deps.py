@@ -20,7 +20,7 @@ from gateway.recording.spooler import SpoolRecorder
 from gateway.runs.pricing import Pricer
 from gateway.sinks.base import Sink
 from gateway.sinks.metrics import MetricsSink
-from gateway.store.ledger import Ledger
+from gateway.store.ledger.core import Ledger
 
 
 @dataclass(frozen=True, slots=True)
