@@ -24,9 +24,9 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gateway.store import key_walks, listing, queries
 from gateway.store.engine import make_engine
 from gateway.store.models import ITEMS, STEPS
+from gateway.store.read import key_walks, listing, queries
 
 
 def sample(engine: sa.Engine, column: sa.Column[Any], count: int, *where: Any) -> list[str]:

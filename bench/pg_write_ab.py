@@ -36,7 +36,7 @@ from idle_cpu import cpu_seconds
 from store_workload import Workload
 
 from gateway.store.engine import make_engine
-from gateway.store.writer import StoreWriter
+from gateway.store.write.writer import StoreWriter
 
 BATCH = 200  # the recorder's batch size
 WARM_UP = 5  # batches written before the timed ones: the copy's pages come into the cache

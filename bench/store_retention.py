@@ -16,10 +16,10 @@ from typing import Any
 import sqlalchemy as sa
 from store_workload import Workload
 
-from gateway.store import partitions
 from gateway.store.models import TRACES
-from gateway.store.retention import purge_batch
-from gateway.store.writer import StoreWriter
+from gateway.store.partitions import ranges as partitions
+from gateway.store.retention.sweep import purge_batch
+from gateway.store.write.writer import StoreWriter
 
 TARGET_RETENTION_HOLD_MS = 250.0
 

@@ -30,11 +30,11 @@ from store_reads import samples, start_server, stop_server, time_reads
 from store_retention import retention
 from store_workload import Workload
 
-from gateway.store import partitions
 from gateway.store.engine import create_schema, make_engine
 from gateway.store.models import STEPS
-from gateway.store.partition_convert import partition_store
-from gateway.store.writer import StoreWriter
+from gateway.store.partitions import ranges as partitions
+from gateway.store.partitions.convert import partition_store
+from gateway.store.write.writer import StoreWriter
 
 CHECKPOINTS = (10_000, 100_000, 1_000_000, 10_000_000)
 BATCH = 200  # the recorder's batch size

@@ -35,10 +35,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from store_workload import Workload
 
 from gateway.store import engine as engine_module
-from gateway.store import fulltext, key_epochs
-from gateway.store import writer as writer_module
+from gateway.store import key_epochs
 from gateway.store.engine import make_engine
-from gateway.store.writer import StoreWriter
+from gateway.store.write import fulltext
+from gateway.store.write import writer as writer_module
+from gateway.store.write.writer import StoreWriter
 
 BATCH = 200  # the recorder's batch size
 # The production functions, before any variant swaps them out of the writer's reach.

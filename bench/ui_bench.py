@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gateway.store.engine import create_schema, make_engine  # noqa: E402
-from gateway.store.writer import StoreWriter  # noqa: E402
+from gateway.store.write.writer import StoreWriter  # noqa: E402
 from tests.factories import long_run  # noqa: E402
 
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]

@@ -22,12 +22,14 @@ from gateway.continuation.recent_steps import RecentSteps
 from gateway.errors import GatewayError, NotFound, Unauthorized
 from gateway.protocols.registry import ADAPTERS, FALLBACK, PATHS, adapter_for_path, wire_of
 from gateway.proxy import handler as proxy
-from gateway.proxy import host_check, mcp_ingest, mcp_oauth
-from gateway.proxy import mcp_relay as mcp_proxy
+from gateway.proxy import host_check
 from gateway.proxy.deps import Deps
 from gateway.proxy.finisher import StepBus
 from gateway.proxy.known_keys import KeyLoading
-from gateway.proxy.mcp_runtime import McpRuntime, McpSink
+from gateway.proxy.mcp import ingest as mcp_ingest
+from gateway.proxy.mcp import oauth as mcp_oauth
+from gateway.proxy.mcp import relay as mcp_proxy
+from gateway.proxy.mcp.runtime import McpRuntime, McpSink
 from gateway.proxy.response_ends import ResponseEnds
 from gateway.proxy.upstream import Upstream
 from gateway.recording.setup import recording as recording_for
@@ -39,14 +41,15 @@ from gateway.sinks.base import Sinks
 from gateway.sinks.metrics import MetricsSink, metrics_response
 from gateway.sinks.webhooks import WebhookSink
 from gateway.store.engine import create_schema, install_secret, make_engine
-from gateway.store.ledger import Ledger, ThreadLedger
-from gateway.store.ledger_fallback import FallbackLedger
-from gateway.store.ledger_file import separate_sqlite_ledger
-from gateway.store.ledger_memory import MemoryLedger
-from gateway.store.partition_keeper import PartitionKeeper
-from gateway.store.retention import Retention
-from gateway.ui import api, auth, mcp_api, views
+from gateway.store.ledger.core import Ledger, ThreadLedger
+from gateway.store.ledger.fallback import FallbackLedger
+from gateway.store.ledger.file import separate_sqlite_ledger
+from gateway.store.ledger.memory import MemoryLedger
+from gateway.store.partitions.keeper import PartitionKeeper
+from gateway.store.retention.sweep import Retention
+from gateway.ui import api, auth, mcp_api
 from gateway.ui.health import Readiness
+from gateway.ui.pages import routes as views
 
 if TYPE_CHECKING:  # imported where configured: a default `serve` loads neither
     from gateway.sinks.otlp.sink import OtlpSink
@@ -265,7 +268,7 @@ async def _open_ledger(settings: Settings, engine: Engine, injected: bool) -> Le
         if own is not None and settings.workers == 1:  # the sole writer: counts in memory
             return FallbackLedger(MemoryLedger(own))
         return FallbackLedger(ThreadLedger(own or engine))
-    from gateway.store.ledger_pg import PostgresLedger  # psycopg: PostgreSQL stores only
+    from gateway.store.ledger.pg import PostgresLedger  # psycopg: PostgreSQL stores only
 
     postgres = PostgresLedger(settings.database_url)
     await postgres.open()

@@ -148,7 +148,7 @@ def _serve(settings: Settings) -> int:
 def _partition_store(settings: Settings) -> int:
     from gateway.ops.serving import store_errors, store_failure
     from gateway.store.engine import make_engine
-    from gateway.store.partition_convert import NotPostgres, partition_store
+    from gateway.store.partitions.convert import NotPostgres, partition_store
 
     engine = make_engine(settings.database_url)
     try:

@@ -1,7 +1,7 @@
 """The budget rule: whether a trace's counts allow one more step, and which budget refuses.
 
 Declared once, as data (`RULE`): `refusing_budget` reads it for the in-process ledgers, and
-the store's RESERVE statement renders it as its WHERE clause (gateway.store.ledger).
+the store's RESERVE statement renders it as its WHERE clause (gateway.store.ledger.core).
 """
 
 from __future__ import annotations

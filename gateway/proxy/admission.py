@@ -3,7 +3,7 @@ as `gateway.checks.admission.decide` says. What was reserved is settled or given
 the step's end (gateway.exchange.closing decides, gateway.proxy.finisher writes).
 
 The ledger keeps enforcing from local counts while the store does not answer
-(store/ledger_fallback.py); only if the ledger itself fails is a request let through
+(store/ledger/fallback.py); only if the ledger itself fails is a request let through
 unbudgeted (logged, counted). With no budget configured the ledger is never touched.
 """
 

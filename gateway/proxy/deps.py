@@ -19,7 +19,7 @@ from gateway.proxy.upstream import Upstream
 from gateway.recording.spooler import SpoolRecorder
 from gateway.runs.pricing import Pricer
 from gateway.sinks.base import Sinks
-from gateway.store.ledger import Ledger
+from gateway.store.ledger.core import Ledger
 
 
 @dataclass(frozen=True, slots=True)

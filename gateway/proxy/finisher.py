@@ -23,7 +23,7 @@ from gateway.recording.spooler import SpoolRecorder
 from gateway.runs.pricing import Cost, Pricer
 from gateway.sinks.base import Sinks
 from gateway.step import RefusalRecord
-from gateway.store.ledger import Ledger
+from gateway.store.ledger.core import Ledger
 
 log = logging.getLogger(__name__)
 

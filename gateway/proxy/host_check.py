@@ -15,7 +15,7 @@ from gateway.config import Settings
 from gateway.errors import GatewayError
 from gateway.protocols.registry import adapter_for_path
 from gateway.proxy.handler import error_response
-from gateway.proxy.mcp_relay import REFUSED, rpc_error
+from gateway.proxy.mcp.relay import REFUSED, rpc_error
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine
 from gateway.continuation.keyfilter import BuiltKeys, KeyFilter
 from gateway.continuation.keys import call_filter_key
 from gateway.recording.spooler import spooled_keys
-from gateway.store import key_walks, queries
+from gateway.store.read import key_walks, queries
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from gateway.continuation.placement import (
 from gateway.items import Item
 from gateway.protocols.base import ParsedRequest
 from gateway.proxy.deps import Deps
-from gateway.store import queries
+from gateway.store.read import queries
 
 log = logging.getLogger(__name__)
 

@@ -32,8 +32,8 @@ from gateway.recording.spooler import SpoolRecorder
 from gateway.redaction.redactor import Redactor, without_reasoning_summaries
 from gateway.step import RefusalRecord, StepRecord
 from gateway.store.engine import make_engine
-from gateway.store.mcp_writer import McpStore
-from gateway.store.writer import StoreWriter
+from gateway.store.write.mcp import McpStore
+from gateway.store.write.writer import StoreWriter
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar
 
 from gateway.recording.codec import Record
-from gateway.store.writer import is_transient
+from gateway.store.write.writer import is_transient
 
 log = logging.getLogger(__name__)
 

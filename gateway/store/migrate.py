@@ -22,9 +22,9 @@ from sqlalchemy.engine import Connection, Engine
 from sqlmodel import SQLModel
 
 from gateway.errors import StartupError
-from gateway.store import ledger as _ledger  # noqa: F401  (registers budget_ledger)
 from gateway.store import mcp_tables as _mcp_tables  # noqa: F401  (registers the MCP tables)
 from gateway.store import models as _models  # noqa: F401  (registers the trace tables)
+from gateway.store.ledger import core as _ledger  # noqa: F401  (registers budget_ledger)
 from gateway.store.models import UTCDateTime
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -92,7 +92,7 @@ def _check_known(current: str | None) -> None:
 SEARCH_OBJECTS = ("items_fts", "ix_items_search", "search_words")
 
 
-# PostgreSQL's opt-in time partitions (gateway.store.partition_convert), which the models do
+# PostgreSQL's opt-in time partitions (gateway.store.partitions.convert), which the models do
 # not describe: the partitions (named `<table>__<suffix>`) and the index of traces by placement.
 # A converted store's widened keys and dropped foreign keys differ from the models on purpose.
 _PARTITIONING = ("ix_traces_placed",)

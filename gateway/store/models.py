@@ -121,7 +121,7 @@ class TraceRow(SQLModel, table=True):
     first_user_text: str | None = Field(default=None, sa_column=sa.Column(sa.Text))
     # Where the trace's rows are placed: its first stored batch's start, never changed, so on
     # a partitioned PostgreSQL store all its steps, items and violations share one time
-    # partition (gateway.store.partitions); null for traces stored before revision 0011
+    # partition (gateway.store.partitions.ranges); null for traces stored before revision 0011
     # until `loopwatch store partition` places them (on SQLite, for good).
     placed_at: datetime | None = Field(
         default=None, sa_column=sa.Column(UTCDateTime(), nullable=True)

@@ -13,9 +13,10 @@ from gateway.errors import BadRequest, NotFound, SearchTimedOut
 from gateway.items import ViolationKind
 from gateway.mcp.checks import KINDS as MCP_KINDS
 from gateway.runs.status import TraceStatus
-from gateway.store import queries, session_list
-from gateway.store.deadline import ReadTimedOut
-from gateway.store.filters import TraceFilters
+from gateway.store.read import queries
+from gateway.store.read import sessions as session_list
+from gateway.store.read.deadline import ReadTimedOut
+from gateway.store.read.filters import TraceFilters
 from gateway.ui import mcp_api
 from gateway.ui.deps import ReadDeps
 

@@ -11,7 +11,7 @@ from sqlalchemy.engine import Engine
 from yarl import URL
 
 from gateway.errors import BadRequest
-from gateway.store import mcp_reads as reads
+from gateway.store.read import mcp as reads
 from gateway.ui.deps import ReadDeps
 
 MAX_LIMIT = 200

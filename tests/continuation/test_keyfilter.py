@@ -125,7 +125,7 @@ async def test_keys_of_old_traces_are_known_after_a_restart(
     from gateway.items import Item, ItemKind
     from gateway.step import StepRecord
     from gateway.store.engine import create_schema, make_engine
-    from gateway.store.writer import StoreWriter
+    from gateway.store.write.writer import StoreWriter
 
     old = datetime.now(UTC) - timedelta(days=40)
     steps = [

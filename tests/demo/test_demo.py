@@ -20,8 +20,8 @@ from gateway.demo.script import THINKING_MARKER
 from gateway.items import Usage
 from gateway.runs.pricing import Pricer
 from gateway.runs.status import Ending, status_of
-from gateway.store import queries
 from gateway.store.engine import make_engine
+from gateway.store.read import queries
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -342,7 +342,7 @@ def test_a_demo_on_a_taken_port_deletes_nothing(tmp_path: Path) -> None:
 
 
 def test_mcp_run_executes_its_tool_on_the_built_in_server(demo: dict[str, Any]) -> None:
-    from gateway.store import mcp_reads as reads
+    from gateway.store.read import mcp as reads
 
     [run] = [r for r in demo["runs"] if "MCP" in r.title]
     assert run.outcome == "completed" and run.steps == 2

@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from gateway.store.ledger_fallback import FallbackLedger
+from gateway.store.ledger.fallback import FallbackLedger
 from tests.conftest import Database
 from tests.fakes.chat import completion
 from tests.harness import Gateway, make_gateway, provider  # noqa: F401

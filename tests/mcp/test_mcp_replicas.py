@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from gateway.app import DEPS, MCP
-from gateway.proxy.mcp_runtime import McpSink
+from gateway.proxy.mcp.runtime import McpSink
 from tests.fakes.chat import call, completion
 from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noqa: F401
 from tests.mcp.mcp_harness import mcp_gateway, mcp_url  # noqa: F401

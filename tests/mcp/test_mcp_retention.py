@@ -10,11 +10,12 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from gateway.mcp.records import Execution, McpViolation, MethodCall, ToolList
-from gateway.store import retention, trace_purge
 from gateway.store.mcp_tables import MCP_EXECUTIONS, MCP_METHODS, MCP_TOOLS, MCP_VIOLATIONS
-from gateway.store.mcp_writer import McpStore
-from gateway.store.retention import purge_batch
-from gateway.store.writer import StoreWriter
+from gateway.store.retention import sweep as retention
+from gateway.store.retention import traces as trace_purge
+from gateway.store.retention.sweep import purge_batch
+from gateway.store.write.mcp import McpStore
+from gateway.store.write.writer import StoreWriter
 from tests.factories import build_step
 from tests.store.deletes_counted import deletes_per_transaction
 from tests.store.test_retention import NOW, OLD, RECENT

@@ -9,8 +9,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from gateway.app import DEPS
-from gateway.proxy.mcp_runtime import McpSink
-from gateway.store import mcp_reads as reads
+from gateway.proxy.mcp.runtime import McpSink
+from gateway.store.read import mcp as reads
 from tests.fakes.chat import call, completion
 from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noqa: F401
 from tests.mcp.mcp_harness import ROOT, flush

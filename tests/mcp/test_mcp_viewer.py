@@ -11,8 +11,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from gateway.ui.present import trace_view
-from gateway.ui.rendering import make_environment
+from gateway.ui.pages.rendering import make_environment
+from gateway.ui.views.present import trace_view
 from tests.factories import T_JSON, item_dict, step_dict, trace_dict, violation_dict
 from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noqa: F401
 from tests.mcp.mcp_harness import flush, mcp_gateway, mcp_url  # noqa: F401

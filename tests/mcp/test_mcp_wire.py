@@ -125,7 +125,7 @@ async def test_headers_pass_both_ways_and_a_client_going_away_cancels(
     assert received["Mcp-Param-Region"] == "eu" and received["Last-Event-ID"] == "41"
     assert "X-Loopwatch-Trace-Id" not in received  # ours, not the server's
     await flush(gateway)
-    from gateway.store import mcp_reads as reads
+    from gateway.store.read import mcp as reads
 
     [execution] = reads.trace_executions(gateway.deps.engine, "run-9")
     assert execution["outcome"] == "rpc_error"
@@ -174,7 +174,7 @@ async def test_structured_content_against_the_output_schema(make_gateway: Gatewa
                 assert r.status == 200
                 await r.read()
     await flush(gateway)
-    from gateway.store import mcp_reads as reads
+    from gateway.store.read import mcp as reads
 
     found = reads.trace_violations(gateway.deps.engine, "run-out")
     invalid = [v for v in found if v["kind"] == "invalid_tool_output"]

@@ -14,9 +14,9 @@ from gateway.config import Settings
 from gateway.mcp.records import Execution, McpViolation, MethodCall, ToolList
 from gateway.recording import codec
 from gateway.recording.process import StoreWriters, make_recorder
-from gateway.store import mcp_reads as reads
 from gateway.store.mcp_tables import MCP_METHODS
 from gateway.store.models import TRACES
+from gateway.store.read import mcp as reads
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -18,7 +18,7 @@ from gateway.recording.recorder import Record, Recorder
 from gateway.step import StepRecord
 from gateway.store.engine import create_schema
 from gateway.store.models import STEPS
-from gateway.store.writer import StoreWriter
+from gateway.store.write.writer import StoreWriter
 from tests.conftest import OpenEngine
 
 MakeStep = Callable[..., StepRecord]

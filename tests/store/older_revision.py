@@ -10,10 +10,10 @@ import sqlalchemy as sa
 from alembic import command
 from sqlalchemy.engine import Connection, Engine
 
-from gateway.store import writer as writer_module
 from gateway.store.engine import make_engine
 from gateway.store.migrate import alembic_config
-from gateway.store.rows import insert_many
+from gateway.store.write import writer as writer_module
+from gateway.store.write.rows import insert_many
 
 
 def store_at(url: str, revision: str) -> Engine:

@@ -11,9 +11,9 @@ from sqlalchemy.engine import Engine
 
 from gateway.checks.budgets import Limits, Reservation, Settlement, Spent
 from gateway.store.engine import create_schema, make_engine
-from gateway.store.ledger import ThreadLedger
-from gateway.store.ledger_file import separate_sqlite_ledger
-from gateway.store.ledger_memory import MemoryLedger
+from gateway.store.ledger.core import ThreadLedger
+from gateway.store.ledger.file import separate_sqlite_ledger
+from gateway.store.ledger.memory import MemoryLedger
 from tests.conftest import OpenEngine
 
 

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from gateway.checks.budget_rule import CAP_NAMES, COUNTS, RULE, Caps, refusing_budget
 from gateway.checks.budgets import Limits
 from gateway.store.engine import create_schema, make_engine
-from gateway.store.ledger import ALLOWED, RESERVE, reserve_params
+from gateway.store.ledger.core import ALLOWED, RESERVE, reserve_params
 
 NOW = 1_000_000.0
 PRICE = Decimal("0.00001")  # dollars per output token: 10 000 nano-dollars

@@ -14,11 +14,13 @@ from sqlalchemy.engine import Engine
 from gateway.items import Item, ItemKind
 from gateway.mcp.texts import args_key
 from gateway.step import StepRecord
-from gateway.store import key_epochs, key_walks, listing, mcp_joins, queries
+from gateway.store import key_epochs
 from gateway.store.engine import create_schema
 from gateway.store.models import ITEMS, STEPS
-from gateway.store.retention import purge_batch
-from gateway.store.writer import StoreWriter
+from gateway.store.read import joins as mcp_joins
+from gateway.store.read import key_walks, listing, queries
+from gateway.store.retention.sweep import purge_batch
+from gateway.store.write.writer import StoreWriter
 from tests.conftest import Database
 from tests.factories import T0, build_step
 from tests.store.older_revision import store_at, write_as_at_its_revision

@@ -16,15 +16,17 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from gateway import cli
-from gateway.store import partition_purge, partitions, trace_purge
 from gateway.store.engine import create_schema, make_engine
 from gateway.store.models import STEPS, TRACES
-from gateway.store.partition_convert import partition_store
-from gateway.store.partitions import Partition, missing
-from gateway.store.queries import get_trace
-from gateway.store.retention import purge_batch
-from gateway.store.trace_purge import bounded
-from gateway.store.writer import StoreWriter
+from gateway.store.partitions import ranges as partitions
+from gateway.store.partitions.convert import partition_store
+from gateway.store.partitions.ranges import Partition, missing
+from gateway.store.read.queries import get_trace
+from gateway.store.retention import partitions as partition_purge
+from gateway.store.retention import traces as trace_purge
+from gateway.store.retention.sweep import purge_batch
+from gateway.store.retention.traces import bounded
+from gateway.store.write.writer import StoreWriter
 from tests.conftest import Database
 from tests.factories import build_step
 from tests.store.test_retention import NOW, _trace, assert_no_orphans

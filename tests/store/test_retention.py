@@ -13,11 +13,12 @@ from sqlalchemy.engine import Engine
 
 from gateway.items import Violation, ViolationKind
 from gateway.step import RefusalRecord
-from gateway.store import retention, trace_purge
 from gateway.store.migrate import METADATA
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
-from gateway.store.retention import LEDGER, Retention, purge_batch
-from gateway.store.writer import StoreWriter
+from gateway.store.retention import sweep as retention
+from gateway.store.retention import traces as trace_purge
+from gateway.store.retention.sweep import LEDGER, Retention, purge_batch
+from gateway.store.write.writer import StoreWriter
 from tests import harness
 from tests.factories import build_step
 from tests.fakes.chat import completion

@@ -14,16 +14,17 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.elements import ClauseElement
 
 from gateway.items import Item, ItemKind
-from gateway.store import fulltext, search
-from gateway.store.deadline import ReadTimedOut
 from gateway.store.engine import create_schema, make_engine
-from gateway.store.filters import TraceFilters
 from gateway.store.migrate import alembic_config
-from gateway.store.queries import list_traces
-from gateway.store.retention import purge_batch
-from gateway.store.rows import insert_many, item_rows, step_row
-from gateway.store.search import fts5_query, next_prefix, tokens
-from gateway.store.writer import StoreWriter
+from gateway.store.read import search
+from gateway.store.read.deadline import ReadTimedOut
+from gateway.store.read.filters import TraceFilters
+from gateway.store.read.queries import list_traces
+from gateway.store.read.search import fts5_query, next_prefix, tokens
+from gateway.store.retention.sweep import purge_batch
+from gateway.store.write import fulltext
+from gateway.store.write.rows import insert_many, item_rows, step_row
+from gateway.store.write.writer import StoreWriter
 from tests.conftest import Database
 from tests.factories import T0, build_step
 from tests.store.older_revision import store_at, write_as_at_its_revision

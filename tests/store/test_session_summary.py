@@ -15,9 +15,9 @@ from gateway.items import Violation, ViolationKind
 from gateway.step import RefusalRecord
 from gateway.store.engine import create_schema, make_engine
 from gateway.store.models import SESSIONS, TRACES
-from gateway.store.retention import purge_batch
-from gateway.store.session_list import session_summaries, sessions_page
-from gateway.store.writer import StoreWriter, merge_mcp_activity
+from gateway.store.read.sessions import session_summaries, sessions_page
+from gateway.store.retention.sweep import purge_batch
+from gateway.store.write.writer import StoreWriter, merge_mcp_activity
 from tests.conftest import Database
 from tests.factories import T0, build_step
 

@@ -15,7 +15,7 @@ from sqlalchemy.engine import Engine
 from gateway.step import StepRecord
 from gateway.store.engine import create_schema, install_secret, normalize_url, read_only_engine
 from gateway.store.models import STEPS
-from gateway.store.writer import StoreWriter
+from gateway.store.write.writer import StoreWriter
 from tests.conftest import OpenEngine
 
 

@@ -12,8 +12,8 @@ from sqlalchemy.engine import Connection, Engine
 
 from gateway.store.engine import create_schema, make_engine
 from gateway.store.migrate import alembic_config
-from gateway.store.queries import list_traces
-from gateway.store.session_list import sessions_page
+from gateway.store.read.queries import list_traces
+from gateway.store.read.sessions import sessions_page
 from tests.conftest import Database
 
 BEFORE = "0005"  # the newest revision before it

@@ -10,7 +10,7 @@ from sqlalchemy.engine import Engine
 
 from gateway.items import ItemKind, Violation, ViolationKind
 from gateway.step import RefusalRecord, StepRecord
-from gateway.store.queries import (
+from gateway.store.read.queries import (
     find_by_response_id,
     find_continuation,
     find_step,
@@ -20,7 +20,7 @@ from gateway.store.queries import (
     list_violations,
     step_output_items,
 )
-from gateway.store.writer import StoreWriter
+from gateway.store.write.writer import StoreWriter
 
 MakeStep = Callable[..., StepRecord]
 

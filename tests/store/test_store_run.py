@@ -12,10 +12,10 @@ from sqlalchemy.engine import Engine
 from gateway.items import Item, ItemKind, StopReason, Usage, Violation, ViolationKind
 from gateway.runs.status import TraceStatus
 from gateway.step import StepRecord
-from gateway.store.filters import TraceFilters
-from gateway.store.queries import get_trace, get_trace_summary, list_traces
-from gateway.store.session_list import sessions_page as list_sessions
-from gateway.store.writer import StoreWriter
+from gateway.store.read.filters import TraceFilters
+from gateway.store.read.queries import get_trace, get_trace_summary, list_traces
+from gateway.store.read.sessions import sessions_page as list_sessions
+from gateway.store.write.writer import StoreWriter
 from tests.factories import T0, refusal, tool_result
 
 MakeStep = Callable[..., StepRecord]

@@ -15,9 +15,10 @@ from sqlalchemy.engine import Engine
 
 from gateway.items import StopReason, Violation, ViolationKind
 from gateway.step import RefusalRecord, StepRecord
-from gateway.store import session_list, trace_models
-from gateway.store.queries import encode_cursor, list_traces, list_violations
-from gateway.store.writer import StoreWriter
+from gateway.store.read import sessions as session_list
+from gateway.store.read.queries import encode_cursor, list_traces, list_violations
+from gateway.store.write import trace_models
+from gateway.store.write.writer import StoreWriter
 from tests.factories import T0, build_step
 
 Read = Callable[..., dict[str, Any]]

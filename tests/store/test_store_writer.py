@@ -17,9 +17,9 @@ from gateway.items import Item, ItemKind, StopReason, Usage, Violation, Violatio
 from gateway.step import RefusalRecord, StepRecord
 from gateway.store.engine import create_schema
 from gateway.store.models import ITEMS, STEPS, TOOL_SETS, VIOLATIONS
-from gateway.store.queries import get_trace
-from gateway.store.tool_sets import tool_set_hash
-from gateway.store.writer import StoreWriter
+from gateway.store.read.queries import get_trace
+from gateway.store.write.tool_sets import tool_set_hash
+from gateway.store.write.writer import StoreWriter
 from tests.conftest import OpenEngine
 
 MakeStep = Callable[..., StepRecord]

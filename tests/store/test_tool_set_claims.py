@@ -13,9 +13,9 @@ from sqlalchemy.engine import Engine
 
 from gateway.store.engine import create_schema, make_engine, write_connection
 from gateway.store.models import ITEMS, STEPS, TOOL_SETS
-from gateway.store.tool_sets import store_tool_sets
-from gateway.store.trace_purge import drop_unused_tool_sets, sweep_tool_sets
-from gateway.store.writer import StoreWriter
+from gateway.store.retention.traces import drop_unused_tool_sets, sweep_tool_sets
+from gateway.store.write.tool_sets import store_tool_sets
+from gateway.store.write.writer import StoreWriter
 from tests.conftest import Database
 from tests.factories import build_step
 

@@ -10,7 +10,7 @@ import pytest
 
 from gateway.items import Item, ItemKind, StopReason, Violation, ViolationKind
 from gateway.store.engine import create_schema
-from gateway.store.writer import StoreWriter
+from gateway.store.write.writer import StoreWriter
 from tests.conftest import Database, OpenEngine
 from tests.factories import build_step
 from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noqa: F401

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from gateway.store.writer import StoreWriter
-from gateway.ui.present import trace_view
-from gateway.ui.rendering import make_environment
-from gateway.ui.views import CSP
+from gateway.store.write.writer import StoreWriter
+from gateway.ui.pages.rendering import make_environment
+from gateway.ui.pages.routes import CSP
+from gateway.ui.views.present import trace_view
 from tests.factories import T_JSON, long_run
 from tests.harness import Gateway, GatewayFactory, gateway, make_gateway, provider  # noqa: F401
 from tests.ui.scenarios import (

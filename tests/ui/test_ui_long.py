@@ -9,7 +9,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from gateway.store.writer import StoreWriter
+from gateway.store.write.writer import StoreWriter
 from tests.factories import long_run
 from tests.harness import Gateway, gateway, make_gateway, provider  # noqa: F401
 from tests.ui.scenarios import first_step_only, next_step

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from gateway.runs.status import Ending, TraceStatus, status_of
-from gateway.ui import status as statuses
-from gateway.ui.fmt import id_parts, money, one_line
-from gateway.ui.items_view import TIMES, digest
-from gateway.ui.listview import session_row, trace_row
-from gateway.ui.present import TraceView, trace_view
-from gateway.ui.shapes import RefusalView, StepView
-from gateway.ui.textview import text_view
+from gateway.ui.views import status as statuses
+from gateway.ui.views.fmt import id_parts, money, one_line
+from gateway.ui.views.items import TIMES, digest
+from gateway.ui.views.present import TraceView, trace_view
+from gateway.ui.views.rows import session_row, trace_row
+from gateway.ui.views.shapes import RefusalView, StepView
+from gateway.ui.views.text import text_view
 from tests.factories import T_JSON, item_dict, step_dict, trace_dict, violation_dict
 
 NOW = T_JSON + timedelta(hours=1)

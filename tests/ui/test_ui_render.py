@@ -6,10 +6,10 @@ import html
 from datetime import timedelta
 from typing import Any
 
-from gateway.ui.list_pages import FILTER_KEYS, ListQuery
-from gateway.ui.listview import session_row, trace_row
-from gateway.ui.present import trace_view
-from gateway.ui.rendering import make_environment
+from gateway.ui.pages.lists import FILTER_KEYS, ListQuery
+from gateway.ui.pages.rendering import make_environment
+from gateway.ui.views.present import trace_view
+from gateway.ui.views.rows import session_row, trace_row
 from tests.factories import T_JSON, item_dict, step_dict, trace_dict, violation_dict
 from tests.ui.scenarios import IMG, SCRIPT
 

@@ -19,7 +19,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from gateway.ui.fmt import money
+from gateway.ui.views.fmt import money
 from tests.conftest import Database
 from tests.factories import chat_request
 from tests.fakes.chat import completion

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from gateway.ui.present import TraceView, trace_view
-from gateway.ui.rendering import make_environment
+from gateway.ui.pages.rendering import make_environment
+from gateway.ui.views.present import TraceView, trace_view
 from tests.factories import T_JSON, item_dict, step_dict, trace_dict, violation_dict
 
 ENV = make_environment()

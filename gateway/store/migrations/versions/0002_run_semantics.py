@@ -33,7 +33,7 @@ SEARCH_SQLITE = (
     "VALUES ('delete', old.id, old.text, old.tool_name, old.call_id); END",
     "INSERT INTO items_fts(items_fts) VALUES ('rebuild')",
 )
-# The same expression as gateway.store.search uses, so the planner takes the index.
+# The same expression as gateway.store.read.search uses, so the planner takes the index.
 SEARCH_POSTGRES = (
     "CREATE INDEX IF NOT EXISTS ix_items_search ON items USING gin (to_tsvector('simple', "
     "coalesce(text, '') || ' ' || coalesce(tool_name, '') || ' ' || coalesce(call_id, '')))"

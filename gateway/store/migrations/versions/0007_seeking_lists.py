@@ -25,7 +25,7 @@ depends_on: str | Sequence[str] | None = None
 ID = 128
 
 # Whole milliseconds from the first request to the last response end, or to the last
-# activity when no response ended (gateway.store.run_fold computes it for new batches).
+# activity when no response ended (gateway.store.write.run_fold computes it for new batches).
 SPAN_SQLITE = (
     "UPDATE traces SET span_ms = round((julianday(coalesce(last_response_end, updated_at)) "
     "- julianday(started_at)) * 86400000)"

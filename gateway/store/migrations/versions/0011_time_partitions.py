@@ -1,5 +1,5 @@
 """A trace's placement time, copied onto its steps, items and violations: the key of
-PostgreSQL's opt-in time partitions (`loopwatch store partition`, gateway.store.partition_convert).
+PostgreSQL's opt-in time partitions (`loopwatch store partition`, gateway.store.partitions.convert).
 
 Revision ID: 0011
 Revises: 0009

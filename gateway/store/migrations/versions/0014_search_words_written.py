@@ -7,10 +7,10 @@ Create Date: 2026-12-02
 `items.search_words` was a generated column (revision 0010): the server ran `to_tsvector`'s
 parser over every item it stored, about two thirds of its CPU for a batch (39 µs an item,
 against 3 µs to read the same words given as a tsvector). The writer now cuts the words
-itself (gateway.store.fulltext.pg_words: runs of letters and digits, lowercased, as SQLite's
+itself (gateway.store.write.fulltext.pg_words: runs of letters and digits, lowercased, as SQLite's
 full-text index finds them) and stores them with the row. The column turns into a plain
 one; its stored values and the GIN index stay as they are (no rewrite, moments on any
-store), and a search matches either the old words or the new ones (gateway.store.search).
+store), and a search matches either the old words or the new ones (gateway.store.read.search).
 A loopwatch from before this revision that keeps running beside one that upgraded writes
 items without words (not found by words) until it is restarted.
 """

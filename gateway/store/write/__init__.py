@@ -1,0 +1,1 @@
+"""The write side of the store: batched writes of records, their rows and summaries."""
