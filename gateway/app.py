@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
@@ -14,6 +13,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 from sqlalchemy.engine import Engine
 
+from gateway.background import Background
 from gateway.checks.loops import TraceCounters
 from gateway.config import Settings
 from gateway.continuation.keycache import CachedContinuationKeys
@@ -25,7 +25,7 @@ from gateway.proxy import handler as proxy
 from gateway.proxy import host_check, mcp_ingest, mcp_oauth
 from gateway.proxy import mcp_relay as mcp_proxy
 from gateway.proxy.deps import Deps
-from gateway.proxy.known_keys import KeyLoading
+from gateway.proxy.known_keys import start_loading
 from gateway.proxy.mcp_runtime import McpRuntime, McpSink
 from gateway.proxy.upstream import Upstream
 from gateway.recording.setup import recording as recording_for
@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 DEPS = web.AppKey("deps", Deps)
 READINESS = web.AppKey("readiness", Readiness)
 MCP = web.AppKey("mcp", McpRuntime)
+BACKGROUND = web.AppKey("background", Background)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -78,8 +79,6 @@ def create_app(
             _lifecycle, settings=settings, engine=engine, clock=clock, worker=worker, spool=spool
         )
     )
-    app.cleanup_ctx.append(_retention)  # after the store is open, stopped before it closes
-    app.cleanup_ctx.append(_partitions)
     for path, protocol in PATHS.items():
         app.router.add_post(path, _bind(proxy.handle_model, ADAPTERS[protocol]))
     app.router.add_route("*", "/v1/{tail:.*}", _bind(proxy.handle_passthrough, ADAPTERS["chat"]))
@@ -109,23 +108,29 @@ async def _lifecycle(
     worker: int | None,
     spool: Path | None,
 ) -> AsyncIterator[None]:
+    # The one owner of background work: what starts here stops in reverse order, so the
+    # proxy stops forwarding first, the recorder stores what is spooled, the store goes last.
+    owner = app[BACKGROUND] = Background()
     injected = engine is not None
     engine = engine or make_engine(settings.database_url)
-    stack = contextlib.AsyncExitStack()
     _open_store(engine, settings, clock)
-    ledger = await _open_ledger(settings, engine, injected)
+    ledger = await _open_ledger(settings, engine, injected, owner.child("budget-ledger"))
+    owner.adopt("budget-ledger", ledger.close)
+    owner.adopt("store", partial(_dispose, engine))  # before the ledger closes, as ever
     secret = install_secret(engine)
     redactor = Redactor(settings.redaction)
     metrics = _metrics_sink(settings, redactor)
-    recording = await stack.enter_async_context(recording_for(settings, engine, worker, spool))
-    known_keys, loading = _loading_known_keys(settings, engine, recording)
-    upstream = await _started_upstream(settings)
-    metrics.watch_recorder(recording)
-    webhooks = await _start_webhooks(settings, redactor, metrics)
-    otlp = _start_otlp(settings, redactor, metrics)
-    mcp = app[MCP] = await _started_mcp(
-        settings, engine, redactor, recording, metrics, otlp, webhooks, clock
+    recording = await owner.enter(
+        "recording", recording_for(settings, engine, worker, spool, owner.child("recording"))
     )
+    known_keys = _loading_known_keys(settings, engine, recording, owner)
+    metrics.watch_recorder(recording)
+    webhooks = await _start_webhooks(settings, redactor, metrics, owner)
+    otlp = _start_otlp(settings, redactor, metrics, owner)
+    mcp = app[MCP] = await _started_mcp(
+        settings, engine, redactor, recording, metrics, otlp, webhooks, clock, owner
+    )
+    upstream = await _started_upstream(settings, owner)
     app[DEPS] = Deps(
         settings=settings,
         upstream=upstream,
@@ -143,11 +148,11 @@ async def _lifecycle(
         loops=TraceCounters(settings.loop_threshold),
     )
     app[READINESS] = Readiness(engine, recording, settings.recorder_queue_size)
+    _start_upkeep(app[DEPS], owner)
     try:
         yield
     finally:
-        await loading.stop()  # its thread gives its store connection back first
-        await _close(app[DEPS], mcp, webhooks, otlp, stack)
+        await owner.stop()
 
 
 def _step_sinks(
@@ -164,14 +169,14 @@ def _step_sinks(
 
 
 def _loading_known_keys(
-    settings: Settings, engine: Engine, recording: SpoolRecorder
-) -> tuple[KeyFilter, KeyLoading]:
+    settings: Settings, engine: Engine, recording: SpoolRecorder, owner: Background
+) -> KeyFilter:
     """The filter of keys stored or spooled before this run, filled off the loop; a sole
     SQLite writer may trust it once loaded (nothing else writes keys)."""
     sole_writer = settings.workers == 1 and engine.dialect.name == "sqlite"
     known_keys = KeyFilter(authoritative_when_loaded=sole_writer)
-    loading = KeyLoading(engine, settings.spool_path(), recording.directory, known_keys)
-    return known_keys, loading
+    start_loading(owner, engine, settings.spool_path(), recording.directory, known_keys)
+    return known_keys
 
 
 async def _started_mcp(
@@ -183,19 +188,23 @@ async def _started_mcp(
     otlp: OtlpSink | None,
     webhooks: WebhookSink | None,
     clock: Callable[[], datetime] | None,
+    owner: Background,
 ) -> McpRuntime:
-    mcp = McpRuntime(settings, engine, redactor, recording, metrics=metrics, clock=clock)
+    own = owner.child("mcp")
+    mcp = McpRuntime(settings, engine, redactor, recording, own, metrics=metrics, clock=clock)
     if otlp is not None:
         mcp.on_finished.append(otlp.mcp_execution)
     if webhooks is not None:
         mcp.on_violation.append(webhooks.mcp_violation)
     await mcp.start()
+    owner.adopt("mcp", mcp.close)
     return mcp
 
 
-async def _started_upstream(settings: Settings) -> Upstream:
+async def _started_upstream(settings: Settings, owner: Background) -> Upstream:
     upstream = Upstream(settings)
     await upstream.start()
+    owner.adopt("upstream", upstream.close)
     return upstream
 
 
@@ -206,24 +215,6 @@ def _metrics_sink(settings: Settings, redactor: Redactor) -> MetricsSink:
         provider_of=lambda step: provider_of(settings, step.protocol, step.model, step.path),
         idle_seconds=settings.trace_idle_seconds,
     )
-
-
-async def _close(
-    deps: Deps,
-    mcp: McpRuntime,
-    webhooks: WebhookSink | None,
-    otlp: OtlpSink | None,
-    stack: contextlib.AsyncExitStack,
-) -> None:
-    await deps.upstream.close()
-    await mcp.close()
-    if webhooks is not None:
-        await webhooks.close()
-    if otlp is not None:
-        await asyncio.to_thread(otlp.close)
-    await stack.aclose()  # the recorder stores what is spooled, then stops
-    deps.engine.dispose()
-    await deps.ledger.close()
 
 
 def _open_store(engine: Engine, settings: Settings, clock: Callable[[], datetime] | None) -> None:
@@ -237,36 +228,28 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-async def _partitions(app: web.Application) -> AsyncIterator[None]:
-    deps = app[DEPS]
-    keeper = PartitionKeeper(deps.engine, deps.settings.retention_days, clock=deps.clock)
-    keeper.start()
-    try:
-        yield
-    finally:
-        await keeper.close()
+async def _dispose(engine: Engine) -> None:
+    engine.dispose()
 
 
-async def _retention(app: web.Application) -> AsyncIterator[None]:
-    deps = app[DEPS]
+def _start_upkeep(deps: Deps, owner: Background) -> None:
+    """Retention, then the partition keeper: stopped first, before the store closes."""
     metrics = deps.metrics
-    if deps.settings.retention_days is None or metrics is None:
-        yield
-        return
-    retention = Retention(
-        deps.engine,
-        deps.settings.retention_days,
-        clock=deps.clock,
-        on_purged=metrics.instruments.retention_purged.inc,
-    )
-    retention.start()
-    try:
-        yield
-    finally:
-        await retention.close()
+    if deps.settings.retention_days is not None and metrics is not None:
+        retention = Retention(
+            deps.engine,
+            deps.settings.retention_days,
+            clock=deps.clock,
+            on_purged=metrics.instruments.retention_purged.inc,
+        )
+        retention.start(owner)
+    keeper = PartitionKeeper(deps.engine, deps.settings.retention_days, clock=deps.clock)
+    keeper.start(owner)
 
 
-async def _open_ledger(settings: Settings, engine: Engine, injected: bool) -> Ledger:
+async def _open_ledger(
+    settings: Settings, engine: Engine, injected: bool, owner: Background
+) -> Ledger:
     """PostgreSQL gets a native async ledger. A SQLite file gets a ledger file of its own
     beside it (never behind the recorder's writes), its counts in memory when one gateway
     process writes it; a given engine a threaded one. Either way budgets keep holding from
@@ -274,17 +257,17 @@ async def _open_ledger(settings: Settings, engine: Engine, injected: bool) -> Le
     if injected or engine.dialect.name != "postgresql":
         own = None if injected else separate_sqlite_ledger(settings.database_url, engine)
         if own is not None and settings.workers == 1:  # the sole writer: counts in memory
-            return FallbackLedger(MemoryLedger(own))
-        return FallbackLedger(ThreadLedger(own or engine))
+            return FallbackLedger(MemoryLedger(own, owner), owner)
+        return FallbackLedger(ThreadLedger(own or engine), owner)
     from gateway.store.ledger_pg import PostgresLedger  # psycopg: PostgreSQL stores only
 
-    postgres = PostgresLedger(settings.database_url)
+    postgres = PostgresLedger(settings.database_url, owner)
     await postgres.open()
-    return FallbackLedger(postgres)
+    return FallbackLedger(postgres, owner)
 
 
 async def _start_webhooks(
-    settings: Settings, redactor: Redactor, metrics: MetricsSink
+    settings: Settings, redactor: Redactor, metrics: MetricsSink, owner: Background
 ) -> WebhookSink | None:
     if not settings.webhook_urls:
         return None
@@ -295,11 +278,14 @@ async def _start_webhooks(
         secret=settings.webhook_secret,
         on_drop=lambda reason: metrics.instruments.webhook_dropped.labels(reason).inc(),
     )
-    await webhooks.start()
+    await webhooks.start(owner)
+    owner.adopt("webhooks", webhooks.close)
     return webhooks
 
 
-def _start_otlp(settings: Settings, redactor: Redactor, metrics: MetricsSink) -> OtlpSink | None:
+def _start_otlp(
+    settings: Settings, redactor: Redactor, metrics: MetricsSink, owner: Background
+) -> OtlpSink | None:
     if settings.otlp_endpoint is None:
         return None
     from gateway.sinks.otlp.sink import OtlpSink  # OpenTelemetry: loaded when exporting
@@ -309,7 +295,8 @@ def _start_otlp(settings: Settings, redactor: Redactor, metrics: MetricsSink) ->
         redactor=redactor,
         on_drop=lambda reason, count: metrics.instruments.otlp_dropped.labels(reason).inc(count),
     )
-    otlp.start()
+    otlp.start(owner)
+    owner.adopt("otlp", partial(asyncio.to_thread, otlp.close))
     return otlp
 
 

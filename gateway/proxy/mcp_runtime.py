@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from gateway.background import Background
 from gateway.checks.tools import ToolChecker
 from gateway.config import Settings
 from gateway.mcp.messages import id_key, is_response, read_requests
@@ -43,6 +44,7 @@ class McpRuntime:
         engine: Engine,
         redactor: Redactor,
         recorder: SpoolRecorder,
+        background: Background,
         *,
         metrics: MetricsSink | None = None,
         clock: Callable[[], datetime] | None = None,
@@ -59,9 +61,10 @@ class McpRuntime:
         )
         self._recorder = recorder  # MCP records are spooled like steps: crash-safe
         self._engine = engine
+        self.background = background  # its joins' task and its relay's sends
         # Joins and deliveries the process's memory cannot make: looked up in the store.
         self.store_joins = StoreJoins(
-            self.observer, self.emit, engine, redactor, settings.mcp_match_window_s
+            self.observer, self.emit, engine, redactor, settings.mcp_match_window_s, background
         )
         self._metrics = metrics
         # Requests reported by stdio bridges, waiting for their answers, by bridge.

@@ -24,6 +24,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from gateway.background import Background
 from gateway.store import fulltext, mcp_purge, partition_purge, partitions
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
 from gateway.store.trace_purge import LEDGER, bounded, forget_traces, sweep_tool_sets
@@ -184,8 +185,8 @@ class Retention:
         self.purged_total = 0
         self.passes = 0
 
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="retention")
+    def start(self, owner: Background) -> None:
+        self._task = owner.task("retention", self._run(), stop=self._stop.set)
 
     async def close(self) -> None:
         """Stop after the pass under way (a pass is one bounded transaction)."""
