@@ -108,15 +108,12 @@ async def _lifecycle(
     worker: int | None,
     spool: Path | None,
 ) -> AsyncIterator[None]:
-    # The one owner of background work: what starts here stops in reverse order, so the
-    # proxy stops forwarding first, the recorder stores what is spooled, the store goes last.
+    # Stopped in reverse: forwarding first, then the recorder stores the spool, the store last.
     owner = app[BACKGROUND] = Background()
     injected = engine is not None
     engine = engine or make_engine(settings.database_url)
     _open_store(engine, settings, clock)
-    ledger = await _open_ledger(settings, engine, injected, owner.child("budget-ledger"))
-    owner.adopt("budget-ledger", ledger.close)
-    owner.adopt("store", partial(_dispose, engine))  # before the ledger closes, as ever
+    ledger = await _owned_ledger(settings, engine, injected, owner)
     secret = install_secret(engine)
     redactor = Redactor(settings.redaction)
     metrics = _metrics_sink(settings, redactor)
@@ -130,10 +127,9 @@ async def _lifecycle(
     mcp = app[MCP] = await _started_mcp(
         settings, engine, redactor, recording, metrics, otlp, webhooks, clock, owner
     )
-    upstream = await _started_upstream(settings, owner)
     app[DEPS] = Deps(
         settings=settings,
-        upstream=upstream,
+        upstream=await _started_upstream(settings, owner),  # started last, stopped first
         recorder=recording,
         engine=engine,
         ledger=ledger,
@@ -226,6 +222,16 @@ def _open_store(engine: Engine, settings: Settings, clock: Callable[[], datetime
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+async def _owned_ledger(
+    settings: Settings, engine: Engine, injected: bool, owner: Background
+) -> Ledger:
+    """The ledger, closed after the engine is disposed (as the owner stops in reverse)."""
+    ledger = await _open_ledger(settings, engine, injected, owner.child("budget-ledger"))
+    owner.adopt("budget-ledger", ledger.close)
+    owner.adopt("store", partial(_dispose, engine))
+    return ledger
 
 
 async def _dispose(engine: Engine) -> None:
