@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
@@ -14,6 +13,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 from sqlalchemy.engine import Engine
 
+from gateway.background import Background
 from gateway.checks.loops import TraceCounters
 from gateway.config import Settings
 from gateway.continuation.keycache import CachedContinuationKeys
@@ -25,7 +25,7 @@ from gateway.proxy import handler as proxy
 from gateway.proxy import host_check
 from gateway.proxy.deps import Deps
 from gateway.proxy.finisher import StepBus
-from gateway.proxy.known_keys import KeyLoading
+from gateway.proxy.known_keys import start_loading
 from gateway.proxy.mcp import ingest as mcp_ingest
 from gateway.proxy.mcp import oauth as mcp_oauth
 from gateway.proxy.mcp import relay as mcp_proxy
@@ -60,6 +60,7 @@ DEPS = web.AppKey("deps", Deps)
 READINESS = web.AppKey("readiness", Readiness)
 MCP = web.AppKey("mcp", McpRuntime)
 METRICS = web.AppKey("metrics", MetricsSink)
+BACKGROUND = web.AppKey("background", Background)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -84,8 +85,6 @@ def create_app(
             _lifecycle, settings=settings, engine=engine, clock=clock, worker=worker, spool=spool
         )
     )
-    app.cleanup_ctx.append(_retention)  # after the store is open, stopped before it closes
-    app.cleanup_ctx.append(_partitions)
     for path, protocol in PATHS.items():
         app.router.add_post(path, _bind(proxy.handle_model, ADAPTERS[protocol]))
     app.router.add_route("*", "/v1/{tail:.*}", _bind(proxy.handle_passthrough, FALLBACK))
@@ -115,28 +114,32 @@ async def _lifecycle(
     worker: int | None,
     spool: Path | None,
 ) -> AsyncIterator[None]:
+    # Stopped in reverse: forwarding first, then the recorder stores the spool, the store last.
+    owner = app[BACKGROUND] = Background()
     injected = engine is not None
     engine = engine or make_engine(settings.database_url)
-    stack = contextlib.AsyncExitStack()
     _open_store(engine, settings, clock)
-    ledger = await _open_ledger(settings, engine, injected)
+    ledger = await _owned_ledger(settings, engine, injected, owner)
     secret = install_secret(engine)
     redactor = Redactor(settings.redaction)
     metrics = _metrics_sink(settings, redactor)
-    recording = await stack.enter_async_context(recording_for(settings, engine, worker, spool))
-    known_keys, loading = _loading_known_keys(settings, engine, recording)
-    upstream = await _started_upstream(settings)
+    recording = await owner.enter(
+        "recording", recording_for(settings, engine, worker, spool, owner.child("recording"))
+    )
+    known_keys = _loading_known_keys(settings, engine, recording, owner)
     metrics.watch_recorder(recording)
-    webhooks = await _start_webhooks(settings, redactor, metrics)
-    otlp = _start_otlp(settings, redactor, metrics)
+    webhooks = await _start_webhooks(settings, redactor, metrics, owner)
+    otlp = _start_otlp(settings, redactor, metrics, owner)
     exporters = Sinks(s for s in (metrics, webhooks, otlp) if s is not None)
-    mcp = app[MCP] = await _started_mcp(settings, engine, redactor, recording, exporters, clock)
+    mcp = app[MCP] = await _started_mcp(
+        settings, engine, redactor, recording, exporters, clock, owner
+    )
     app[METRICS] = metrics
     sinks = _step_sinks(settings, exporters, mcp)
     recent = RecentSteps()
     app[DEPS] = Deps(
         settings=settings,
-        upstream=upstream,
+        upstream=await _started_upstream(settings, owner),  # started last, stopped first
         recorder=recording,
         engine=engine,
         ledger=ledger,
@@ -149,11 +152,11 @@ async def _lifecycle(
         loops=TraceCounters(settings.loop_threshold),
     )
     app[READINESS] = Readiness(engine, recording, settings.recorder_queue_size)
+    _start_upkeep(app[DEPS], metrics, owner)
     try:
         yield
     finally:
-        await loading.stop()  # its thread gives its store connection back first
-        await _close(app[DEPS], mcp, webhooks, otlp, stack)
+        await owner.stop()
 
 
 def _step_sinks(settings: Settings, exporters: Sinks, mcp: McpRuntime) -> Sinks:
@@ -163,14 +166,14 @@ def _step_sinks(settings: Settings, exporters: Sinks, mcp: McpRuntime) -> Sinks:
 
 
 def _loading_known_keys(
-    settings: Settings, engine: Engine, recording: SpoolRecorder
-) -> tuple[KeyFilter, KeyLoading]:
+    settings: Settings, engine: Engine, recording: SpoolRecorder, owner: Background
+) -> KeyFilter:
     """The filter of keys stored or spooled before this run, filled off the loop; a sole
     SQLite writer may trust it once loaded (nothing else writes keys)."""
     sole_writer = settings.workers == 1 and engine.dialect.name == "sqlite"
     known_keys = KeyFilter(authoritative_when_loaded=sole_writer)
-    loading = KeyLoading(engine, settings.spool_path(), recording.directory, known_keys)
-    return known_keys, loading
+    start_loading(owner, engine, settings.spool_path(), recording.directory, known_keys)
+    return known_keys
 
 
 async def _started_mcp(
@@ -180,15 +183,19 @@ async def _started_mcp(
     recording: SpoolRecorder,
     exporters: Sinks,
     clock: Callable[[], datetime] | None,
+    owner: Background,
 ) -> McpRuntime:
-    mcp = McpRuntime(settings, engine, redactor, recording, sinks=exporters, clock=clock)
+    own = owner.child("mcp")
+    mcp = McpRuntime(settings, engine, redactor, recording, own, sinks=exporters, clock=clock)
     await mcp.start()
+    owner.adopt("mcp", mcp.close)
     return mcp
 
 
-async def _started_upstream(settings: Settings) -> Upstream:
+async def _started_upstream(settings: Settings, owner: Background) -> Upstream:
     upstream = Upstream(settings)
     await upstream.start()
+    owner.adopt("upstream", upstream.close)
     return upstream
 
 
@@ -199,24 +206,6 @@ def _metrics_sink(settings: Settings, redactor: Redactor) -> MetricsSink:
         provider_of=lambda s: provider_of(settings, wire_of(s.protocol), s.model, s.path),
         idle_seconds=settings.trace_idle_seconds,
     )
-
-
-async def _close(
-    deps: Deps,
-    mcp: McpRuntime,
-    webhooks: WebhookSink | None,
-    otlp: OtlpSink | None,
-    stack: contextlib.AsyncExitStack,
-) -> None:
-    await deps.upstream.close()
-    await mcp.close()
-    if webhooks is not None:
-        await webhooks.close()
-    if otlp is not None:
-        await asyncio.to_thread(otlp.close)
-    await stack.aclose()  # the recorder stores what is spooled, then stops
-    deps.engine.dispose()
-    await deps.ledger.close()
 
 
 def _open_store(engine: Engine, settings: Settings, clock: Callable[[], datetime] | None) -> None:
@@ -230,35 +219,37 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-async def _partitions(app: web.Application) -> AsyncIterator[None]:
-    deps = app[DEPS]
+async def _owned_ledger(
+    settings: Settings, engine: Engine, injected: bool, owner: Background
+) -> Ledger:
+    """The ledger, closed after the engine is disposed (as the owner stops in reverse)."""
+    ledger = await _open_ledger(settings, engine, injected, owner.child("budget-ledger"))
+    owner.adopt("budget-ledger", ledger.close)
+    owner.adopt("store", partial(_dispose, engine))
+    return ledger
+
+
+async def _dispose(engine: Engine) -> None:
+    engine.dispose()
+
+
+def _start_upkeep(deps: Deps, metrics: MetricsSink, owner: Background) -> None:
+    """Retention, then the partition keeper: stopped first, before the store closes."""
+    if deps.settings.retention_days is not None:
+        retention = Retention(
+            deps.engine,
+            deps.settings.retention_days,
+            clock=deps.clock,
+            on_purged=metrics.instruments.retention_purged.inc,
+        )
+        retention.start(owner)
     keeper = PartitionKeeper(deps.engine, deps.settings.retention_days, clock=deps.clock)
-    keeper.start()
-    try:
-        yield
-    finally:
-        await keeper.close()
+    keeper.start(owner)
 
 
-async def _retention(app: web.Application) -> AsyncIterator[None]:
-    deps, metrics = app[DEPS], app[METRICS]
-    if deps.settings.retention_days is None:
-        yield
-        return
-    retention = Retention(
-        deps.engine,
-        deps.settings.retention_days,
-        clock=deps.clock,
-        on_purged=metrics.instruments.retention_purged.inc,
-    )
-    retention.start()
-    try:
-        yield
-    finally:
-        await retention.close()
-
-
-async def _open_ledger(settings: Settings, engine: Engine, injected: bool) -> Ledger:
+async def _open_ledger(
+    settings: Settings, engine: Engine, injected: bool, owner: Background
+) -> Ledger:
     """PostgreSQL gets a native async ledger. A SQLite file gets a ledger file of its own
     beside it (never behind the recorder's writes), its counts in memory when one gateway
     process writes it; a given engine a threaded one. Either way budgets keep holding from
@@ -266,17 +257,17 @@ async def _open_ledger(settings: Settings, engine: Engine, injected: bool) -> Le
     if injected or engine.dialect.name != "postgresql":
         own = None if injected else separate_sqlite_ledger(settings.database_url, engine)
         if own is not None and settings.workers == 1:  # the sole writer: counts in memory
-            return FallbackLedger(MemoryLedger(own))
-        return FallbackLedger(ThreadLedger(own or engine))
+            return FallbackLedger(MemoryLedger(own, owner), owner)
+        return FallbackLedger(ThreadLedger(own or engine), owner)
     from gateway.store.ledger.pg import PostgresLedger  # psycopg: PostgreSQL stores only
 
-    postgres = PostgresLedger(settings.database_url)
+    postgres = PostgresLedger(settings.database_url, owner)
     await postgres.open()
-    return FallbackLedger(postgres)
+    return FallbackLedger(postgres, owner)
 
 
 async def _start_webhooks(
-    settings: Settings, redactor: Redactor, metrics: MetricsSink
+    settings: Settings, redactor: Redactor, metrics: MetricsSink, owner: Background
 ) -> WebhookSink | None:
     if not settings.webhook_urls:
         return None
@@ -287,11 +278,14 @@ async def _start_webhooks(
         secret=settings.webhook_secret,
         on_drop=lambda reason: metrics.instruments.webhook_dropped.labels(reason).inc(),
     )
-    await webhooks.start()
+    await webhooks.start(owner)
+    owner.adopt("webhooks", webhooks.close)
     return webhooks
 
 
-def _start_otlp(settings: Settings, redactor: Redactor, metrics: MetricsSink) -> OtlpSink | None:
+def _start_otlp(
+    settings: Settings, redactor: Redactor, metrics: MetricsSink, owner: Background
+) -> OtlpSink | None:
     if settings.otlp_endpoint is None:
         return None
     from gateway.sinks.otlp.sink import OtlpSink  # OpenTelemetry: loaded when exporting
@@ -301,7 +295,8 @@ def _start_otlp(settings: Settings, redactor: Redactor, metrics: MetricsSink) ->
         redactor=redactor,
         on_drop=lambda reason, count: metrics.instruments.otlp_dropped.labels(reason).inc(count),
     )
-    otlp.start()
+    otlp.start(owner)
+    owner.adopt("otlp", partial(asyncio.to_thread, otlp.close))
     return otlp
 
 

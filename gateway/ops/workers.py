@@ -19,6 +19,7 @@ from types import FrameType
 from aiohttp import web
 
 from gateway.app import create_app
+from gateway.background import Background
 from gateway.config import Settings
 from gateway.errors import StartupError
 from gateway.ops.serving import new_event_loop, settle_heap, store_errors, store_failure
@@ -65,7 +66,8 @@ def _serve(settings: Settings) -> int:
     )
     names = [writer_name(i) for i in range(settings.workers)]
     with ownership.own(settings.spool_path()) as directory:
-        recorder = recorder_process.Keeper(settings, directory, names)
+        owner = Background()  # this supervisor's: the recorder process
+        recorder = recorder_process.Keeper(owner, settings, directory, names)
         workers = {i: _start(settings, i, directory) for i in range(settings.workers)}
         stopping: list[int] = []
 
@@ -84,7 +86,8 @@ def _serve(settings: Settings) -> int:
                     time.sleep(0.5)  # a worker that cannot start must not spin
                     workers[index] = _start(settings, index, directory)
         _stop(list(workers.values()))
-        asyncio.run(recorder.stop())
+        owner.adopt("recorder", recorder.stop)
+        asyncio.run(owner.stop())
     return 0
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
+from gateway.background import Background
 from gateway.continuation.keyfilter import BuiltKeys, KeyFilter
 from gateway.continuation.keys import call_filter_key
 from gateway.recording.spooler import spooled_keys
@@ -43,18 +44,13 @@ def _add_next(built: BuiltKeys, batches: Iterator[list[str]]) -> bool:
     return True
 
 
-class KeyLoading:
-    """The start-up load as a task that shutdown stops and waits for: cancelling it could not
-    stop a worker thread, which would still hold a store connection when the engine goes."""
-
-    def __init__(self, engine: Engine, root: Path, own: Path, known: KeyFilter) -> None:
-        self._stop = threading.Event()
-        load = load_known_keys(engine, root, own, known, self._stop)
-        self._task = asyncio.get_running_loop().create_task(load)
-
-    async def stop(self) -> None:
-        self._stop.set()
-        await self._task
+def start_loading(
+    owner: Background, engine: Engine, root: Path, own: Path, known: KeyFilter
+) -> None:
+    """The start-up load as a task the owner stops by asking and waiting: cancelling it could
+    not stop a worker thread, which would still hold a store connection when the engine goes."""
+    stop = threading.Event()
+    owner.task("continuation-keys", load_known_keys(engine, root, own, known, stop), stop=stop.set)
 
 
 async def load_known_keys(

@@ -19,6 +19,7 @@ from collections import deque
 from pathlib import Path
 from typing import IO
 
+from gateway.background import Background
 from gateway.recording import ownership
 from gateway.recording.progress import Progress, progress_path
 from gateway.recording.recorder import Recorder
@@ -269,8 +270,8 @@ class Drain:
             for name, p in self._progress.items()
         )
 
-    async def run(self) -> None:
-        self._recorder.start()
+    async def run(self, owner: Background) -> None:
+        self._recorder.start(owner)
         self.adopt()
         adopted_at = time.monotonic()
         try:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
+from gateway.background import Background
 from gateway.config import Settings
 from gateway.mcp.redacted import redact_record
 from gateway.recording import codec as records
@@ -104,11 +105,14 @@ def make_drain(
     )
 
 
-def start(settings: Settings, directory: Path, active: list[str]) -> subprocess.Popen[bytes]:
+def start(
+    owner: Background, settings: Settings, directory: Path, active: list[str]
+) -> subprocess.Popen[bytes]:
     """Start the recorder process for these spool writers. It runs in its own session, so a
     Ctrl-C or a signal to the gateway's process group does not cut its drain short; it stops
     when its stdin closes (the gateway asks, or dies)."""
-    process = subprocess.Popen(
+    process = owner.process(
+        "recorder",
         [sys.executable, "-m", "gateway.recording.process"],
         stdin=subprocess.PIPE,
         start_new_session=True,
@@ -125,9 +129,12 @@ class Keeper:
     dies (its spool waits meanwhile), stops it; if it cannot store the spool at the stop
     (it was killed), the gateway stores it itself."""
 
-    def __init__(self, settings: Settings, directory: Path, active: list[str]) -> None:
+    def __init__(
+        self, owner: Background, settings: Settings, directory: Path, active: list[str]
+    ) -> None:
+        self._owner = owner
         self._args = (settings, directory, active)
-        self.process = start(*self._args)
+        self.process = start(owner, *self._args)
 
     def check(self) -> None:
         if self.process.poll() is not None:
@@ -135,7 +142,7 @@ class Keeper:
             if self.process.stdin is not None:  # else each restart leaks the dead one's pipe
                 with contextlib.suppress(OSError):
                     self.process.stdin.close()
-            self.process = start(*self._args)
+            self.process = start(self._owner, *self._args)
 
     async def watch(self, every: float = 1.0) -> None:
         while True:
@@ -167,9 +174,13 @@ async def store_here(settings: Settings, directory: Path, active: list[str]) -> 
     """The final drain, in this process: what the spool holds, within STOP_SECONDS."""
     recorder = make_recorder(settings)
     drain = make_drain(settings, directory, active, recorder, adopt=False)
+    owner = Background()
     with ownership.hold(directory):
-        recorder.start()
-        await drain.stop(timeout=STOP_SECONDS)
+        recorder.start(owner)
+        try:
+            await drain.stop(timeout=STOP_SECONDS)
+        finally:
+            await owner.stop()
 
 
 def main() -> None:
@@ -227,7 +238,11 @@ async def _drain(settings: Settings, spool: Path, active: list[str]) -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(10_000, 10, 10)
-    await drain.run()
+    owner = Background()
+    try:
+        await drain.run(owner)
+    finally:
+        await owner.stop()
     if drain.replayed:
         log.info("recorder stored %d records of earlier runs from the spool", drain.replayed)
 

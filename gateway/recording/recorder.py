@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar
 
+from gateway.background import Background
 from gateway.recording.codec import Record
 from gateway.store.write.writer import is_transient
 
@@ -119,11 +120,11 @@ class Recorder:
             state = "closed" if self._closing else f"full ({self._queue_size})"
             log.warning("recorder %s: records dropped, %d so far", state, self.dropped_total)
 
-    def start(self) -> None:
+    def start(self, owner: Background) -> None:
         if self._task is not None:
             return
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="loopwatch-writer")
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="recorder")
+        self._task = owner.task("recorder", self._run())
 
     async def flush(self, timeout: float | None = None) -> None:
         """Wait until every record submitted so far is written (or dropped)."""

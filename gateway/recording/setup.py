@@ -4,13 +4,13 @@ while it runs, and the drain that stores it (a recorder process, or a task and t
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
+from gateway.background import Background
 from gateway.config import Settings
 from gateway.recording import ownership
 from gateway.recording import process as recorder_process
@@ -19,7 +19,11 @@ from gateway.recording.spooler import WRITER_NAME, SpoolRecorder, writer_name
 
 @contextlib.asynccontextmanager
 async def recording(
-    settings: Settings, engine: Engine, worker: int | None, spool: Path | None
+    settings: Settings,
+    engine: Engine,
+    worker: int | None,
+    spool: Path | None,
+    owner: Background,
 ) -> AsyncIterator[SpoolRecorder]:
     """This process's spool writer, stored while the block runs and at its end. A worker of
     `serve --workers N` writes into `spool`, its parent's directory; the parent drains it."""
@@ -37,19 +41,19 @@ async def recording(
     with ownership.own(settings.spool_path()) as directory:
         recorder = SpoolRecorder(directory, WRITER_NAME, queue_size=settings.recorder_queue_size)
         if settings.recorder == "process":
-            async with _in_a_process(settings, directory, recorder):
+            async with _in_a_process(settings, directory, recorder, owner):
                 yield recorder
             return
-        async with _in_this_process(settings, engine, directory, recorder):
+        async with _in_this_process(settings, engine, directory, recorder, owner):
             yield recorder
 
 
 @contextlib.asynccontextmanager
 async def _in_a_process(
-    settings: Settings, directory: Path, recorder: SpoolRecorder
+    settings: Settings, directory: Path, recorder: SpoolRecorder, owner: Background
 ) -> AsyncIterator[None]:
-    keeper = recorder_process.Keeper(settings, directory, [WRITER_NAME])
-    watch = asyncio.get_running_loop().create_task(keeper.watch(), name="recorder-watch")
+    keeper = recorder_process.Keeper(owner, settings, directory, [WRITER_NAME])
+    watch = owner.task("recorder-watch", keeper.watch())
     try:
         yield
     finally:
@@ -60,12 +64,16 @@ async def _in_a_process(
 
 @contextlib.asynccontextmanager
 async def _in_this_process(
-    settings: Settings, engine: Engine, directory: Path, recorder: SpoolRecorder
+    settings: Settings,
+    engine: Engine,
+    directory: Path,
+    recorder: SpoolRecorder,
+    owner: Background,
 ) -> AsyncIterator[None]:
     store = recorder_process.make_recorder(settings, engine)
     drain = recorder_process.make_drain(settings, directory, [WRITER_NAME], store, local=recorder)
     recorder.wake, recorder.hurry = drain.nudge, drain.wake
-    task = asyncio.get_running_loop().create_task(drain.run(), name="recorder-drain")
+    task = owner.task("recorder-drain", drain.run(owner), stop=drain.request_stop)
     try:
         yield
     finally:

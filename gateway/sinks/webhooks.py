@@ -20,6 +20,7 @@ from typing import Any
 import aiohttp
 from yarl import URL
 
+from gateway.background import Background
 from gateway.items import Violation
 from gateway.mcp.records import McpViolation
 from gateway.redaction.redactor import Redactor
@@ -73,9 +74,9 @@ class WebhookSink:
         self._task: asyncio.Task[None] | None = None
         self.delivered_total = 0
 
-    async def start(self) -> None:
+    async def start(self, owner: Background) -> None:
         self._session = aiohttp.ClientSession(timeout=self._timeout)
-        self._task = asyncio.create_task(self._run(), name="loopwatch-webhooks")
+        self._task = owner.task("loopwatch-webhooks", self._run())
 
     async def close(self, timeout: float = 5.0) -> None:
         """Deliver what is queued within `timeout`, then stop; the rest counts as dropped."""

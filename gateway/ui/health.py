@@ -38,7 +38,8 @@ class Readiness:
 
     async def store(self) -> dict[str, Any]:
         if self._probe is None or self._probe.done():
-            self._probe = asyncio.ensure_future(asyncio.to_thread(_schema_revision, self._engine))
+            loop = asyncio.get_running_loop()  # a future of the default pool, shared by probes
+            self._probe = loop.run_in_executor(None, _schema_revision, self._engine)
         try:
             revision = await asyncio.wait_for(asyncio.shield(self._probe), self._timeout)
         except TimeoutError:

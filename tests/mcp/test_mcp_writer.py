@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from gateway.background import Background
 from gateway.config import Settings
 from gateway.mcp.records import Execution, McpViolation, MethodCall, ToolList
 from gateway.recording import codec
@@ -28,7 +29,7 @@ def execution(id_: str, tool: str = "read", **fields: object) -> Execution:
 
 async def _recorded(engine: Engine, *batches: list[object]) -> None:
     recorder = make_recorder(Settings(), engine)
-    recorder.start()
+    recorder.start(Background())
     try:
         for batch in batches:
             for record in batch:

@@ -13,6 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from gateway.background import Background
 from gateway.items import Item, ItemKind
 from gateway.recording.recorder import Record, Recorder
 from gateway.step import StepRecord
@@ -62,7 +63,7 @@ async def test_batches_and_flush(engine: Engine, make_step: MakeStep) -> None:
     )
     for _ in range(35):
         recorder.submit(make_step("t"))
-    recorder.start()
+    recorder.start(Background())
     await recorder.flush(timeout=10)
     assert sizes == [10, 10, 10, 5]
     assert _steps(engine) == 35
@@ -75,7 +76,7 @@ async def test_partial_batch_written_after_flush_seconds(
     engine: Engine, make_step: MakeStep
 ) -> None:
     recorder = Recorder(StoreWriter(engine), batch_size=100, flush_seconds=0.05)
-    recorder.start()
+    recorder.start(Background())
     recorder.submit(make_step("t"))
     await _until(lambda: _steps(engine) == 1, timeout=5)
     await recorder.close()
@@ -87,7 +88,7 @@ async def test_full_queue_drops_and_counts(engine: Engine, make_step: MakeStep) 
         recorder.submit(make_step("t"))  # not started: nothing drains the queue
     assert recorder.dropped_total == 3
     assert recorder.queue_depth == 5
-    recorder.start()
+    recorder.start(Background())
     await recorder.flush(timeout=10)
     assert _steps(engine) == 5
     await recorder.close()
@@ -102,7 +103,7 @@ async def test_retries_until_the_database_comes_back(
     # is made beforehand, without it).
     impatient = open_engine(database.engine_url(lock_timeout="100"), busy_timeout_ms=100)
     recorder = Recorder(StoreWriter(impatient), flush_seconds=0.01, retry_initial=0.05)
-    recorder.start()
+    recorder.start(Background())
     with _locked(database):
         for _ in range(20):
             recorder.submit(make_step("t"))
@@ -119,7 +120,7 @@ async def test_submit_never_blocks_while_a_write_is_stuck(
     database: Any, engine: Engine, make_step: MakeStep
 ) -> None:
     recorder = Recorder(StoreWriter(engine), flush_seconds=0.01, queue_size=100_000)
-    recorder.start()
+    recorder.start(Background())
     records = [make_step("t", items=1) for _ in range(2000)]
     with _locked(database):
         recorder.submit(records[0])
@@ -155,7 +156,7 @@ async def test_transform_and_writes_run_off_the_loop(
         return replace(record, input_items=items)
 
     recorder = Recorder(StoreWriter(engine), transform=redact, batch_size=3)
-    recorder.start()
+    recorder.start(Background())
     step = make_step("t")
     recorder.submit(step)
     for _ in range(9):
@@ -185,7 +186,7 @@ async def test_unwritable_and_unredactable_records_are_dropped_alone(
     poison = make_step("t", output_items=[Item(ItemKind.OTHER, attrs={"bad": {1, 2}})])
     for record in [make_step("t"), poison, make_step("boom"), make_step("t")]:
         recorder.submit(record)
-    recorder.start()
+    recorder.start(Background())
     await recorder.flush(timeout=10)
     assert _steps(engine) == 2
     assert recorder.dropped_total == 2
@@ -197,7 +198,7 @@ async def test_close_gives_up_after_its_timeout_and_counts(
     database: Any, engine: Engine, make_step: MakeStep
 ) -> None:
     recorder = Recorder(StoreWriter(engine), flush_seconds=0.01)
-    recorder.start()
+    recorder.start(Background())
     with _locked(database):
         for _ in range(7):
             recorder.submit(make_step("t"))

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from gateway.background import Background
 from gateway.config import RedactionSettings
 from gateway.items import Violation, ViolationKind
 from gateway.redaction.redactor import Redactor
@@ -105,7 +106,7 @@ async def test_full_queue_drops_without_blocking(aiohttp_server: Any) -> None:
     )
     sink.request_refused(refusal)  # before start(): nothing drains the queue yet
     assert drops == ["queue_full"] * 3
-    await sink.start()
+    await sink.start(Background())
     await sink.close()
     assert len(receiver.events) == 2
 
@@ -123,7 +124,7 @@ async def test_logs_name_a_webhook_by_its_origin_only(
         RefusalRecord("t", datetime.now(UTC), [Violation(ViolationKind.ORPHAN_TOOL_RESULT, "x")])
     )
     with caplog.at_level(logging.INFO, logger="gateway.sinks.webhooks"):
-        await sink.start()
+        await sink.start(Background())
         await sink.close()
     assert "not delivered" in caplog.text and "unreachable" in caplog.text
     assert "127.0.0.1" in caplog.text and "HookSecretToken" not in caplog.text

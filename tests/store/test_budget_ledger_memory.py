@@ -9,6 +9,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
+from gateway.background import Background
 from gateway.checks.budgets import Limits, Reservation, Settlement, Spent
 from gateway.store.engine import create_schema, make_engine
 from gateway.store.ledger.core import ThreadLedger
@@ -30,7 +31,7 @@ def _ledger_engine(tmp_path: Path, open_engine: OpenEngine) -> Engine:
 async def test_racing_reservations_are_exact_and_a_restart_resumes(
     tmp_path: Path, open_engine: OpenEngine
 ) -> None:
-    ledger = MemoryLedger(_ledger_engine(tmp_path, open_engine))
+    ledger = MemoryLedger(_ledger_engine(tmp_path, open_engine), Background())
     limits = Limits(max_steps=10, max_tokens=1000)
     granted = await asyncio.gather(*(ledger.reserve("run", limits, 30) for _ in range(25)))
     reservations = [g for g in granted if isinstance(g, Reservation)]
@@ -40,7 +41,7 @@ async def test_racing_reservations_are_exact_and_a_restart_resumes(
         ledger.settle_later(Settlement(reservation, used_tokens=20))
     await ledger.close()
 
-    again = MemoryLedger(_ledger_engine(tmp_path, open_engine))
+    again = MemoryLedger(_ledger_engine(tmp_path, open_engine), Background())
     refused = await again.reserve("run", limits, 30)
     assert isinstance(refused, Spent) and (refused.steps_used, refused.tokens_used) == (10, 200)
     fresh = await again.reserve("other", limits, 30)
@@ -53,7 +54,7 @@ async def test_the_same_answers_as_the_store_statement(
 ) -> None:
     (tmp_path / "m").mkdir()
     (tmp_path / "s").mkdir()
-    memory = MemoryLedger(_ledger_engine(tmp_path / "m", open_engine))
+    memory = MemoryLedger(_ledger_engine(tmp_path / "m", open_engine), Background())
     store = ThreadLedger(make_engine(f"sqlite:///{tmp_path}/s/ledger.db"))
     create_schema(open_engine(f"sqlite:///{tmp_path}/s/ledger.db"))
     limits = Limits(max_steps=6, max_tokens=100)

@@ -11,6 +11,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from gateway.background import Background
 from gateway.items import Violation, ViolationKind
 from gateway.step import RefusalRecord
 from gateway.store.migrate import METADATA
@@ -194,7 +195,7 @@ async def test_background_purge_runs_bounded_passes_until_done(engine: Engine) -
     retention = Retention(
         engine, 30, clock=lambda: NOW, batch_size=2, pause=0.01, on_purged=purged.append
     )
-    retention.start()
+    retention.start(Background())
     for _ in range(500):
         if retention.purged_total == 5:
             break

@@ -77,7 +77,9 @@ async def _proxy(
         if refusals:
             runtime.unanswered(tracked, "refused with another request of its batch")
             return _refused(refusals)
-        sending = asyncio.ensure_future(upstream.send(request.method, url, headers, payload))
+        sending = runtime.background.task(
+            "mcp-send", upstream.send(request.method, url, headers, payload), awaited=True
+        )
     else:
         sending, tracked = await _send_then_observe(
             request, upstream, runtime, (url, headers, payload)
@@ -102,7 +104,9 @@ async def _send_then_observe(
     """The request goes upstream first; it is read and joined while the server works."""
     url, headers, payload = outgoing
     sent = runtime.observer.sent()
-    sending = asyncio.ensure_future(upstream.send(request.method, url, headers, payload))
+    sending = runtime.background.task(
+        "mcp-send", upstream.send(request.method, url, headers, payload), awaited=True
+    )
     try:
         await asyncio.sleep(0)  # on a kept-alive connection the request is written now
     except asyncio.CancelledError:

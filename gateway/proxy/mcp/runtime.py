@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from gateway.background import Background
 from gateway.checks.tools import ToolChecker
 from gateway.config import Settings
 from gateway.mcp.messages import id_key, is_response, read_requests
@@ -42,6 +43,7 @@ class McpRuntime:
         engine: Engine,
         redactor: Redactor,
         recorder: SpoolRecorder,
+        background: Background,
         *,
         sinks: Sinks | None = None,
         clock: Callable[[], datetime] | None = None,
@@ -58,9 +60,10 @@ class McpRuntime:
         )
         self._recorder = recorder  # MCP records are spooled like steps: crash-safe
         self._engine = engine
+        self.background = background  # its joins' task and its relay's sends
         # Joins and deliveries the process's memory cannot make: looked up in the store.
         self.store_joins = StoreJoins(
-            self.observer, self.emit, engine, redactor, settings.mcp_match_window_s
+            self.observer, self.emit, engine, redactor, settings.mcp_match_window_s, background
         )
         self._sinks = sinks or Sinks()
         # Requests reported by stdio bridges, waiting for their answers, by bridge.

@@ -19,6 +19,7 @@ from datetime import timedelta
 from sqlalchemy.engine import Engine
 
 from gateway import jsoncodec
+from gateway.background import Background
 from gateway.mcp.observer import McpObserver
 from gateway.mcp.records import Execution, Outbox
 from gateway.mcp.texts import args_key
@@ -44,7 +45,9 @@ class StoreJoins:
         engine: Engine,
         redactor: Redactor,
         window: float,
+        background: Background,
     ) -> None:
+        self._background = background
         self._observer = observer
         self._emit = emit  # records go where the observer's others go
         self._engine = engine
@@ -62,7 +65,7 @@ class StoreJoins:
         """New executions may wait: schedule their first look-up."""
         self._woken.set()
         if not self._closed and (self._task is None or self._task.done()):
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="mcp-joins")
+            self._task = self._background.task("mcp-joins", self._run())
 
     async def close(self) -> None:
         self._closed = True

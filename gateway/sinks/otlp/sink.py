@@ -24,6 +24,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanKind, Status, StatusCode, 
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from gateway import __version__
+from gateway.background import Background
 from gateway.config import Settings
 from gateway.items import ItemKind
 from gateway.mcp import otel as mcp_otel
@@ -176,17 +177,19 @@ class OtlpSink:
             )
         )
         self._tracer: Tracer = self._provider.get_tracer("loopwatch", __version__)
-        self._worker = threading.Thread(target=self._run, name="loopwatch-otlp", daemon=True)
         # MCP attributes of executed model calls, by call id, for their `execute_tool` span.
         self._mcp: OrderedDict[str, spans.Attributes] = OrderedDict()
+        self._owner: Background | None = None
+        self._worker: threading.Thread | None = None
 
     @property
     def dropped_total(self) -> int:
         return self._dropped.total
 
-    def start(self) -> None:
+    def start(self, owner: Background) -> None:
         quiet_sdk_logs(DROP_LOG_SECONDS)
-        self._worker.start()
+        self._owner = owner
+        self._worker = owner.thread("loopwatch-otlp", self._run)
 
     # The Sink: called on the event loop; O(1) and never raises.
 
@@ -228,12 +231,12 @@ class OtlpSink:
     def close(self, timeout: float = 5.0) -> None:
         """Export what is queued within `timeout`; what is left then is dropped, counted."""
         deadline = time.monotonic() + timeout
-        if self._worker.is_alive():
+        if self._worker is not None and self._worker.is_alive():
             with contextlib.suppress(queue.Full):
                 self._jobs.put(None, timeout=timeout)
             self._worker.join(max(0.0, deadline - time.monotonic()))
-        finisher = threading.Thread(target=self._provider.shutdown, daemon=True)
-        finisher.start()
+        assert self._owner is not None, "closed after start()"
+        finisher = self._owner.thread("loopwatch-otlp-shutdown", self._provider.shutdown)
         finisher.join(max(0.0, deadline - time.monotonic()))
         if finisher.is_alive():  # a dead or slow collector: stop retrying, count the rest
             self._exporter.shutdown()

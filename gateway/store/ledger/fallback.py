@@ -19,6 +19,7 @@ from decimal import Decimal
 from functools import partial
 from typing import Any
 
+from gateway.background import Background
 from gateway.checks import budgets
 from gateway.checks.budget_rule import Caps, refusing_budget
 from gateway.checks.budgets import Limits, Reservation, Settlement, Spent
@@ -59,12 +60,14 @@ class FallbackLedger:
     def __init__(
         self,
         store: Ledger,
+        owner: Background,
         *,
         store_seconds: float = STORE_SECONDS,
         retry_seconds: float = RETRY_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._store = store
+        self._owner = owner
         self._store_seconds = store_seconds
         self.retry_seconds = retry_seconds
         self._clock = clock
@@ -118,7 +121,7 @@ class FallbackLedger:
         """The store's reservation by `deadline` (loop time). One that takes longer is not
         cancelled (a thread cannot be, and a sent statement may still commit): if the
         store makes it after all, the step (also counted locally) is taken back out."""
-        task = asyncio.ensure_future(reserving)
+        task = self._owner.task("budget-reserve", reserving, finish=True, awaited=True)
         try:
             return await asyncio.wait_for(asyncio.shield(task), _left(deadline))
         except TimeoutError:
@@ -145,7 +148,7 @@ class FallbackLedger:
         """A store write by `deadline` (loop time; None: within `store_seconds`), else raise.
         A write that failed is queued again; one still under way is queued again only if it
         fails in the end."""
-        task = asyncio.ensure_future(write)
+        task = self._owner.task("budget-write", write, finish=True, awaited=True)
         seconds = self._store_seconds if deadline is None else _left(deadline)
         try:
             await asyncio.wait_for(asyncio.shield(task), seconds)
@@ -320,6 +323,6 @@ class FallbackLedger:
             except Exception as exc:
                 log.warning("budget ledger: adding a local settlement failed: %r", exc)
 
-        task = asyncio.get_running_loop().create_task(run())
+        task = self._owner.task("budget-add", run(), finish=True)
         self._background.add(task)
         task.add_done_callback(self._background.discard)

@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from gateway.background import Background
 from gateway.checks.budget_rule import refusing_budget
 from gateway.checks.budgets import Limits, Reservation, Settlement, Spent
 from gateway.store.ledger.core import (
@@ -53,7 +54,8 @@ Row = list[Any]  # in the order of COLUMNS
 class MemoryLedger:
     """Same interface as ThreadLedger; the RESERVE statement's rules, applied in memory."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, owner: Background) -> None:
+        self._owner = owner
         self._engine = engine
         self._rows: OrderedDict[str, Row | None] = OrderedDict()  # None: not in the file
         self._dirty: set[str] = set()
@@ -130,7 +132,7 @@ class MemoryLedger:
         self._dirty.add(trace_id)
         self._changed.set()
         if self._writer is None:
-            self._writer = asyncio.get_running_loop().create_task(self._write_behind())
+            self._writer = self._owner.task("budget-write-behind", self._write_behind())
 
     async def _write_behind(self) -> None:
         """Waits for a change (no timer while idle), then writes what changed."""

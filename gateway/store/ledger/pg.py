@@ -7,7 +7,6 @@ the database server may forget a few milliseconds of reservations, never records
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from decimal import Decimal
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from gateway.background import Background
 from gateway.checks.budgets import Limits, Reservation, Settlement, Spent
 from gateway.store.ledger.core import (
     ADD,
@@ -39,7 +39,8 @@ async def _configure(connection: psycopg.AsyncConnection[Any]) -> None:
 
 
 class PostgresLedger:
-    def __init__(self, database_url: str) -> None:
+    def __init__(self, database_url: str, owner: Background) -> None:
+        self._owner = owner
         conninfo = "postgresql://" + database_url.split("://", 1)[1]  # no SQLAlchemy driver
         self._pool = AsyncConnectionPool(
             conninfo,
@@ -71,7 +72,9 @@ class PostgresLedger:
         return outcome(trace_id, limits, row, spent, params, output_price)
 
     def settle_later(self, settlement: Settlement) -> None:
-        task = asyncio.get_running_loop().create_task(self._settle(settlement))
+        task = self._owner.task(
+            "budget-settle", self._settle(settlement), finish=True, awaited=True
+        )
         self._writing.add(settlement.reservation.trace_id, task)
 
     async def _settle(self, settlement: Settlement) -> None:

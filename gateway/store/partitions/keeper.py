@@ -12,6 +12,7 @@ from datetime import datetime
 
 from sqlalchemy.engine import Engine
 
+from gateway.background import Background
 from gateway.store.partitions import ranges as partitions
 
 log = logging.getLogger(__name__)
@@ -41,9 +42,9 @@ class PartitionKeeper:
         """One round, in the caller's thread: the partitions made."""
         return partitions.ensure_ahead(self._engine, self._clock(), self._days)
 
-    def start(self) -> None:
+    def start(self, owner: Background) -> None:
         if partitions.partitioned(self._engine):
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="partitions")
+            self._task = owner.task("partitions", self._run(), stop=self._stop.set)
 
     async def close(self) -> None:
         self._stop.set()

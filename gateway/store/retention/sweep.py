@@ -24,6 +24,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from gateway.background import Background
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
 from gateway.store.partitions import ranges as partitions
 from gateway.store.retention import mcp as mcp_purge
@@ -187,8 +188,8 @@ class Retention:
         self.purged_total = 0
         self.passes = 0
 
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="retention")
+    def start(self, owner: Background) -> None:
+        self._task = owner.task("retention", self._run(), stop=self._stop.set)
 
     async def close(self) -> None:
         """Stop after the pass under way (a pass is one bounded transaction)."""
