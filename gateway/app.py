@@ -128,9 +128,7 @@ async def _lifecycle(
     )
     known_keys = _loading_known_keys(settings, engine, recording, owner)
     metrics.watch_recorder(recording)
-    webhooks = await _start_webhooks(settings, redactor, metrics, owner)
-    otlp = _start_otlp(settings, redactor, metrics, owner)
-    exporters = Sinks(s for s in (metrics, webhooks, otlp) if s is not None)
+    exporters = await _exporters(settings, redactor, metrics, owner)
     mcp = app[MCP] = await _started_mcp(
         settings, engine, redactor, recording, exporters, clock, owner
     )
@@ -174,6 +172,15 @@ def _loading_known_keys(
     known_keys = KeyFilter(authoritative_when_loaded=sole_writer)
     start_loading(owner, engine, settings.spool_path(), recording.directory, known_keys)
     return known_keys
+
+
+async def _exporters(
+    settings: Settings, redactor: Redactor, metrics: MetricsSink, owner: Background
+) -> Sinks:
+    """Metrics, then the webhooks and OTLP exporters that are configured."""
+    webhooks = await _start_webhooks(settings, redactor, metrics, owner)
+    otlp = _start_otlp(settings, redactor, metrics, owner)
+    return Sinks(s for s in (metrics, webhooks, otlp) if s is not None)
 
 
 async def _started_mcp(
