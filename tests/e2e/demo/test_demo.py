@@ -23,7 +23,7 @@ from gateway.store import queries
 from gateway.store.engine import make_engine
 from gateway.ui.status import Ending, status_of
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

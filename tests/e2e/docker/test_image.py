@@ -21,7 +21,7 @@ import pytest
 
 from gateway.store.migrate import head
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
 TOKEN = "image-test-admin-token-0123456789"
 

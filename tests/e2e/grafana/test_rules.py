@@ -26,7 +26,7 @@ provider = harness.provider
 pytestmark = pytest.mark.sqlite
 make_gateway, gateway = harness.make_gateway, harness.gateway
 
-GRAFANA = Path(__file__).resolve().parents[2] / "grafana"
+GRAFANA = Path(__file__).resolve().parents[3] / "grafana"
 RULES = GRAFANA / "alerts" / "loopwatch-rules.yml"
 RULE_TESTS = GRAFANA / "alerts" / "loopwatch-rules.test.yml"
 DASHBOARD = GRAFANA / "dashboards" / "loopwatch.json"

@@ -1,6 +1,6 @@
 """The MCP server the official conformance suite's server scenarios expect (tools, resources,
 prompts, logging, completions, sampling, elicitation, SSE resumption, DNS-rebinding
-protection), written with the official SDK: `python -m tests.mcp.conformance_server PORT`
+protection), written with the official SDK: `python -m tests.e2e.mcp.conformance_server PORT`
 serves Streamable HTTP at /mcp."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """An OAuth-protected MCP server for the tests (the official SDK's MCPServer with its own
 authorization server, which approves every request at once): `python -m
-tests.mcp.mcp_auth_server http PORT` serves Streamable HTTP at /mcp, its OAuth endpoints and
+tests.e2e.mcp.mcp_auth_server http PORT` serves Streamable HTTP at /mcp, its OAuth endpoints and
 its protected-resource metadata. Its tool `resources_asked` names the RFC 8707 resources
 clients asked tokens for."""
 

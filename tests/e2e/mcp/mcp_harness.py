@@ -1,4 +1,4 @@
-"""Real MCP servers for the tests (subprocesses of tests/mcp/mcp_server.py on free ports) and
+"""Real MCP servers for the tests (subprocesses of tests/e2e/mcp/mcp_server.py on free ports) and
 a gateway that proxies them next to the fake model provider."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 
 from tests.harness import Gateway, GatewayFactory
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 START_SECONDS = 30.0
 
 
@@ -27,7 +27,7 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def mcp_server_process(module: str = "tests.mcp.mcp_server") -> Iterator[str]:
+def mcp_server_process(module: str = "tests.e2e.mcp.mcp_server") -> Iterator[str]:
     """A test MCP server (`module`) over Streamable HTTP; yields its endpoint URL."""
     port = free_port()
     process = subprocess.Popen(

@@ -1,5 +1,5 @@
 """A resumable MCP server for the tests (the official SDK's MCPServer with an event store):
-`python -m tests.mcp.mcp_resumable_server http PORT` serves Streamable HTTP at /mcp. Its tool
+`python -m tests.e2e.mcp.mcp_resumable_server http PORT` serves Streamable HTTP at /mcp. Its tool
 `answer_later` closes the call's stream mid-call, so the client resumes it with a GET
 (`Last-Event-ID`), on which the result arrives."""
 

@@ -1,5 +1,5 @@
 """A real MCP server for the tests (the official SDK's MCPServer): `python -m
-tests.mcp.mcp_server http PORT` serves Streamable HTTP at /mcp, `... stdio` speaks stdio."""
+tests.e2e.mcp.mcp_server http PORT` serves Streamable HTTP at /mcp, `... stdio` speaks stdio."""
 
 from __future__ import annotations
 

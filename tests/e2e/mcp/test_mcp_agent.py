@@ -15,9 +15,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from gateway.sinks.otlp.ids import trace_id_of
+from tests.e2e.mcp.mcp_harness import flush, mcp_gateway, mcp_url  # noqa: F401
 from tests.fakes.chat import call, completion
 from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noqa: F401
-from tests.mcp.mcp_harness import flush, mcp_gateway, mcp_url  # noqa: F401
 
 pytestmark = pytest.mark.sqlite  # the MCP side is what varies here
 

@@ -1,5 +1,5 @@
 """The official MCP conformance suite (@modelcontextprotocol/conformance, pinned in
-tests/mcp/conformance) runs its server scenarios against an SDK server directly and through
+tests/e2e/mcp/conformance) runs its server scenarios against an SDK server directly and through
 `/mcp/NAME`: every scenario passes directly, and the gateway changes no verdict."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.mcp.mcp_harness import mcp_gateway, mcp_server_process
 from tests.harness import GatewayFactory, make_gateway, provider  # noqa: F401
-from tests.mcp.mcp_harness import mcp_gateway, mcp_server_process
 
 NODE_PROJECT = Path(__file__).parent / "conformance"
 BIN = NODE_PROJECT / "node_modules" / ".bin"
@@ -35,7 +35,7 @@ def install_problem() -> str | None:
     if shutil.which("npm") is None:
         return "npm is not installed"
     if not (BIN / "conformance").exists():
-        return "no node_modules: run `npm ci` in tests/mcp/conformance"
+        return "no node_modules: run `npm ci` in tests/e2e/mcp/conformance"
     return None
 
 
@@ -57,7 +57,7 @@ class Scenario:
 
 @pytest.fixture(scope="module")
 def conformance_url() -> Iterator[str]:
-    with mcp_server_process("tests.mcp.conformance_server") as url:
+    with mcp_server_process("tests.e2e.mcp.conformance_server") as url:
         yield url
 
 

@@ -9,9 +9,9 @@ from typing import Any
 from aiohttp import web
 
 from tests.conftest import Database  # noqa: F401
+from tests.e2e.mcp.mcp_harness import flush, mcp_gateway, mcp_url  # noqa: F401
+from tests.e2e.mcp.test_mcp_agent import agent_loop, mcp_client
 from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noqa: F401
-from tests.mcp.mcp_harness import flush, mcp_gateway, mcp_url  # noqa: F401
-from tests.mcp.test_mcp_agent import agent_loop, mcp_client
 from tests.traffic import scrape, value
 
 

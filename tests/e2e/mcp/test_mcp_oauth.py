@@ -21,8 +21,8 @@ from mcp.shared.auth import (
     OAuthToken,
 )
 
+from tests.e2e.mcp.mcp_harness import mcp_server_process
 from tests.harness import GatewayFactory, make_gateway, provider  # noqa: F401
-from tests.mcp.mcp_harness import mcp_server_process
 
 pytestmark = pytest.mark.sqlite
 
@@ -31,7 +31,7 @@ WELL_KNOWN = "/.well-known/oauth-protected-resource"
 
 @pytest.fixture(scope="module")
 def auth_url() -> Iterator[str]:
-    with mcp_server_process("tests.mcp.mcp_auth_server") as url:
+    with mcp_server_process("tests.e2e.mcp.mcp_auth_server") as url:
         yield url
 
 

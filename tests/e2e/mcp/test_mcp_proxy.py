@@ -11,8 +11,8 @@ import aiohttp
 import pytest
 from mcp import Client
 
+from tests.e2e.mcp.mcp_harness import flush, mcp_gateway, mcp_url  # noqa: F401
 from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noqa: F401
-from tests.mcp.mcp_harness import flush, mcp_gateway, mcp_url  # noqa: F401
 from tests.processes import serving
 
 pytestmark = pytest.mark.sqlite  # the MCP side is what varies here

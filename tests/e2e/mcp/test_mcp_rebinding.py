@@ -10,8 +10,8 @@ from typing import Any
 import aiohttp
 import pytest
 
+from tests.e2e.mcp.mcp_harness import mcp_gateway, mcp_url  # noqa: F401
 from tests.harness import GatewayFactory, make_gateway, provider  # noqa: F401
-from tests.mcp.mcp_harness import mcp_gateway, mcp_url  # noqa: F401
 
 pytestmark = pytest.mark.sqlite
 

@@ -11,10 +11,10 @@ import pytest
 
 from gateway.app import DEPS, MCP
 from gateway.proxy.mcp_runtime import McpSink
+from tests.e2e.mcp.mcp_harness import mcp_gateway, mcp_url  # noqa: F401
+from tests.e2e.mcp.test_mcp_agent import TOOLS, mcp_client, openai_client
 from tests.fakes.chat import call, completion
 from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noqa: F401
-from tests.mcp.mcp_harness import mcp_gateway, mcp_url  # noqa: F401
-from tests.mcp.test_mcp_agent import TOOLS, mcp_client, openai_client
 from tests.traffic import scrape, value
 
 

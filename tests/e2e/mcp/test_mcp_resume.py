@@ -9,15 +9,15 @@ from collections.abc import Iterator
 import pytest
 from mcp import Client
 
+from tests.e2e.mcp.mcp_harness import flush, mcp_gateway, mcp_server_process
 from tests.harness import GatewayFactory, make_gateway, provider  # noqa: F401
-from tests.mcp.mcp_harness import flush, mcp_gateway, mcp_server_process
 
 pytestmark = pytest.mark.sqlite
 
 
 @pytest.fixture(scope="module")
 def resumable_url() -> Iterator[str]:
-    with mcp_server_process("tests.mcp.mcp_resumable_server") as url:
+    with mcp_server_process("tests.e2e.mcp.mcp_resumable_server") as url:
         yield url
 
 

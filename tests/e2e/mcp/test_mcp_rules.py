@@ -12,10 +12,10 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from tests.conftest import PG_URL, Database
+from tests.e2e.mcp.mcp_harness import flush, mcp_gateway, mcp_server_process, mcp_url  # noqa: F401
+from tests.e2e.mcp.test_mcp_agent import agent_loop, mcp_client
+from tests.e2e.proxy.test_proxy_unhappy import database_bytes
 from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noqa: F401
-from tests.mcp.mcp_harness import flush, mcp_gateway, mcp_server_process, mcp_url  # noqa: F401
-from tests.mcp.test_mcp_agent import agent_loop, mcp_client
-from tests.proxy.test_proxy_unhappy import database_bytes
 
 
 def mcp_violations(trace: dict[str, Any]) -> list[dict[str, Any]]:

@@ -11,10 +11,10 @@ from mcp import Client, StdioServerParameters
 from gateway.app import DEPS
 from gateway.proxy.mcp_runtime import McpSink
 from gateway.store import mcp_reads as reads
+from tests.e2e.mcp.mcp_harness import ROOT, flush
+from tests.e2e.mcp.test_mcp_agent import TOOLS, openai_client
 from tests.fakes.chat import call, completion
 from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noqa: F401
-from tests.mcp.mcp_harness import ROOT, flush
-from tests.mcp.test_mcp_agent import TOOLS, openai_client
 
 pytestmark = pytest.mark.sqlite  # the MCP side is what varies here
 
@@ -33,7 +33,7 @@ def bridged(gateway: Gateway, **env: str) -> Client:
             "--",
             sys.executable,
             "-m",
-            "tests.mcp.mcp_server",
+            "tests.e2e.mcp.mcp_server",
             "stdio",
         ],
         cwd=str(ROOT),

@@ -9,11 +9,11 @@ from typing import Any
 import aiohttp
 import pytest
 
+from tests.e2e.mcp.mcp_harness import flush, mcp_gateway, mcp_url  # noqa: F401
+from tests.e2e.mcp.test_mcp_agent import agent_loop, mcp_client
+from tests.e2e.sinks.test_otlp import exported
 from tests.fakes.collector import FakeCollector
 from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noqa: F401
-from tests.mcp.mcp_harness import flush, mcp_gateway, mcp_url  # noqa: F401
-from tests.mcp.test_mcp_agent import agent_loop, mcp_client
-from tests.sinks.test_otlp import exported
 
 pytestmark = pytest.mark.sqlite  # the MCP side is what varies here
 

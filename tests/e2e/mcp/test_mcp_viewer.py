@@ -13,10 +13,10 @@ import pytest
 
 from gateway.ui.present import trace_view
 from gateway.ui.rendering import make_environment
+from tests.e2e.mcp.mcp_harness import flush, mcp_gateway, mcp_url  # noqa: F401
+from tests.e2e.mcp.test_mcp_agent import agent_loop, mcp_client
 from tests.factories import T_JSON, item_dict, step_dict, trace_dict, violation_dict
 from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noqa: F401
-from tests.mcp.mcp_harness import flush, mcp_gateway, mcp_url  # noqa: F401
-from tests.mcp.test_mcp_agent import agent_loop, mcp_client
 
 pytestmark = pytest.mark.sqlite  # the MCP side is what varies here
 

@@ -10,9 +10,9 @@ import json
 import aiohttp
 import pytest
 
+from tests.e2e.mcp.mcp_harness import flush, mcp_gateway, mcp_url  # noqa: F401
 from tests.fakes.provider import Reply
 from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noqa: F401
-from tests.mcp.mcp_harness import flush, mcp_gateway, mcp_url  # noqa: F401
 
 pytestmark = pytest.mark.sqlite  # the MCP side is what varies here
 

@@ -19,8 +19,8 @@ import pytest
 
 from gateway.sinks.otlp.ids import trace_id_of
 from tests import harness
+from tests.e2e.sinks.test_otlp import CHAT_MODEL, sink_of
 from tests.harness import GatewayFactory
-from tests.sinks.test_otlp import CHAT_MODEL, sink_of
 from tests.traffic import agent_loop
 
 provider = harness.provider
@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.phoenix, pytest.mark.sqlite]
 STARTUP_SECONDS = 180.0  # first start creates its database and runs its migrations
 
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _phoenix() -> str | None:

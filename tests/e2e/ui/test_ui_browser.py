@@ -32,7 +32,7 @@ from tests.ui.scenarios import (
 from tests.ui.test_ui_render import hostile_trace
 
 CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+ARTIFACTS = Path(__file__).resolve().parents[3] / "test-artifacts"
 ARGS = [
     "--headless",
     "--no-sandbox",

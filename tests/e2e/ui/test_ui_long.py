@@ -10,10 +10,10 @@ import aiohttp
 import pytest
 
 from gateway.store.writer import StoreWriter
+from tests.e2e.ui.test_ui_pages import fetch
 from tests.factories import long_run
 from tests.harness import Gateway, gateway, make_gateway, provider  # noqa: F401
 from tests.ui.scenarios import first_step_only, next_step
-from tests.ui.test_ui_pages import fetch
 
 
 @pytest.fixture

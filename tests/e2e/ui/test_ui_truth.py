@@ -21,12 +21,12 @@ import pytest
 
 from gateway.ui.fmt import money
 from tests.conftest import Database
+from tests.e2e.ui.test_ui_browser import CHROMIUM, browser, expect, new_page  # noqa: F401
 from tests.factories import chat_request
 from tests.fakes.chat import completion
 from tests.harness import GatewayFactory, make_gateway, provider  # noqa: F401
-from tests.ui.test_ui_browser import CHROMIUM, browser, expect, new_page  # noqa: F401
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 pytestmark = [
     pytest.mark.browser,
