@@ -92,8 +92,8 @@ async def make_gateway(
             "anthropic_upstream_url": provider.url.removesuffix("/v1"),  # type: ignore[attr-defined]
             "database_url": database_url,
             "recorder_flush_seconds": 0.01,
-            # In-process drain: a recorder process per test gateway would cost a start-up each.
-            "recorder": "thread",
+            # The recorder is the setting's default, a process, as in production; a test that
+            # needs the in-process drain passes recorder="thread" and says why.
             "spool_dir": str(tmp_path_factory.mktemp("spool")),
             **overrides,
         }

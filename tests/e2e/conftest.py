@@ -1,4 +1,7 @@
-"""Whole-gateway runs across packages: every test here carries the `e2e` marker."""
+"""Whole-gateway runs: every test here carries the `e2e` marker. The folders mirror the package
+a run is about (proxy/, mcp/, ui/ …). tests/agent_clis/ and tests/frameworks/ run whole
+gateways too and stay apart, named for the real clients they drive; no other test starts one
+(tests/test_layout.py)."""
 
 from __future__ import annotations
 

@@ -19,10 +19,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from tests.e2e.mcp.mcp_harness import mcp_url  # noqa: F401
 from tests.e2e.test_crash_recovery import _free_port, _recorder_of, _serve
 from tests.fakes.provider import FakeProvider
 from tests.harness import provider  # noqa: F401
-from tests.mcp.mcp_harness import mcp_url  # noqa: F401
 
 pytestmark = pytest.mark.sqlite
 

@@ -9,12 +9,12 @@ import aiohttp
 import pytest
 
 from tests.conftest import Database
+from tests.e2e.proxy.test_proxy_unhappy import database_bytes, post
 from tests.fakes import anthropic as anthropic_fake
 from tests.fakes import responses as responses_fake
 from tests.fakes.chat import call, completion
 from tests.fakes.provider import Reply
 from tests.harness import Gateway, GatewayFactory, gateway, make_gateway, provider  # noqa: F401
-from tests.proxy.test_proxy_unhappy import database_bytes, post
 
 
 def key(n: int) -> str:

@@ -1,5 +1,6 @@
 """Retention: old traces go with every row that belongs to them, in bounded passes, on SQLite
-and PostgreSQL; recent traces and their rows stay, and no orphan row is left behind."""
+and PostgreSQL; recent traces and their rows stay, and no orphan row is left behind (in a
+running gateway: tests/e2e/store/test_gateway_retention.py)."""
 
 from __future__ import annotations
 
@@ -20,14 +21,9 @@ from gateway.store.retention import sweep as retention
 from gateway.store.retention import traces as trace_purge
 from gateway.store.retention.sweep import LEDGER, Retention, purge_batch
 from gateway.store.write.writer import StoreWriter
-from tests import harness
 from tests.factories import build_step
-from tests.fakes.chat import completion
-from tests.harness import GatewayFactory
 from tests.store.deletes_counted import deletes_per_transaction
-from tests.traffic import HELLO, post
 
-provider, make_gateway = harness.provider, harness.make_gateway
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 OLD = NOW - timedelta(days=40)
 RECENT = NOW - timedelta(days=2)
@@ -206,25 +202,4 @@ async def test_background_purge_runs_bounded_passes_until_done(engine: Engine) -
         assert list(conn.execute(sa.select(TRACES.c.id)).scalars()) == ["recent"]
         for table in (STEPS, ITEMS, VIOLATIONS, LEDGER):
             assert conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one() > 0
-    assert_no_orphans(engine)
-
-
-async def test_gateway_purges_what_is_older_than_retention_days(
-    make_gateway: GatewayFactory, database_url: str
-) -> None:
-    first = await make_gateway(database_url=database_url)  # makes the schema
-    engine = first.deps.engine
-    writer = StoreWriter(engine)
-    old = datetime.now(UTC) - timedelta(days=8)
-    for n in range(3):
-        _trace(writer, engine, f"old-{n}", old)
-    gw = await make_gateway(database_url=database_url, retention_days=7)
-    gw.provider.queue(completion("fresh"))
-    assert await post(gw, HELLO, **{"X-Loopwatch-Trace-Id": "fresh"}) == 200
-    # The pass ends with its sweep of unused tool sets, after the traces are gone.
-    for _ in range(500):
-        if [t["id"] for t in await gw.traces()] == ["fresh"] and not _tool_sets(engine):
-            break
-        await asyncio.sleep(0.02)
-    assert [t["id"] for t in await gw.traces()] == ["fresh"]
     assert_no_orphans(engine)
