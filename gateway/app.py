@@ -39,6 +39,7 @@ from gateway.routing import provider_of
 from gateway.runs.pricing import Pricer
 from gateway.sinks.base import Sinks
 from gateway.sinks.metrics import MetricsSink, metrics_response
+from gateway.sinks.redacted import Redacting
 from gateway.sinks.webhooks import WebhookSink
 from gateway.store.engine import create_schema, install_secret, make_engine
 from gateway.store.ledger.core import Ledger, ThreadLedger
@@ -177,10 +178,13 @@ def _loading_known_keys(
 async def _exporters(
     settings: Settings, redactor: Redactor, metrics: MetricsSink, owner: Background
 ) -> Sinks:
-    """Metrics, then the webhooks and OTLP exporters that are configured."""
-    webhooks = await _start_webhooks(settings, redactor, metrics, owner)
-    otlp = _start_otlp(settings, redactor, metrics, owner)
-    return Sinks(s for s in (metrics, webhooks, otlp) if s is not None)
+    """Metrics, then the exporters that carry text (webhooks, OTLP) behind the one
+    redaction of what they are handed; stopped in reverse, the redaction hands over what
+    it holds before they close."""
+    webhooks = await _start_webhooks(settings, metrics, owner)
+    otlp = _start_otlp(settings, metrics, owner)
+    redacting = _start_redacting(settings, redactor, owner, webhooks, otlp)
+    return Sinks(s for s in (metrics, redacting) if s is not None)
 
 
 async def _started_mcp(
@@ -274,13 +278,12 @@ async def _open_ledger(
 
 
 async def _start_webhooks(
-    settings: Settings, redactor: Redactor, metrics: MetricsSink, owner: Background
+    settings: Settings, metrics: MetricsSink, owner: Background
 ) -> WebhookSink | None:
     if not settings.webhook_urls:
         return None
     webhooks = WebhookSink(
         settings.webhook_urls,
-        redactor=redactor,
         public_url=settings.public_url,
         secret=settings.webhook_secret,
         on_drop=lambda reason: metrics.instruments.webhook_dropped.labels(reason).inc(),
@@ -290,21 +293,34 @@ async def _start_webhooks(
     return webhooks
 
 
-def _start_otlp(
-    settings: Settings, redactor: Redactor, metrics: MetricsSink, owner: Background
-) -> OtlpSink | None:
+def _start_otlp(settings: Settings, metrics: MetricsSink, owner: Background) -> OtlpSink | None:
     if settings.otlp_endpoint is None:
         return None
     from gateway.sinks.otlp.sink import OtlpSink  # OpenTelemetry: loaded when exporting
 
     otlp = OtlpSink(
         settings,
-        redactor=redactor,
         on_drop=lambda reason, count: metrics.instruments.otlp_dropped.labels(reason).inc(count),
     )
     otlp.start(owner)
     owner.adopt("otlp", partial(asyncio.to_thread, otlp.close))
     return otlp
+
+
+def _start_redacting(
+    settings: Settings,
+    redactor: Redactor,
+    owner: Background,
+    *exporters: WebhookSink | OtlpSink | None,
+) -> Redacting | None:
+    """The exporters that carry text, behind the one redaction of what they are handed."""
+    found = [e for e in exporters if e is not None]
+    if not found:
+        return None
+    redacting = Redacting(redactor, Sinks(found), keep_summaries=settings.store_reasoning_summary)
+    redacting.start(owner)
+    owner.adopt("redacting", partial(asyncio.to_thread, redacting.close))
+    return redacting
 
 
 def _bind(handler, adapter) -> Handler:  # type: ignore[no-untyped-def]

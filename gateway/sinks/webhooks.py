@@ -1,7 +1,8 @@
-"""Webhook sink: each violation becomes a redacted JSON event POSTed to configured URLs.
+"""Webhook sink: each violation becomes a JSON event POSTed to configured URLs.
 
-Events wait in a bounded queue for one background task that retries with exponential backoff;
-the hot path only enqueues, and what cannot be queued or delivered is counted, never awaited.
+Records arrive redacted (sinks.redacted), in the redacting thread: the event is built there
+and handed to the event loop, where it waits in a bounded queue for one background task that
+retries with exponential backoff; what cannot be queued or delivered is counted, never awaited.
 With a secret, each POST carries `X-Loopwatch-Signature: sha256=<hex HMAC-SHA256 of the body>`.
 """
 
@@ -13,6 +14,7 @@ import hashlib
 import hmac
 import json
 import logging
+import threading
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -23,7 +25,6 @@ from yarl import URL
 from gateway.background import Background
 from gateway.items import Violation
 from gateway.mcp.records import McpViolation
-from gateway.redaction.redactor import Redactor
 from gateway.step import RefusalRecord, StepRecord
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,6 @@ class WebhookSink:
         self,
         urls: tuple[str, ...],
         *,
-        redactor: Redactor,
         public_url: str | None = None,
         secret: str | None = None,
         on_drop: DropHook = _ignore,
@@ -61,7 +61,6 @@ class WebhookSink:
         timeout: float = 10.0,
     ) -> None:
         self._urls = urls
-        self._redactor = redactor
         self._public_url = public_url.rstrip("/") if public_url else None
         self._secret = secret
         self._on_drop = on_drop
@@ -72,10 +71,14 @@ class WebhookSink:
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
         self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
         self.delivered_total = 0
 
     async def start(self, owner: Background) -> None:
         self._session = aiohttp.ClientSession(timeout=self._timeout)
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
         self._task = owner.task("loopwatch-webhooks", self._run())
 
     async def close(self, timeout: float = 5.0) -> None:
@@ -93,12 +96,20 @@ class WebhookSink:
             await self._session.close()
 
     def step_finished(self, step: StepRecord, overhead_seconds: float) -> None:
-        for violation in step.violations:
-            self._enqueue(self._event(violation, step.trace_id, step.id, step.started_at))
+        if step.violations:
+            at = step.started_at
+            self._hand([self._event(v, step.trace_id, step.id, at) for v in step.violations])
 
     def request_refused(self, refusal: RefusalRecord) -> None:
-        for violation in refusal.violations:
-            self._enqueue(self._event(violation, refusal.trace_id, None, refusal.created_at))
+        at = refusal.created_at
+        self._hand([self._event(v, refusal.trace_id, None, at) for v in refusal.violations])
+
+    def skipped(self, record: object) -> None:
+        """A record `Redacting` had no room for: its violations' events are dropped."""
+        if isinstance(record, McpViolation):
+            self._on_drop("queue_full")
+        for _ in getattr(record, "violations", ()):
+            self._on_drop("queue_full")
 
     def mcp_violation(self, violation: McpViolation) -> None:
         """A violation found on the MCP side: the same event, with `source: "mcp"`."""
@@ -109,8 +120,8 @@ class WebhookSink:
             "kind": violation.kind,
             "trace_id": trace_id,
             "step_id": None,
-            "call_id": None if call_id is None else self._redactor.redact_text(call_id),
-            "detail": self._redactor.redact_text(violation.detail),
+            "call_id": call_id,
+            "detail": violation.detail,
             "enforced": violation.enforced,
             "created_at": violation.created_at.isoformat(),
             "trace_url": link,
@@ -118,7 +129,7 @@ class WebhookSink:
             "server": violation.server,
             "tool": violation.tool,
         }
-        self._enqueue(event)
+        self._hand([event])
 
     def _event(
         self, violation: Violation, trace_id: str, step_id: str | None, at: datetime
@@ -129,19 +140,27 @@ class WebhookSink:
             "kind": violation.kind.value,
             "trace_id": trace_id,
             "step_id": step_id,
-            # Ids are the client's strings: a secret pasted into one is masked like any text.
-            "call_id": None if call_id is None else self._redactor.redact_text(call_id),
-            "detail": self._redactor.redact_text(violation.detail),
+            "call_id": call_id,  # the client's string: redacted like any text
+            "detail": violation.detail,
             "enforced": violation.enforced,
             "created_at": at.isoformat(),
             "trace_url": link,
         }
 
-    def _enqueue(self, event: dict[str, Any]) -> None:
-        try:
-            self._queue.put_nowait(event)
-        except asyncio.QueueFull:
-            self._on_drop("queue_full")
+    def _hand(self, events: list[dict[str, Any]]) -> None:
+        """Onto the event loop's queue: from another thread, through the loop."""
+        loop = self._loop
+        if loop is None or threading.get_ident() == self._loop_thread:
+            self._enqueue(events)
+        else:
+            loop.call_soon_threadsafe(self._enqueue, events)
+
+    def _enqueue(self, events: list[dict[str, Any]]) -> None:
+        for event in events:
+            try:
+                self._queue.put_nowait(event)
+            except asyncio.QueueFull:
+                self._on_drop("queue_full")
 
     async def _run(self) -> None:
         while True:

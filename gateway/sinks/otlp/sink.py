@@ -1,7 +1,7 @@
 """OTLP export sink: each finished step becomes OpenTelemetry spans, sent by the official SDK.
 
-The event loop only enqueues the record; one thread builds the spans (redaction included)
-and hands them to a bounded BatchSpanProcessor, whose own thread exports them. A full queue
+Records arrive redacted (sinks.redacted) and are only enqueued; one thread builds the
+spans and hands them to a bounded BatchSpanProcessor, whose own thread exports them. A full queue
 or a failed export drops spans, counted and logged at most once a minute, never waited on.
 """
 
@@ -30,7 +30,6 @@ from gateway.items import ItemKind
 from gateway.mcp import otel as mcp_otel
 from gateway.mcp.records import Execution
 from gateway.protocols.registry import wire_of
-from gateway.redaction.redactor import Redactor, without_reasoning_summaries
 from gateway.routing import Provider, provider_of
 from gateway.sinks.otlp import spans
 from gateway.sinks.otlp.exporters import build_exporter, quiet_sdk_logs
@@ -146,12 +145,10 @@ class OtlpSink:
         self,
         settings: Settings,
         *,
-        redactor: Redactor,
         on_drop: DropHook = _ignore,
         schedule_delay_millis: float = 2000,
     ) -> None:
         self._settings = settings
-        self._redactor = redactor
         self._capacity = settings.otlp_queue_size
         self._jobs: queue.Queue[_Job] = queue.Queue(self._capacity)
         self._dropped = _DropCounter(on_drop)
@@ -191,7 +188,7 @@ class OtlpSink:
         self._owner = owner
         self._worker = owner.thread("loopwatch-otlp", self._run)
 
-    # The Sink: called on the event loop; O(1) and never raises.
+    # The Sink, behind `Redacting`: called in its thread; O(1) and never raises.
 
     def step_finished(self, step: StepRecord, overhead_seconds: float) -> None:
         self._enqueue(step)
@@ -205,9 +202,15 @@ class OtlpSink:
         if execution.call_id is None:
             self._enqueue(execution)
             return
-        self._mcp[execution.call_id] = dict(mcp_otel.attributes(execution))
+        self._mcp[execution.call_id] = mcp_otel.attributes(execution)
         while len(self._mcp) > MCP_CALLS:
             self._mcp.popitem(last=False)
+
+    def skipped(self, record: object) -> None:
+        """A record `Redacting` had no room for: dropped before its spans were built."""
+        joined = isinstance(record, Execution) and record.call_id is not None  # no span
+        if isinstance(record, StepRecord | RefusalRecord | Execution) and not joined:
+            self._dropped("queue_full", 1)
 
     def _enqueue(self, job: StepRecord | RefusalRecord | Execution) -> None:
         try:
@@ -267,8 +270,7 @@ class OtlpSink:
         state = self._traces.get(step.trace_id)
         parent = _caller(step.traceparent) if step.traceparent else None
         state.parent = parent or state.parent
-        redact = self._redactor.redact_text
-        main = spans.step_span(step, self._provider_of(step), redact)
+        main = spans.step_span(step, self._provider_of(step))
         if self._settings.otlp_capture_content:
             main.attributes.update(self._content(step))
         plans = [*self._tool_spans(step, state, main.start_ns), main]
@@ -295,36 +297,26 @@ class OtlpSink:
                 emitted_at = start_ns - int(tool_ms * 1_000_000)
             if emitted_at is None or emitted_at > start_ns:
                 continue  # its call was seen by another replica, or never
-            redact = self._redactor.redact_text
-            plan = spans.tool_span(item.call_id, name, emitted_at, start_ns, redact)
-            plan.attributes.update(self._redacted(self._mcp.pop(item.call_id, {})))
+            plan = spans.tool_span(item.call_id, name, emitted_at, start_ns)
+            plan.attributes.update(self._mcp.pop(item.call_id, {}))
             plans.append(plan)
         return plans
-
-    def _redacted(self, attributes: spans.Attributes) -> spans.Attributes:
-        return {
-            k: self._redactor.redact_text(v) if isinstance(v, str) else v
-            for k, v in attributes.items()
-        }
 
     def _export_execution(self, execution: Execution) -> None:
         """`tools/call {name}`: an MCP execution joined to no model call."""
         start = spans.nanoseconds(execution.started_at)
         end = start + int((execution.duration_ms or 0.0) * 1_000_000)
-        attributes = self._redacted(dict(mcp_otel.own_span_attributes(execution)))
-        name = self._redactor.redact_text(execution.tool)
+        attributes: spans.Attributes = dict(mcp_otel.own_span_attributes(execution))
+        name = execution.tool
         error = "tool_error" if execution.is_error else None
         plan = spans.SpanPlan(f"tools/call {name}", True, start, end, attributes, error=error)
         trace = execution.trace_id or f"mcp-{execution.id}"
         self._emit([plan], self._traces.get(trace).parent, trace)
 
     def _content(self, step: StepRecord) -> spans.Attributes:
-        """Messages exactly as the recorder stores them: redacted, cut, no reasoning text."""
-        if not self._settings.store_reasoning_summary:
-            step = without_reasoning_summaries(step)
-        inputs = self._redactor.redact_items(step.input_items)
-        outputs = self._redactor.redact_items(step.output_items)
-        return spans.content_attributes(step, inputs, outputs, self._redactor.redact_text)
+        """Messages exactly as the recorder stores them: redacted, cut, no reasoning text
+        (the step arrives so)."""
+        return spans.content_attributes(step, step.input_items, step.output_items)
 
     def _export_refusal(self, refusal: RefusalRecord) -> None:
         state = self._traces.get(refusal.trace_id)
@@ -333,7 +325,6 @@ class OtlpSink:
             refusal.created_at,
             refusal.violations,
             refusal.budget_exceeded,
-            self._redactor.redact_text,
         )
         self._emit([plan], state.parent, refusal.trace_id)
 

@@ -1,14 +1,14 @@
 """What a step becomes in OpenTelemetry: span names, GenAI semantic-convention attributes,
 violation events and, when content capture is on, the conventions' message attributes.
 
-Pure functions over records (no SDK, no I/O); every string that came from a client or a
-provider passes through `redact` first, as it does before storage.
+Pure functions over records (no SDK, no I/O). The records come redacted (sinks.redacted):
+every string from a client or a provider is shown as the recorder stores it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -18,7 +18,6 @@ from gateway.protocols.registry import ADAPTERS
 from gateway.routing import Provider
 from gateway.step import StepRecord
 
-Redact = Callable[[str], str]
 Attributes = dict[str, str | bool | int | float | list[str]]
 
 VIOLATION_EVENT = "loopwatch.violation"
@@ -61,13 +60,13 @@ def nanoseconds(at: datetime) -> int:
     return (moment - _EPOCH) // timedelta(microseconds=1) * 1000
 
 
-def step_span(step: StepRecord, provider: Provider, redact: Redact) -> SpanPlan:
+def step_span(step: StepRecord, provider: Provider) -> SpanPlan:
     """The span of one step: `chat {model}` for the model protocols, kind CLIENT."""
     start, end = nanoseconds(step.started_at), nanoseconds(step.ended_at)
     if step.protocol == "passthrough":
-        name, attributes = _passthrough(step, redact)
+        name, attributes = _passthrough(step)
     else:
-        name, attributes = _model_call(step, provider, redact)
+        name, attributes = _model_call(step, provider)
     attributes.update(_server(provider))
     attributes["gen_ai.conversation.id"] = step.trace_id
     attributes["loopwatch.step.id"] = step.id
@@ -77,7 +76,7 @@ def step_span(step: StepRecord, provider: Provider, redact: Redact) -> SpanPlan:
     cost = getattr(step, "cost_usd", None)  # a field of newer step records
     if isinstance(cost, int | float):
         attributes["loopwatch.cost_usd"] = float(cost)
-    error = _failure(step, redact)
+    error = _failure(step)
     if error is not None:
         attributes["error.type"] = error
     elif step.violations:
@@ -88,13 +87,13 @@ def step_span(step: StepRecord, provider: Provider, redact: Redact) -> SpanPlan:
         start,
         end,
         attributes,
-        violation_events(step.violations, redact),
+        violation_events(step.violations),
         _status(step, error),
     )
 
 
-def _model_call(step: StepRecord, provider: Provider, redact: Redact) -> tuple[str, Attributes]:
-    model = redact(step.model) if step.model else None
+def _model_call(step: StepRecord, provider: Provider) -> tuple[str, Attributes]:
+    model = step.model or None
     attributes: Attributes = {
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": provider.name,
@@ -112,17 +111,17 @@ def _model_call(step: StepRecord, provider: Provider, redact: Redact) -> tuple[s
     if answered and model:
         attributes["gen_ai.response.model"] = model
     if step.response_id:
-        attributes["gen_ai.response.id"] = redact(step.response_id)
-    attributes["gen_ai.response.finish_reasons"] = [finish_reason(step, redact)]
+        attributes["gen_ai.response.id"] = step.response_id
+    attributes["gen_ai.response.finish_reasons"] = [finish_reason(step)]
     attributes.update(usage_attributes(step.usage))
     return ("chat " + model if model else "chat"), attributes
 
 
-def _passthrough(step: StepRecord, redact: Redact) -> tuple[str, Attributes]:
+def _passthrough(step: StepRecord) -> tuple[str, Attributes]:
     """Other /v1/* calls: embeddings are a GenAI operation, the rest plain HTTP calls."""
     attributes: Attributes = {
         "http.request.method": step.method,
-        "url.path": redact(step.path),
+        "url.path": step.path,
     }
     if step.path.endswith("/embeddings"):
         attributes["gen_ai.operation.name"] = "embeddings"
@@ -145,25 +144,27 @@ def usage_attributes(usage: Usage) -> Attributes:
     return found
 
 
-def finish_reason(step: StepRecord, redact: Redact) -> str:
+def finish_reason(step: StepRecord) -> str:
     """The provider's own reason; `error` when the generation ended abnormally, as the
     conventions ask, whatever the provider had said before it broke."""
     if step.stop_reason.broke:
         return "error"
     if step.raw_stop_reason:
-        return redact(step.raw_stop_reason)
+        return step.raw_stop_reason
     return FINISH_REASONS.get(step.stop_reason, "unknown")
 
 
-def _failure(step: StepRecord, redact: Redact) -> str | None:
+def _failure(step: StepRecord) -> str | None:
     """`error.type` of a failed step: the provider's (or gateway's) error code, else the
     HTTP status, else what ended the stream; None when the step did not fail."""
     if not step.stop_reason.broke:
         return None
+    # Redacted like a stored one: an error nested too deeply to walk became a text.
+    error = step.error if isinstance(step.error, Mapping) else {}
     for key in ("code", "type"):
-        value = (step.error or {}).get(key)
+        value = error.get(key)
         if isinstance(value, str) and 0 < len(value) <= MAX_ERROR_TYPE:
-            return redact(value)
+            return value
     if step.http_status is not None and step.http_status >= 400:
         return str(step.http_status)
     if step.stop_reason is StopReason.INTERRUPTED:
@@ -180,31 +181,27 @@ def _status(step: StepRecord, error: str | None) -> str | None:
     return None
 
 
-def violation_events(
-    violations: Iterable[Violation], redact: Redact
-) -> tuple[tuple[str, Attributes], ...]:
+def violation_events(violations: Iterable[Violation]) -> tuple[tuple[str, Attributes], ...]:
     events = []
     for violation in violations:
         attributes: Attributes = {
             "loopwatch.violation.kind": violation.kind.value,
-            "loopwatch.violation.detail": redact(violation.detail),
+            "loopwatch.violation.detail": violation.detail,
             "loopwatch.violation.enforced": violation.enforced,
         }
         if violation.call_id:
-            attributes["gen_ai.tool.call.id"] = redact(violation.call_id)
+            attributes["gen_ai.tool.call.id"] = violation.call_id
         events.append((VIOLATION_EVENT, attributes))
     return tuple(events)
 
 
-def tool_span(
-    call_id: str, tool_name: str | None, start_ns: int, end_ns: int, redact: Redact
-) -> SpanPlan:
+def tool_span(call_id: str, tool_name: str | None, start_ns: int, end_ns: int) -> SpanPlan:
     """`execute_tool {name}`: the agent's time between the call and the request with its
     result (span kind INTERNAL, as the conventions ask)."""
-    name = redact(tool_name) if tool_name else None
+    name = tool_name or None
     attributes: Attributes = {
         "gen_ai.operation.name": "execute_tool",
-        "gen_ai.tool.call.id": redact(call_id),
+        "gen_ai.tool.call.id": call_id,
         "gen_ai.tool.type": "function",
     }
     if name:
@@ -215,7 +212,7 @@ def tool_span(
 
 
 def refusal_span(
-    trace_id: str, at: datetime, violations: Iterable[Violation], budget: bool, redact: Redact
+    trace_id: str, at: datetime, violations: Iterable[Violation], budget: bool
 ) -> SpanPlan:
     """A request refused before the provider: no model call, only what was broken."""
     moment = nanoseconds(at)
@@ -231,7 +228,7 @@ def refusal_span(
         moment,
         moment,
         attributes,
-        violation_events(violations, redact),
+        violation_events(violations),
         "refused: " + ", ".join(sorted(set(kinds))),
     )
 
@@ -241,7 +238,7 @@ def refusal_span(
 
 
 def content_attributes(
-    step: StepRecord, inputs: Sequence[Item], outputs: Sequence[Item], redact: Redact
+    step: StepRecord, inputs: Sequence[Item], outputs: Sequence[Item]
 ) -> Attributes:
     """JSON strings, as the conventions ask where spans take no structured attributes.
     Inputs are the messages new in this step: earlier ones are on the trace's earlier
@@ -257,7 +254,7 @@ def content_attributes(
         found["gen_ai.input.messages"] = _json(messages(history))
     if outputs or not step.stop_reason.broke:
         output = {"role": "assistant", "parts": _parts(outputs)}
-        output["finish_reason"] = finish_reason(step, redact)
+        output["finish_reason"] = finish_reason(step)
         found["gen_ai.output.messages"] = _json([output])
     return found
 

@@ -16,6 +16,7 @@ from gateway.errors import ConfigError
 from gateway.sinks.otlp.exporters import build_exporter, traces_url
 from gateway.sinks.otlp.ids import trace_id_of
 from gateway.sinks.otlp.sink import OtlpSink
+from gateway.sinks.redacted import Redacting
 from tests import harness
 from tests.fakes import anthropic as anth
 from tests.fakes import responses as resp
@@ -54,12 +55,16 @@ async def otlp_gateway(make: GatewayFactory, collector: FakeCollector, **setting
     return await make(otlp_endpoint=collector.url, otlp_timeout=2, **settings)  # type: ignore[attr-defined]
 
 
+def redacting_of(gw: Gateway) -> Redacting:
+    return next(s for s in gw.deps.sinks if isinstance(s, Redacting))
+
+
 def sink_of(gw: Gateway) -> OtlpSink:
-    return next(s for s in gw.deps.sinks if isinstance(s, OtlpSink))
+    return next(s for s in redacting_of(gw).exporters if isinstance(s, OtlpSink))
 
 
 async def exported(gw: Gateway, collector: FakeCollector) -> list[ReceivedSpan]:
-    assert await asyncio.to_thread(sink_of(gw).flush)
+    assert await asyncio.to_thread(redacting_of(gw).flush)
     return sorted(collector.spans, key=lambda s: (s.start_ns, s.name))
 
 
@@ -306,7 +311,7 @@ async def test_a_dead_collector_never_stops_proxying_and_drops_are_counted(
     gw = await make_gateway(otlp_endpoint="http://127.0.0.1:9", otlp_timeout=0.5)
     await agent_loop(gw, stream=True)
     assert len(await gw.traces()) == 1  # recorded as ever
-    await asyncio.to_thread(sink_of(gw).flush)
+    await asyncio.to_thread(redacting_of(gw).flush)
     s = await scrape(gw)
     assert value(s, "loopwatch_otlp_dropped_total", reason="export_failed") == 3
     assert value(s, "loopwatch_otlp_dropped_total", reason="queue_full") == 0
@@ -321,7 +326,7 @@ async def test_a_full_queue_drops_and_counts(
         gw.provider.queue(completion(f"answer {n}"))
     statuses = await asyncio.gather(*(post(gw, HELLO) for _ in range(5)))
     assert statuses == [200] * 5
-    await asyncio.to_thread(sink_of(gw).flush)
+    await asyncio.to_thread(redacting_of(gw).flush)
     s = await scrape(gw)
     dropped = value(s, "loopwatch_otlp_dropped_total", reason="queue_full")
     assert dropped >= 1 and dropped + len(collector.spans) == 5

@@ -19,7 +19,7 @@ import pytest
 
 from gateway.sinks.otlp.ids import trace_id_of
 from tests import harness
-from tests.e2e.sinks.test_otlp import CHAT_MODEL, sink_of
+from tests.e2e.sinks.test_otlp import CHAT_MODEL, redacting_of, sink_of
 from tests.harness import GatewayFactory
 from tests.traffic import agent_loop
 
@@ -120,7 +120,7 @@ async def _spans(url: str, want: int) -> list[dict[str, Any]]:
 async def test_an_agent_run_lands_in_phoenix(phoenix: str, make_gateway: GatewayFactory) -> None:
     gw = await make_gateway(otlp_endpoint=phoenix, otlp_timeout=5)
     await agent_loop(gw, stream=True)
-    assert await asyncio.to_thread(sink_of(gw).flush)
+    assert await asyncio.to_thread(redacting_of(gw).flush)
     assert sink_of(gw).dropped_total == 0
     spans = sorted(await _spans(phoenix, 3), key=lambda s: s["start_time"])
     assert [s["name"] for s in spans] == [

@@ -13,11 +13,10 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from tests.sinks.test_otlp import redacting_of
 
 from gateway.background import Background
-from gateway.config import RedactionSettings
 from gateway.items import Violation, ViolationKind
-from gateway.redaction.redactor import Redactor
 from gateway.sinks.webhooks import WebhookSink, signature
 from gateway.step import RefusalRecord
 from tests import harness
@@ -82,7 +81,7 @@ async def test_unreachable_receiver_is_retried_then_counted(
 ) -> None:
     receiver, url = await _receiver(aiohttp_server, fail=100)
     gw: Gateway = await make_gateway(webhook_urls=(url,))
-    sink = next(s for s in gw.deps.sinks if isinstance(s, WebhookSink))
+    sink = next(s for s in redacting_of(gw).exporters if isinstance(s, WebhookSink))
     sink._backoff_initial = 0.01  # the test's patience, not the production default
     assert await post(gw, ORPHAN) == 400
     for _ in range(200):
@@ -96,9 +95,7 @@ async def test_unreachable_receiver_is_retried_then_counted(
 async def test_full_queue_drops_without_blocking(aiohttp_server: Any) -> None:
     receiver, url = await _receiver(aiohttp_server)
     drops: list[str] = []
-    sink = WebhookSink(
-        (url,), redactor=Redactor(RedactionSettings()), queue_size=2, on_drop=drops.append
-    )
+    sink = WebhookSink((url,), queue_size=2, on_drop=drops.append)
     refusal = RefusalRecord(
         trace_id="t",
         created_at=datetime.now(UTC),
@@ -117,9 +114,7 @@ async def test_logs_name_a_webhook_by_its_origin_only(
     _, url = await _receiver(aiohttp_server)
     hook = url.replace("/hook", "/services/T0/B0/HookSecretToken42")  # not found: given up
     dead = "http://127.0.0.1:9/services/T1/B1/HookSecretToken43"  # unreachable: retried
-    sink = WebhookSink(
-        (hook, dead), redactor=Redactor(RedactionSettings()), attempts=2, backoff_initial=0.01
-    )
+    sink = WebhookSink((hook, dead), attempts=2, backoff_initial=0.01)
     sink.request_refused(
         RefusalRecord("t", datetime.now(UTC), [Violation(ViolationKind.ORPHAN_TOOL_RESULT, "x")])
     )

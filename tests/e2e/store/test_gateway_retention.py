@@ -7,7 +7,6 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 from gateway.store.write.writer import StoreWriter
-
 from tests import harness
 from tests.fakes.chat import completion
 from tests.harness import GatewayFactory
