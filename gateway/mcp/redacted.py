@@ -1,5 +1,6 @@
 """MCP records as they may be stored: arguments, results, errors, session ids and violation
-details redacted. Runs where steps are redacted (the recorder), never on the hot path."""
+details redacted. Runs where steps are redacted (the recorder for storage, the redacting
+thread for exporters: sinks.redacted), never on the hot path."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The recorder process: drains the gateway's spool (and spools it adopts) into the store,
-off its event loop and GIL. It redacts (never the gateway), batches writes, and stops when
-its stdin closes: the gateway asked, or died. It imports only what recording needs.
+off its event loop and GIL. It redacts what it stores (the gateway redacts only what it
+exports, off its loop: sinks.redacted), batches writes, and stops when its stdin closes:
+the gateway asked, or died. It imports only what recording needs.
 """
 
 from __future__ import annotations
@@ -43,7 +44,9 @@ _NICENESS = 5  # the gateway's requests come first; the recorder catches up when
 
 
 def transform(redactor: Redactor, keep_summaries: bool, item: Submitted) -> Record:
-    """Spooled line → record → what may be stored: the only place records are redacted."""
+    """Spooled line → record → what may be stored: where records are redacted for storage
+    (after the spool, for crash safety); exporters get theirs by the same rules from
+    sinks.redacted."""
     record = records.decode(item) if isinstance(item, bytes) else item
     if isinstance(record, StepRecord):
         if not keep_summaries:

@@ -3,8 +3,9 @@
 A sink implements `step_finished` and `request_refused`, and any of the other events it
 needs (one it lacks is not called). `Sinks` fans each event out, on the event loop: a sink
 must be quick and must not raise (a raising sink is logged and skipped, never breaking the
-request). Records reach sinks as the recorder gets them, before redaction: a sink that
-exports text passes it through the one redactor first (see README, "The step's end").
+request). Records reach sinks as the recorder gets them, before redaction: the exporters
+that carry text sit behind `sinks.redacted.Redacting`, which hands them each record redacted
+once, in its own thread (see README, "The step's end").
 """
 
 from __future__ import annotations

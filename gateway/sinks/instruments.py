@@ -58,7 +58,9 @@ class ModelNames:
 
     def __init__(self, limit: int, redact: Callable[[str], str] | None = None) -> None:
         self._limit = limit
-        # /metrics needs no token: a name that holds a secret is shown redacted.
+        # /metrics needs no token: a name that holds a secret is shown redacted. A label, not
+        # a record: each distinct name (at most `limit`) is redacted once, on the event loop,
+        # by the gateway's one redactor; records reach the other exporters via sinks.redacted.
         self._redact = redact
         self._known: dict[str, str] = {}
 

@@ -73,10 +73,7 @@ class Redacting:
         try:
             self._jobs.put_nowait((event, record, rest))
         except queue.Full:
-            for exporter in self.exporters:  # each counts it as it counts its own drops
-                skipped = getattr(exporter, "skipped", None)
-                if skipped is not None:
-                    skipped(record)
+            self._skipped(record)
 
     # Lifecycle, from threads (asyncio.to_thread): both may block up to `timeout`.
 
@@ -98,11 +95,25 @@ class Redacting:
         return True
 
     def close(self, timeout: float = 5.0) -> None:
-        """Hand over what is queued within `timeout`; the exporters are closed after."""
+        """Hand over what is queued within `timeout`; what is left then each exporter counts
+        as dropped. The exporters are closed after."""
         if self._worker is not None and self._worker.is_alive():
             with contextlib.suppress(queue.Full):
                 self._jobs.put(None, timeout=timeout)
             self._worker.join(timeout)
+        while True:
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(job, tuple):
+                self._skipped(job[1])
+
+    def _skipped(self, record: Any) -> None:
+        for exporter in self.exporters:  # each counts it as it counts its own drops
+            skipped = getattr(exporter, "skipped", None)
+            if skipped is not None:
+                skipped(record)
 
     # The worker thread.
 
