@@ -13,11 +13,11 @@ from gateway.sinks.otlp.sink import OtlpSink
 from gateway.sinks.webhooks import WebhookSink
 from gateway.step import StepRecord
 from tests import harness
+from tests.e2e.sinks.test_otlp import exported, redacting_of
+from tests.e2e.sinks.test_webhooks import SECRET, _receiver
 from tests.fakes.chat import completion
 from tests.fakes.collector import FakeCollector
 from tests.harness import GatewayFactory
-from tests.sinks.test_otlp import exported, redacting_of
-from tests.sinks.test_webhooks import SECRET, _receiver
 from tests.traffic import ORPHAN, post
 
 provider = harness.provider
