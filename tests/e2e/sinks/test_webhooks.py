@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from tests.sinks.test_otlp import redacting_of
 
 from gateway.background import Background
 from gateway.items import Violation, ViolationKind
 from gateway.sinks.webhooks import WebhookSink, signature
 from gateway.step import RefusalRecord
 from tests import harness
+from tests.e2e.sinks.test_otlp import redacting_of
 from tests.harness import Gateway, GatewayFactory
 from tests.traffic import ORPHAN, post, scrape, value
 
