@@ -130,6 +130,9 @@ class StopReason(StrEnum):
     LENGTH = "length"
     CONTENT_FILTER = "content_filter"
     REFUSAL = "refusal"
+    # The provider stopped mid-turn and expects the turn sent back to go on (Anthropic
+    # `pause_turn`, `compaction`): the run is not over, like a step awaiting tool results.
+    PAUSED = "paused"
     INTERRUPTED = "interrupted"  # stream ended without its protocol's completion
     CANCELLED = "cancelled"  # the client went away
     ERROR = "error"  # provider error status or error event

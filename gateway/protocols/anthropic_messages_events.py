@@ -1,7 +1,8 @@
 """Anthropic Messages stream events and response bodies → neutral deltas.
 
 Stop reasons: end_turn/stop_sequence → completed, tool_use → tool_calls, max_tokens and
-model_context_window_exceeded → length, refusal → refusal, pause_turn and others → unknown.
+model_context_window_exceeded → length, refusal → refusal, pause_turn and compaction → paused,
+others → unknown.
 Thinking text and signatures never leave this module: only their size and flags do.
 """
 
@@ -36,9 +37,11 @@ _STOP_REASONS = {
     "max_tokens": StopReason.LENGTH,
     "model_context_window_exceeded": StopReason.LENGTH,
     "refusal": StopReason.REFUSAL,
-    # The server paused a long-running turn (server tools) and the client is expected to send it
-    # back to continue: not completed, not cut off, not failed. Unknown, with the raw value kept.
-    "pause_turn": StopReason.UNKNOWN,
+    # The server paused a long-running turn (server tools) or stopped after compacting the
+    # context, and the client is expected to send the turn back to continue: not completed,
+    # not cut off, not failed.
+    "pause_turn": StopReason.PAUSED,
+    "compaction": StopReason.PAUSED,
 }
 
 _INPUT_FIELDS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")

@@ -13,8 +13,13 @@ step that started last; passthrough steps only count as activity; "idle" is
 |   | or `content_filter`                                              |                   |
 | 4 | last step stopped `completed` or `refusal`, no tool call open     | `completed`       |
 | 5 | not idle                                                         | `running`         |
-| 6 | idle, tool calls open (the agent died mid-loop)                  | `abandoned`       |
+| 6 | idle, tool calls open or last step stopped `paused` (the agent    | `abandoned`       |
+|   | died mid-loop: the results or the paused turn never came back)   |                   |
 | 7 | idle, nothing open (a `tool_calls` or `unknown` stop, no steps)   | `completed`       |
+
+A `paused` last step (the provider stopped mid-turn and expects the turn sent back) waits
+on the client like open tool calls do: `running` within the idle window, then `abandoned`,
+never `completed`.
 
 A step whose only open tool calls are terminal output tools (`final_answer`, `final_result`,
 setting `terminal_tools`; `mark_terminal`) gave the run's answer through them: it folds as a
@@ -144,7 +149,7 @@ def settle(summary: TraceSummary) -> StoredStatus:
         return StoredStatus(TraceStatus.FAILED, final=True)
     if summary.last_stop is not None and summary.last_stop.final and summary.open_calls == 0:
         return StoredStatus(TraceStatus.COMPLETED, final=True)
-    if summary.open_calls > 0:
+    if summary.open_calls > 0 or summary.last_stop is StopReason.PAUSED:
         return StoredStatus(TraceStatus.ABANDONED, final=False)
     return StoredStatus(TraceStatus.COMPLETED, final=False)
 

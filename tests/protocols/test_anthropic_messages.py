@@ -209,6 +209,7 @@ def decode(*payloads: dict[str, Any] | str) -> list[Delta]:
     return out
 
 
+# The values of anthropic.types.StopReason and anthropic.types.beta.BetaStopReason.
 @pytest.mark.parametrize(
     ("raw", "expected"),
     [
@@ -218,7 +219,8 @@ def decode(*payloads: dict[str, Any] | str) -> list[Delta]:
         ("max_tokens", StopReason.LENGTH),
         ("model_context_window_exceeded", StopReason.LENGTH),
         ("refusal", StopReason.REFUSAL),
-        ("pause_turn", StopReason.UNKNOWN),
+        ("pause_turn", StopReason.PAUSED),
+        ("compaction", StopReason.PAUSED),
         ("something_new", StopReason.UNKNOWN),
     ],
 )

@@ -186,6 +186,42 @@ def test_failed_response_without_error_event_reports_its_error() -> None:
     assert deltas[-2:] == [FinishDelta(StopReason.ERROR, "server_error"), EndDelta()]
 
 
+# Statuses from openai.types.responses.ResponseStatus, incomplete reasons from
+# Response.IncompleteDetails.reason; the terminal events from ResponseFailedEvent and
+# ResponseIncompleteEvent (the SDK has no `response.cancelled` event: a cancelled response
+# is read from its body).
+@pytest.mark.parametrize(
+    ("response", "event", "expected"),
+    [
+        ({"status": "cancelled"}, None, FinishDelta(StopReason.CANCELLED, "cancelled")),
+        (
+            {"status": "failed", "error": {"code": "server_error", "message": "boom"}},
+            "response.failed",
+            FinishDelta(StopReason.ERROR, "server_error"),
+        ),
+        ({"status": "failed"}, "response.failed", FinishDelta(StopReason.ERROR, "failed")),
+        (
+            {"status": "incomplete", "incomplete_details": {"reason": "content_filter"}},
+            "response.incomplete",
+            FinishDelta(StopReason.CONTENT_FILTER, "content_filter"),
+        ),
+        (
+            {"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}},
+            "response.incomplete",
+            FinishDelta(StopReason.LENGTH, "max_output_tokens"),
+        ),
+    ],
+)
+def test_response_statuses(
+    response: dict[str, Any], event: str | None, expected: FinishDelta
+) -> None:
+    body = {"id": "resp_1", "object": "response", "output": [], **response}
+    assert expected in ADAPTER.decode_body(body)
+    if event is not None:
+        streamed = ADAPTER.new_event_decoder().decode(_event({"type": event, "response": body}))
+        assert expected in streamed
+
+
 def test_flat_error_event() -> None:
     flat = {"type": "error", "code": "server_error", "message": "Try again.", "param": None}
     assert ADAPTER.new_event_decoder().decode(_event(flat)) == [

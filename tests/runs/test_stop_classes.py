@@ -14,6 +14,7 @@ CLASSES = {
     S.REFUSAL: (False, False, True, True),
     S.TOOL_CALLS: (False, False, False, True),
     S.UNKNOWN: (False, False, False, True),
+    S.PAUSED: (False, False, False, True),  # the turn goes on when the client sends it back
     S.LENGTH: (False, True, False, True),
     S.CONTENT_FILTER: (False, True, False, True),
     S.ERROR: (True, True, False, False),

@@ -54,6 +54,9 @@ CASES = [
     (step(S, 0, StopReason.UNKNOWN), 60, TraceStatus.RUNNING),
     (step(S, 0, StopReason.UNKNOWN), 400, TraceStatus.COMPLETED),
     (step(S, 0, StopReason.TOOL_CALLS), 400, TraceStatus.COMPLETED),  # a stop without calls
+    # Paused mid-turn: the provider waits for the turn sent back, as for tool results.
+    (step(S, 0, StopReason.PAUSED), 60, TraceStatus.RUNNING),
+    (step(S, 0, StopReason.PAUSED), 400, TraceStatus.ABANDONED),
     (S, 0, TraceStatus.COMPLETED),
     *[
         (step(S, 0, stop), 3, TraceStatus.FAILED)
