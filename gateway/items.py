@@ -26,6 +26,12 @@ ASSISTANT_KINDS = frozenset(
 )
 
 
+# `attrs["executed_by"]` of a tool call the provider ran itself (web search, code execution,
+# its MCP connector) and of its result: the client owes no result for such a call.
+EXECUTED_BY = "executed_by"
+PROVIDER = "provider"
+
+
 # The attrs of an item that has none: one shared, read-only empty mapping.
 NO_ATTRS: Mapping[str, Any] = MappingProxyType({})
 
@@ -92,6 +98,11 @@ class Item:
             "is_error": self.is_error,
             "attrs": dict(self.attrs),
         }
+
+
+def provider_run(item: Item) -> bool:
+    """A tool call the provider ran, or its result: both lie inside the provider's answer."""
+    return item.attrs.get(EXECUTED_BY) == PROVIDER
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from gateway.items import Item, ItemKind, StopReason, Violation, ViolationKind
+from gateway.items import Item, ItemKind, StopReason, Violation, ViolationKind, provider_run
 
 if TYPE_CHECKING:
     from gateway.stream.assembler import Assembled
@@ -18,8 +18,11 @@ if TYPE_CHECKING:
 
 def check_output(assembled: Assembled) -> list[Violation]:
     calls = [item for item in assembled.output_items if item.kind is ItemKind.TOOL_CALL]
-    # The step's stop reason is its first choice's; other choices (n > 1) are not judged by it.
-    first_choice = [call for call in calls if not call.attrs.get("choice")]
+    # The step's stop reason is its first choice's; other choices (n > 1) are not judged by
+    # it, nor are calls the provider ran itself (they end with any stop).
+    first_choice = [
+        call for call in calls if not call.attrs.get("choice") and not provider_run(call)
+    ]
     violations: list[Violation] = []
     truncated = assembled.stop_reason is StopReason.LENGTH
     for call in calls:

@@ -10,7 +10,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gateway.errors import PairingViolation
-from gateway.items import ASSISTANT_KINDS, Item, ItemKind, Violation, ViolationKind
+from gateway.items import (
+    ASSISTANT_KINDS,
+    EXECUTED_BY,
+    PROVIDER,
+    Item,
+    ItemKind,
+    Violation,
+    ViolationKind,
+    provider_run,
+)
 from gateway.protocols.base import HistoryRules
 
 ENFORCEABLE = frozenset(
@@ -90,6 +99,12 @@ class _Checker:
 
     def feed(self, pos: int, item: Item) -> None:
         kind = item.kind
+        if (kind is _CALL or kind is _RESULT) and item.attrs.get(EXECUTED_BY) == PROVIDER:
+            # Run and answered by the provider inside its own answer: the client owes
+            # nothing for it, and it is part of the assistant turn it sits in.
+            if not self.in_turn:
+                self.start_turn(pos, item)
+            return
         # Tuple, not the frozenset: membership then stays an identity test, while hashing
         # an enum member runs Python code, once per item on the hot path.
         if kind in _TURN_KINDS:
@@ -241,7 +256,7 @@ def check_continuation(
                 anon_unnamed += 1
     found: list[Violation] = []
     for item in previous_output:
-        if item.kind is not _CALL or item.attrs.get("incomplete"):
+        if item.kind is not _CALL or item.attrs.get("incomplete") or provider_run(item):
             continue
         key = _key(item)
         if key is not None:

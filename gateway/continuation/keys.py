@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from hashlib import blake2b
 
 from gateway import jsoncodec
-from gateway.items import ASSISTANT_KINDS, Item, ItemKind
+from gateway.items import ASSISTANT_KINDS, EXECUTED_BY, PROVIDER, Item, ItemKind
 from gateway.protocols.base import REFERENCE_TYPE
 
 # Kinds a client commonly drops or rewrites when it echoes an assistant turn.
@@ -28,6 +28,15 @@ def _skipped(item: Item) -> bool:
     return item.kind in _IGNORED or (
         item.kind is ItemKind.OTHER and item.attrs.get("type") == REFERENCE_TYPE
     )
+
+
+def _assistant(item: Item) -> bool:
+    """Part of an assistant turn: what a model says, and the results of the calls its
+    provider ran inside the turn."""
+    kind = item.kind
+    if kind is ItemKind.TOOL_RESULT:
+        return item.attrs.get(EXECUTED_BY) == PROVIDER
+    return kind in ASSISTANT_KINDS
 
 
 def _canonical(item: Item) -> bytes:
@@ -97,12 +106,12 @@ class ContinuationKeys:
         kept = [index for index, item in enumerate(items) if not _skipped(item)]
         for k, index in enumerate(kept):
             item = items[index]
-            assistant = item.kind in ASSISTANT_KINDS
-            if k and assistant and items[kept[k - 1]].kind not in ASSISTANT_KINDS:
+            assistant = _assistant(item)
+            if k and assistant and not _assistant(items[kept[k - 1]]):
                 starts.append(Boundary(index, state.hex()))
             state = self._step(state, item)
             following = items[kept[k + 1]] if k + 1 < len(kept) else None
-            if assistant and (following is None or following.kind not in ASSISTANT_KINDS):
+            if assistant and (following is None or not _assistant(following)):
                 found.append(Boundary(_end_of_turn(items, index + 1), state.hex()))
         return Scan(found, starts, state)
 
@@ -146,7 +155,7 @@ def last_call_turn(items: list[Item]) -> CallTurn | None:
     ids: list[str] = []
     for position in range(len(items) - 1, -1, -1):
         item = items[position]
-        in_turn = item.kind in ASSISTANT_KINDS or _skipped(item)
+        in_turn = _assistant(item) or _skipped(item)
         if end is not None and not in_turn:
             break
         call_id = real_call_id(item) if item.kind is ItemKind.TOOL_CALL else None

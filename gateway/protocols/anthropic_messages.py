@@ -14,12 +14,15 @@ import msgspec
 from gateway.config import Settings
 from gateway.errors import BadRequest, GatewayError
 from gateway.items import Item, ItemKind
+from gateway.protocols.anthropic_blocks import (
+    caller_attrs,
+    is_provider_call,
+    is_provider_result,
+    provider_result,
+    whole_provider_call,
+)
 from gateway.protocols.anthropic_messages_events import (
     MessagesEventDecoder,
-    as_dict,
-    as_int,
-    as_str,
-    compact,
     decode_message,
     error_delta,
 )
@@ -32,6 +35,7 @@ from gateway.protocols.base import (
     shape_of,
     untyped_field,
 )
+from gateway.protocols.json_values import as_dict, as_int, as_str, compact
 from gateway.protocols.request_body import Remembered
 from gateway.routing import Wire
 from gateway.stream.deltas import Delta, EndDelta
@@ -115,7 +119,12 @@ def _block_item(role: str, block: dict[str, Any], message_index: int) -> Item:
     if kind == "tool_use":
         call_id, name = as_str(block.get("id")), as_str(block.get("name"))
         arguments = compact(block.get("input", {}))
+        attrs.update(caller_attrs(block))
         return Item(ItemKind.TOOL_CALL, role, None, call_id, name, arguments, attrs=attrs)
+    if is_provider_call(kind):
+        return whole_provider_call(role, block, attrs)
+    if is_provider_result(kind):
+        return provider_result(role, block, attrs)
     if kind == "tool_result":
         return _tool_result(role, block, attrs)
     if kind == "thinking":
@@ -126,7 +135,7 @@ def _block_item(role: str, block: dict[str, Any], message_index: int) -> Item:
         return Item(ItemKind.REASONING, role=role, attrs={**attrs, "redacted": True})
     if kind in ("image", "document"):
         return Item(ItemKind.OTHER, role=role, attrs={**attrs, **_media_attrs(kind, block)})
-    # Server tool use and its results, search results, container uploads ...: the type only.
+    # Search results, container uploads, compaction ...: the type only.
     return Item(ItemKind.OTHER, role=role, attrs={**attrs, "type": kind})
 
 
@@ -151,12 +160,32 @@ def _message_items(index: int, message: Any) -> list[Item]:
         return [Item(kind, role=role, text=content, attrs=attrs)]
     if not isinstance(content, list):
         return [Item(ItemKind.OTHER, role=role, attrs={**attrs, "shape": shape_of(content)})]
-    return [
+    items = [
         _block_item(role, block, index)
         if isinstance(block, dict)
         else Item(ItemKind.OTHER, role=role, attrs={**attrs, "shape": shape_of(block)})
         for block in content
     ]
+    return _joined_texts(items) if role == "assistant" else items
+
+
+def _joined_texts(items: list[Item]) -> list[Item]:
+    """An assistant turn's text blocks with nothing but thinking between them are one text,
+    as the answer they echo was recorded (an answer's text is split into blocks by citations
+    and by thinking, not by meaning)."""
+    joined: list[Item] = []
+    text_at: int | None = None  # where the text being joined is, in `joined`
+    for item in items:
+        if item.kind is ItemKind.ASSISTANT_TEXT and text_at is not None:
+            earlier = joined[text_at]
+            joined[text_at] = earlier.with_changes(text=(earlier.text or "") + (item.text or ""))
+            continue
+        if item.kind is ItemKind.ASSISTANT_TEXT:
+            text_at = len(joined)
+        elif item.kind is not ItemKind.REASONING:
+            text_at = None
+        joined.append(item)
+    return joined
 
 
 def _clamped(body: dict[str, Any], current: int, limit: int) -> PreparedBody:

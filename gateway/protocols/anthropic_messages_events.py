@@ -8,18 +8,27 @@ Thinking text and signatures never leave this module: only their size and flags 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from gateway import jsoncodec
-from gateway.items import StopReason, Usage
+from gateway.items import Item, ItemKind, StopReason, Usage
+from gateway.protocols.anthropic_blocks import (
+    caller_attrs,
+    is_provider_call,
+    is_provider_result,
+    provider_call,
+    provider_result,
+    whole_provider_call,
+)
+from gateway.protocols.json_values import as_dict, as_int, as_str, compact
 from gateway.stream.deltas import (
     Delta,
     EndDelta,
     ErrorDelta,
     FinishDelta,
+    ItemsDelta,
     MetaDelta,
     ReasoningDelta,
     TextDelta,
@@ -44,23 +53,9 @@ _STOP_REASONS = {
     "compaction": StopReason.PAUSED,
 }
 
+ROLE = "assistant"
+
 _INPUT_FIELDS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-
-
-def as_int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def as_str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def as_dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def _finish(raw: Any) -> list[Delta]:
@@ -116,8 +111,9 @@ class _UsageState:
 @dataclass(slots=True)
 class _Block:
     type: str | None
-    tool_input: Any = None  # the `input` of a tool_use block's start event
+    start: dict[str, Any]  # the block as its start event gave it
     args_seen: bool = False
+    fragments: list[str] = field(default_factory=list)  # a provider-run call's input
 
 
 def _whole_args(index: int, value: Any) -> ToolCallArgs:
@@ -126,7 +122,7 @@ def _whole_args(index: int, value: Any) -> ToolCallArgs:
 
 def _block_deltas(index: int, block: dict[str, Any], *, whole: bool) -> list[Delta]:
     """A content block's opening (stream) or the whole block (body) as deltas."""
-    kind = block.get("type")
+    kind = as_str(block.get("type"))
     if kind == "text":
         text = as_str(block.get("text"))
         return [TextDelta(text)] if text else []
@@ -134,12 +130,19 @@ def _block_deltas(index: int, block: dict[str, Any], *, whole: bool) -> list[Del
         return [ReasoningDelta(chars=len(as_str(block.get("thinking")) or ""))]
     if kind == "redacted_thinking":
         return [ReasoningDelta(attrs={"redacted": True})]
-    if kind != "tool_use":
-        # Server tool blocks (web search, code execution, MCP) run at the provider; the
-        # client never answers them, so they are not tool calls to pair.
-        return []
-    start = ToolCallStart(index, as_str(block.get("id")), as_str(block.get("name")))
-    return [start, _whole_args(index, block.get("input")), ToolCallEnd(index)] if whole else [start]
+    if kind == "tool_use":
+        call_id, name = as_str(block.get("id")), as_str(block.get("name"))
+        start = ToolCallStart(index, call_id, name, attrs=caller_attrs(block))
+        if not whole:
+            return [start]
+        return [start, _whole_args(index, block.get("input")), ToolCallEnd(index)]
+    if is_provider_call(kind):
+        # Streamed, its input follows in deltas: the call is whole at its block's stop.
+        return [ItemsDelta((whole_provider_call(ROLE, block, {}),))] if whole else []
+    if is_provider_result(kind):
+        return [ItemsDelta((provider_result(ROLE, block, {}),))]
+    # A block of a type not known here is kept in its place, as its echo will be typed.
+    return [ItemsDelta((Item(ItemKind.OTHER, role=ROLE, attrs={"type": kind or "unknown"}),))]
 
 
 class MessagesEventDecoder:
@@ -180,7 +183,7 @@ class MessagesEventDecoder:
         block = as_dict(payload.get("content_block"))
         if index is None:
             return []
-        self._blocks[index] = _Block(as_str(block.get("type")), block.get("input"))
+        self._blocks[index] = _Block(as_str(block.get("type")), block)
         return _block_deltas(index, block, whole=False)
 
     def _block_delta(self, payload: dict[str, Any]) -> list[Delta]:
@@ -197,7 +200,11 @@ class MessagesEventDecoder:
         if kind != "input_json_delta" or index is None or not fragment:
             return []
         block = self._blocks.get(index)
-        if block is None or block.type != "tool_use":
+        if block is None:
+            return []
+        if block.type != "tool_use":
+            if is_provider_call(block.type):
+                block.fragments.append(fragment)
             return []
         block.args_seen = True
         return [ToolCallArgs(index, fragment)]
@@ -205,13 +212,20 @@ class MessagesEventDecoder:
     def _block_stop(self, payload: dict[str, Any]) -> list[Delta]:
         index = as_int(payload.get("index"))
         block = self._blocks.get(index) if index is not None else None
-        if index is None or block is None or block.type != "tool_use":
+        if index is None or block is None:
+            return []
+        if is_provider_call(block.type):
+            if not block.fragments:
+                return [ItemsDelta((whole_provider_call(ROLE, block.start, {}),))]
+            arguments = "".join(block.fragments)
+            return [ItemsDelta((provider_call(ROLE, block.start, arguments, {}),))]
+        if block.type != "tool_use":
             return []
         if block.args_seen:
             return [ToolCallEnd(index)]
         # No input deltas (a tool without parameters, or a server that sends the input whole
         # in the start event): the start event's input is the complete arguments.
-        return [_whole_args(index, block.tool_input), ToolCallEnd(index)]
+        return [_whole_args(index, block.start.get("input")), ToolCallEnd(index)]
 
     def _message_delta(self, payload: dict[str, Any]) -> list[Delta]:
         stop = _finish(as_dict(payload.get("delta")).get("stop_reason"))

@@ -62,7 +62,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from gateway.items import Item, ItemKind, StopReason
+from gateway.items import Item, ItemKind, StopReason, provider_run
 
 DEFAULT_IDLE_SECONDS = 300.0
 # Tools an agent calls to hand over its final answer; `terminal_tools` adds more.
@@ -227,6 +227,7 @@ def emitted_calls(output_items: Iterable[Item]) -> int:
         and not item.attrs.get("choice")
         and not item.attrs.get("incomplete")
         and not item.attrs.get(TERMINAL)
+        and not provider_run(item)
     )
 
 

@@ -16,6 +16,7 @@ from gateway.stream.deltas import (
     EndDelta,
     ErrorDelta,
     FinishDelta,
+    ItemsDelta,
     MessageIdDelta,
     MetaDelta,
     ReasoningDelta,
@@ -86,6 +87,7 @@ _EVENT_OF: dict[type, Event] = {
     ReasoningSummaryDelta: Event.CONTENT,
     ToolCallStart: Event.CONTENT,
     MessageIdDelta: Event.CONTENT,
+    ItemsDelta: Event.CONTENT,
     ToolCallArgs: Event.CONTENT,
     ToolCallEnd: Event.CONTENT,
     UsageDelta: Event.USAGE,
@@ -106,15 +108,23 @@ class _Call:
 
 
 @dataclass(slots=True)
+class _Text:
+    """Text up to the next whole item: one assistant text item."""
+
+    parts: list[str] = field(default_factory=list)
+    # The provider's ids of the output messages merged into it (Responses), so an echoed
+    # `item_reference` can be resolved to what it stands for.
+    message_ids: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class _Choice:
-    text: list[str] = field(default_factory=list)
+    # Text and whole items (ItemsDelta) in the order they came.
+    sequence: list[_Text | Item] = field(default_factory=list)
     refusal: list[str] = field(default_factory=list)
     reasoning_chars: int | None = None  # None: no reasoning seen
     reasoning_attrs: dict[str, Any] = field(default_factory=dict)
     summary: list[str] = field(default_factory=list)
-    # The provider's ids of the output items merged into one item here (Responses), so an
-    # echoed `item_reference` can be resolved to what it stands for.
-    message_ids: list[str] = field(default_factory=list)
     reasoning_ids: list[str] = field(default_factory=list)
     calls: dict[int, _Call] = field(default_factory=dict)
     finish: FinishDelta | None = None
@@ -143,7 +153,7 @@ class Assembler:
 
     def _apply(self, delta: Delta) -> None:
         if isinstance(delta, TextDelta):
-            self._content(delta.choice).text.append(delta.text)
+            _text(self._content(delta.choice)).parts.append(delta.text)
         elif isinstance(delta, ToolCallArgs):
             self._call(delta.choice, delta.index).fragments.append(delta.fragment)
         elif isinstance(delta, ToolCallStart):
@@ -175,9 +185,11 @@ class Assembler:
         elif isinstance(delta, ErrorDelta):
             self._error = {"message": delta.message, "type": delta.type, "code": delta.code}
         elif isinstance(delta, MessageIdDelta):
-            ids = self._content(delta.choice).message_ids
+            ids = _text(self._content(delta.choice)).message_ids
             if delta.item_id not in ids:
                 ids.append(delta.item_id)
+        elif isinstance(delta, ItemsDelta):
+            self._content(delta.choice).sequence.extend(delta.items)
 
     def _choice(self, index: int) -> _Choice:
         choice = self._choices.get(index)
@@ -266,10 +278,17 @@ class Assembler:
                 attrs["item_ids"] = choice.reasoning_ids
             summary = "".join(choice.summary) or None
             items.append(Item(ItemKind.REASONING, role="assistant", text=summary, attrs=attrs))
-        text = "".join(choice.text)
-        if text:
-            attrs = {**base, "item_ids": choice.message_ids} if choice.message_ids else dict(base)
-            items.append(Item(ItemKind.ASSISTANT_TEXT, role="assistant", text=text, attrs=attrs))
+        for part in choice.sequence:
+            if isinstance(part, Item):
+                items.append(part.with_changes(attrs={**base, **part.attrs}) if base else part)
+                continue
+            text = "".join(part.parts)
+            if text:
+                ids = part.message_ids
+                attrs = {**base, "item_ids": ids} if ids else dict(base)
+                items.append(
+                    Item(ItemKind.ASSISTANT_TEXT, role="assistant", text=text, attrs=attrs)
+                )
         refusal = "".join(choice.refusal)
         if refusal:
             items.append(Item(ItemKind.REFUSAL, role="assistant", text=refusal, attrs=dict(base)))
@@ -289,6 +308,16 @@ class Assembler:
                 return
         # Reasoning that streamed no text (hidden by the provider) still happened.
         items.insert(0, Item(ItemKind.REASONING, role="assistant", attrs={"tokens": tokens}))
+
+
+def _text(choice: _Choice) -> _Text:
+    """The text item being written: the last one, unless a whole item came after it."""
+    sequence = choice.sequence
+    if sequence and isinstance(sequence[-1], _Text):
+        return sequence[-1]
+    text = _Text()
+    sequence.append(text)
+    return text
 
 
 def _call_item(choice: int, index: int, call: _Call, finished: bool, base: dict[str, Any]) -> Item:

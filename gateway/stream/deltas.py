@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.items import StopReason, Usage
+from gateway.items import Item, StopReason, Usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +77,16 @@ class MessageIdDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class ItemsDelta:
+    """Whole output items the adapter typed itself, in their place in the answer: a call
+    the provider ran and its result, or a block of a type the adapter does not know
+    (`other`). Text after them starts a new text item, so the order matches the echo."""
+
+    items: tuple[Item, ...]
+    choice: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCallArgs:
     index: int
     fragment: str
@@ -128,6 +138,7 @@ Delta = (
     | ReasoningSummaryDelta
     | ToolCallStart
     | MessageIdDelta
+    | ItemsDelta
     | ToolCallArgs
     | ToolCallEnd
     | UsageDelta

@@ -42,6 +42,71 @@ def tool_use(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, An
     return {"type": "tool_use", "id": call_id, "name": name, "input": arguments}
 
 
+# Blocks of tools the provider runs itself. Shapes: anthropic.types.ServerToolUseBlock,
+# WebSearchToolResultBlock / WebSearchResultBlock, CodeExecutionToolResultBlock /
+# CodeExecutionResultBlock, ToolUseBlock.caller (ServerToolCaller), and the beta MCP
+# connector's BetaMCPToolUseBlock / BetaMCPToolResultBlock (anthropic 2.17).
+
+
+def server_tool_use(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "server_tool_use", "id": call_id, "name": name, "input": arguments}
+
+
+def web_search_result(call_id: str, *pages: tuple[str, str]) -> dict[str, Any]:
+    return {
+        "type": "web_search_tool_result",
+        "tool_use_id": call_id,
+        "content": [
+            {
+                "type": "web_search_result",
+                "title": title,
+                "url": url,
+                "encrypted_content": "EqgfCioIARgBIiQ3YTAwMjY1Mi1mZjM5LTQ1NGUtODgxNC1kNjNjNTk1ZWI3",
+                "page_age": "April 30, 2026",
+            }
+            for title, url in pages
+        ],
+    }
+
+
+def code_execution_result(call_id: str, stdout: str, return_code: int = 0) -> dict[str, Any]:
+    return {
+        "type": "code_execution_tool_result",
+        "tool_use_id": call_id,
+        "content": {
+            "type": "code_execution_result",
+            "stdout": stdout,
+            "stderr": "",
+            "return_code": return_code,
+            "content": [],
+        },
+    }
+
+
+def called_by(block: dict[str, Any], server_call_id: str) -> dict[str, Any]:
+    """A client tool_use made by provider-run code (programmatic tool calling)."""
+    return {**block, "caller": {"type": "code_execution_20250825", "tool_id": server_call_id}}
+
+
+def mcp_tool_use(call_id: str, name: str, server: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "mcp_tool_use",
+        "id": call_id,
+        "name": name,
+        "server_name": server,
+        "input": arguments,
+    }
+
+
+def mcp_tool_result(call_id: str, value: str, *, is_error: bool = False) -> dict[str, Any]:
+    return {
+        "type": "mcp_tool_result",
+        "tool_use_id": call_id,
+        "is_error": is_error,
+        "content": [{"type": "text", "text": value}],
+    }
+
+
 def message(
     content: list[dict[str, Any]],
     *,
@@ -87,7 +152,8 @@ def _block_events(index: int, block: dict[str, Any]) -> list[dict[str, Any]]:
         start = {"type": "thinking", "thinking": "", "signature": ""}
         deltas = [{"type": "thinking_delta", "thinking": p} for p in _pieces(block["thinking"])]
         deltas.append({"type": "signature_delta", "signature": block["signature"]})
-    elif kind == "tool_use":
+    elif kind in ("tool_use", "server_tool_use", "mcp_tool_use"):
+        # The input streams as JSON fragments after an empty start, for every kind of call.
         start = {**block, "input": {}}
         arguments = json.dumps(block["input"])
         deltas = [{"type": "input_json_delta", "partial_json": ""}]

@@ -29,6 +29,7 @@ from gateway.stream.deltas import (
     EndDelta,
     ErrorDelta,
     FinishDelta,
+    ItemsDelta,
     MetaDelta,
     ReasoningDelta,
     TextDelta,
@@ -293,7 +294,7 @@ def test_tool_use_without_input_deltas_gets_its_start_input() -> None:
     ]
 
 
-def test_server_tool_blocks_are_not_tool_calls() -> None:
+def test_a_server_tool_block_is_a_call_the_provider_ran_whole_at_its_stop() -> None:
     deltas = decode(
         {
             "type": "content_block_start",
@@ -312,7 +313,16 @@ def test_server_tool_blocks_are_not_tool_calls() -> None:
         },
         {"type": "content_block_stop", "index": 0},
     )
-    assert deltas == []
+    (whole,) = deltas
+    assert isinstance(whole, ItemsDelta)
+    (call,) = whole.items
+    assert (call.kind, call.call_id, call.tool_name) == (
+        ItemKind.TOOL_CALL,
+        "srvtoolu_1",
+        "web_search",
+    )
+    assert call.arguments == '{"query": "x"}'
+    assert dict(call.attrs) == {"executed_by": "provider", "tool_type": "web_search"}
 
 
 def test_usage_is_whole_each_time() -> None:
@@ -410,8 +420,8 @@ def test_tool_result_roundtrip_request() -> None:
         (ItemKind.OTHER, "user", 2),
         (ItemKind.OTHER, "user", 2),
         (ItemKind.USER, "user", 2),
-        (ItemKind.OTHER, "assistant", 3),
-        (ItemKind.OTHER, "assistant", 3),
+        (ItemKind.TOOL_CALL, "assistant", 3),
+        (ItemKind.TOOL_RESULT, "assistant", 3),
         (ItemKind.ASSISTANT_TEXT, "assistant", 3),
         (ItemKind.USER, "user", 4),
     ]
@@ -446,8 +456,29 @@ def test_tool_result_roundtrip_request() -> None:
     assert (
         items[10].attrs["type"] == "document" and items[10].attrs["media_type"] == "application/pdf"
     )
-    assert items[12].attrs == {"message_index": 3, "type": "server_tool_use"}
-    assert items[13].attrs == {"message_index": 3, "type": "web_search_tool_result"}
+    # The web search the provider ran: a call and its result, the encrypted content not kept.
+    search, found = items[12], items[13]
+    assert (search.call_id, search.tool_name, search.arguments) == (
+        "srvtoolu_01LwSearch000000001",
+        "web_search",
+        '{"query":"carrier delays March"}',
+    )
+    assert search.attrs == {
+        "message_index": 3,
+        "executed_by": "provider",
+        "tool_type": "web_search",
+    }
+    assert (found.call_id, found.text, found.is_error) == (
+        "srvtoolu_01LwSearch000000001",
+        "Delays https://example.com/delays",
+        False,
+    )
+    assert found.attrs == {
+        "message_index": 3,
+        "executed_by": "provider",
+        "tool_type": "web_search",
+        "results": 1,
+    }
     assert (parsed.model, parsed.stream, parsed.max_output_tokens) == (
         "claude-sonnet-4-0",
         False,
@@ -711,6 +742,8 @@ def test_no_other_protocol_is_imported() -> None:
     protocols = {name for name in imported if name and name.startswith("gateway.protocols")}
     assert protocols <= {
         "gateway.protocols.base",
+        "gateway.protocols.anthropic_blocks",
         "gateway.protocols.anthropic_messages_events",
+        "gateway.protocols.json_values",
         "gateway.protocols.request_body",
     }
