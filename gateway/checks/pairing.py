@@ -255,9 +255,12 @@ def check_continuation(
             else:
                 anon_unnamed += 1
     found: list[Violation] = []
+    kept = _kept_choices(previous_output, seen)
     for item in previous_output:
         if item.kind is not _CALL or item.attrs.get("incomplete") or provider_run(item):
             continue
+        if (item.attrs.get("choice") or 0) not in kept:
+            continue  # a choice of an `n > 1` answer the client did not keep
         key = _key(item)
         if key is not None:
             if key in seen:
@@ -277,6 +280,17 @@ def check_continuation(
         )
         found.append(Violation(kind=_MISSING, detail=detail, call_id=_label(item)))
     return found
+
+
+def _kept_choices(previous_output: Sequence[Item], seen: set[str]) -> set[int]:
+    """The choices of the previous answer this request goes on from: those whose calls it
+    echoes or answers; the first when it names none (one choice is all most answers have)."""
+    kept = {
+        item.attrs.get("choice") or 0
+        for item in previous_output
+        if item.kind is _CALL and (key := _key(item)) is not None and key in seen
+    }
+    return kept or {0}
 
 
 # A result with an unknown id also leaves its intended call unanswered: the orphan is the

@@ -8,6 +8,7 @@ import openai
 import pytest
 
 from tests.fakes.chat import call, completion
+from tests.fakes.provider import Reply
 from tests.harness import Gateway, make_gateway, provider  # noqa: F401
 
 SYSTEM = {"role": "system", "content": "agent"}
@@ -132,3 +133,45 @@ async def test_clean_parallel_history_passes(make_gateway) -> None:  # type: ign
         await client.chat.completions.create(model="gpt-4o", messages=swapped)
     assert len(gw.provider.received) == 1
     assert (await gw.traces())[0]["violation_count"] == 0
+
+
+def two_choices() -> Reply:
+    """`n=2`, a tool call in each choice (openai.types.chat.ChatCompletion, `choices[i].index`)."""
+    body = completion(tool_calls=[call("call_c0", "weather", {"city": "Paris"})]).body
+    second = {
+        **body["choices"][0],
+        "index": 1,
+        "message": {
+            "role": "assistant",
+            "content": None,
+            "refusal": None,
+            "tool_calls": [call("call_c1", "weather", {"city": "Oslo"})],
+        },
+    }
+    return Reply(body={**body, "choices": [body["choices"][0], second]})
+
+
+@pytest.mark.parametrize("kept", [0, 1])
+async def test_n_choices_expect_results_only_for_the_choice_kept(make_gateway, kept: int) -> None:  # type: ignore[no-untyped-def]
+    gw: Gateway = await make_gateway()
+    gw.provider.queue(two_choices(), completion("Paris it is."))
+    tools: Any = [{"type": "function", "function": {"name": "weather", "parameters": {}}}]
+    async with sdk(gw) as client:
+        first = await client.chat.completions.create(
+            model="gpt-4o", messages=[SYSTEM, ASK], n=2, tools=tools
+        )
+        chosen = first.choices[kept].message
+        echo = chosen.model_dump(exclude_none=True)
+        call_id = chosen.tool_calls[0].id  # type: ignore[index]
+        await client.chat.completions.create(
+            model="gpt-4o", messages=[SYSTEM, ASK, echo, result(call_id)], tools=tools
+        )
+    (trace,) = await gw.traces()
+    detail = await gw.trace(trace["id"])
+    outputs = detail["steps"][0]["output_items"]
+    assert [(i["call_id"], i["attrs"].get("choice", 0)) for i in outputs] == [
+        ("call_c0", 0),
+        ("call_c1", 1),
+    ]
+    assert [i["call_id"] for i in detail["steps"][1]["input_items"]] == [call_id]
+    assert detail["violations"] == [] and detail["status"] == "completed"
