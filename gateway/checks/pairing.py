@@ -255,12 +255,7 @@ def check_continuation(
             else:
                 anon_unnamed += 1
     found: list[Violation] = []
-    kept = _kept_choices(previous_output, seen)
-    for item in previous_output:
-        if item.kind is not _CALL or item.attrs.get("incomplete") or provider_run(item):
-            continue
-        if (item.attrs.get("choice") or 0) not in kept:
-            continue  # a choice of an `n > 1` answer the client did not keep
+    for item in _owed(previous_output, seen):
         key = _key(item)
         if key is not None:
             if key in seen:
@@ -280,6 +275,20 @@ def check_continuation(
         )
         found.append(Violation(kind=_MISSING, detail=detail, call_id=_label(item)))
     return found
+
+
+def _owed(previous_output: Sequence[Item], seen: set[str]) -> list[Item]:
+    """The previous step's calls the client is to answer: complete, run by the client, of
+    the choice it goes on from (`n > 1`)."""
+    kept = _kept_choices(previous_output, seen)
+    return [
+        item
+        for item in previous_output
+        if item.kind is _CALL
+        and not item.attrs.get("incomplete")
+        and not provider_run(item)
+        and (item.attrs.get("choice") or 0) in kept
+    ]
 
 
 def _kept_choices(previous_output: Sequence[Item], seen: set[str]) -> set[int]:
