@@ -61,8 +61,9 @@ class Loop:
 class CallCounter:
     """One trace's tool calls by canonical form; fed each step's output, in order.
 
-    Only calls the agent will run are counted: the first choice's (not `n > 1`
-    alternatives'), and not calls cut off mid-stream.
+    Only calls that run are counted: the first choice's (not `n > 1` alternatives'), not
+    calls cut off mid-stream; calls the provider ran count too (a model that searches the
+    same query again and again is as stuck as one that calls a function so).
     """
 
     def __init__(self, threshold: int = DEFAULT_THRESHOLD, *, max_distinct: int = MAX_DISTINCT):

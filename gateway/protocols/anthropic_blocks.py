@@ -19,6 +19,26 @@ _CLIENT_CALL = "tool_use"
 _CLIENT_RESULT = "tool_result"
 _CALL_SUFFIX = "_tool_use"
 _RESULT_SUFFIX = "_tool_result"
+# A server tool's `tool_type` is its name, but the tool-search variants share their
+# result's: `tool_search_tool_result` answers both.
+_SERVER_TOOL_TYPES = {
+    "tool_search_tool_regex": "tool_search",
+    "tool_search_tool_bm25": "tool_search",
+}
+# Every `tool_type` given (the server tools of anthropic.types.ServerToolUseBlock and
+# BetaServerToolUseBlock, and the MCP connector's); another is typed too, counted `other`.
+TOOL_TYPES = frozenset(
+    {
+        "advisor",
+        "web_search",
+        "web_fetch",
+        "code_execution",
+        "bash_code_execution",
+        "text_editor_code_execution",
+        "tool_search",
+        "mcp",
+    }
+)
 
 
 def is_provider_call(kind: str | None) -> bool:
@@ -43,7 +63,10 @@ def provider_call(role: str, block: dict[str, Any], arguments: str, attrs: dict[
     kind = as_str(block.get("type")) or ""
     name = as_str(block.get("name"))
     # A server tool is named by what it does (`web_search`); the connector's by the MCP tool.
-    tool_type = name if kind == "server_tool_use" else kind.removesuffix(_CALL_SUFFIX)
+    if kind == "server_tool_use":
+        tool_type = _SERVER_TOOL_TYPES.get(name or "", name)
+    else:
+        tool_type = kind.removesuffix(_CALL_SUFFIX)
     extra: dict[str, Any] = {EXECUTED_BY: PROVIDER, "tool_type": tool_type or "unknown"}
     server = as_str(block.get("server_name"))
     if server is not None:

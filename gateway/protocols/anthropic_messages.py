@@ -15,6 +15,7 @@ from gateway.config import Settings
 from gateway.errors import BadRequest, GatewayError
 from gateway.items import Item, ItemKind
 from gateway.protocols.anthropic_blocks import (
+    TOOL_TYPES,
     caller_attrs,
     is_provider_call,
     is_provider_result,
@@ -249,6 +250,7 @@ class AnthropicMessagesAdapter:
     tool_fields: tuple[str, ...] = ("tools",)
     session_fields: SessionFields = (("metadata", "user_id"),)
     span_attributes: Mapping[str, Mapping[str, str]] = {}
+    provider_tool_types: frozenset[str] = TOOL_TYPES
 
     def is_separate_instruction(self, item: Item) -> bool:
         return item.kind is ItemKind.INSTRUCTION  # `system` sits outside `messages`

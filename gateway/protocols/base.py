@@ -84,6 +84,9 @@ class ProtocolAdapter(Protocol):
     session_fields: SessionFields
     # OpenTelemetry span attributes of this protocol's steps, by GenAI provider name.
     span_attributes: Mapping[str, Mapping[str, str]]
+    # The `tool_type`s it gives calls the provider ran (`web_search`, `mcp`, ...): a metric
+    # labels them by it, folding any other into `other`.
+    provider_tool_types: frozenset[str]
 
     def is_separate_instruction(self, item: Item) -> bool:
         """True for an instruction the wire keeps outside the message history."""

@@ -89,6 +89,7 @@ class OpenAIChatAdapter:
     span_attributes: Mapping[str, Mapping[str, str]] = {
         "openai": {"openai.api.type": "chat_completions"}
     }
+    provider_tool_types: frozenset[str] = frozenset()  # its providers run no tools
 
     def __init__(self) -> None:
         self._remembered = request_body.Remembered()

@@ -214,6 +214,7 @@ class OpenAIResponsesAdapter:
     session_fields: SessionFields = OPENAI_SESSION_FIELDS
     # OpenTelemetry's OpenAI conventions name the API a call went to.
     span_attributes: Mapping[str, Mapping[str, str]] = {"openai": {"openai.api.type": "responses"}}
+    provider_tool_types: frozenset[str] = frozenset()  # its provider runs none it types yet
 
     def is_separate_instruction(self, item: Item) -> bool:
         """`instructions` sits outside the `input` history; system messages in it do not."""

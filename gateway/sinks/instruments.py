@@ -44,6 +44,11 @@ BUDGETS = {
     ViolationKind.TIME_BUDGET_EXCEEDED: "time",
 }
 MODEL_PROTOCOLS = tuple(ADAPTERS)
+# The `tool_type` label of a call the provider ran: one its adapter declares, else `other`.
+PROVIDER_TOOL_TYPES: frozenset[str] = frozenset().union(
+    *(adapter.provider_tool_types for adapter in ADAPTERS.values())
+)
+CLIENT_TOOL = ("client", "function")  # the labels of a call the agent runs
 # The GenAI labels beyond operation and model: who answered, and with which model.
 GENAI_LABELS = ("gen_ai_provider_name", "server_address", "gen_ai_response_model")
 
@@ -215,6 +220,14 @@ class Instruments:
             buckets=TOOL_SECONDS,
             registry=r,
         )
+        self.tool_calls = Counter(
+            "loopwatch_tool_calls",
+            "Tool calls in models' answers, by who runs them (`client`: the agent, or "
+            "`provider`: inside its answer) and tool type (`function` for the agent's; the "
+            "provider's `web_search`, `code_execution`, `mcp`, ... or `other`).",
+            ["executed_by", "tool_type"],
+            registry=r,
+        )
 
     def _declare_genai(self) -> None:
         r = self.registry
@@ -274,6 +287,7 @@ class Instruments:
             self.budget_refusals.labels(budget)
         for reason in ("pairing", "budget", "loop"):
             self.refusals.labels(reason)
+        self.tool_calls.labels(*CLIENT_TOOL)
         for reason in ("queue_full", "failed"):
             self.webhook_dropped.labels(reason)
         for reason in ("queue_full", "export_failed"):

@@ -13,12 +13,18 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest
 
-from gateway.items import Violation
+from gateway.items import PROVIDER, Item, ItemKind, Violation, provider_run
 from gateway.mcp.records import Execution, McpViolation
 from gateway.protocols.registry import wire_of
 from gateway.routing import Provider
 from gateway.sinks.collectors import OPEN_TRACES, RecorderGauges, ScrapeTime
-from gateway.sinks.instruments import BUDGETS, Instruments, ModelNames
+from gateway.sinks.instruments import (
+    BUDGETS,
+    CLIENT_TOOL,
+    PROVIDER_TOOL_TYPES,
+    Instruments,
+    ModelNames,
+)
 from gateway.sinks.series import MAX_KINDS, StepKind, StepSeries, build_series
 from gateway.step import RefusalRecord, StepRecord
 
@@ -100,6 +106,8 @@ class MetricsSink:
             series.upstream_error.inc()
         if step.violations:
             self._count_violations(step.violations)
+        if step.output_items:
+            self._count_tool_calls(step.output_items)
         genai = series.genai
         if genai is None:
             return
@@ -190,6 +198,15 @@ class MetricsSink:
             if steps:
                 self.instruments.trace_steps.observe(steps)
 
+    def _count_tool_calls(self, items: Iterable[Item]) -> None:
+        """The answer's calls that run: not another choice's (`n > 1`), not cut off."""
+        for item in items:
+            if item.kind is not ItemKind.TOOL_CALL:
+                continue
+            if item.attrs.get("choice") or item.attrs.get("incomplete"):
+                continue
+            self._child(self.instruments.tool_calls, *tool_call_labels(item)).inc()
+
     def _count_violations(self, violations: Iterable[Violation]) -> None:
         for violation in violations:
             self._child(self.instruments.violations, violation.kind.value).inc()
@@ -221,6 +238,16 @@ class MetricsSink:
     def exposition(self) -> bytes:
         self._scrape.collect()
         return generate_latest(self.registry)
+
+
+def tool_call_labels(item: Item) -> tuple[str, str]:
+    """(executed_by, tool_type), the tool type from a bounded set (else `other`)."""
+    if not provider_run(item):
+        return CLIENT_TOOL
+    tool_type = item.attrs.get("tool_type")
+    if isinstance(tool_type, str) and tool_type in PROVIDER_TOOL_TYPES:
+        return PROVIDER, tool_type
+    return PROVIDER, "other"
 
 
 def metrics_response(metrics: MetricsSink | None) -> web.Response:

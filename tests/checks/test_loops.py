@@ -18,7 +18,7 @@ from gateway.errors import ConfigError, RepeatedToolCall
 from gateway.items import Item, ItemKind, ViolationKind
 from gateway.protocols.anthropic_messages import ADAPTER as MESSAGES
 from gateway.protocols.openai_chat import ADAPTER as CHAT
-from tests.factories import tool_call
+from tests.factories import tool_call, tool_result
 
 # The tool these loops repeat.
 search_call = partial(tool_call, name="search")
@@ -74,6 +74,18 @@ def test_calls_the_agent_will_not_run_are_not_counted() -> None:
     ]
     assert counter.observe(others + others) == []
     assert counter.count("search", "{}") == 0
+
+
+def test_calls_the_provider_ran_count_like_the_agents() -> None:
+    """A model that has the provider search the same query again and again is looping too;
+    the provider's results, like the agent's, are no calls."""
+    counter = CallCounter(threshold=2)
+    ran = partial(search_call, executed_by="provider", tool_type="web_search")
+    result = tool_result("s1", text="ESA launches probe", executed_by="provider")
+    assert counter.observe([ran('{"query": "ESA"}', call_id="s1"), result]) == []
+    [violation] = counter.observe([ran('{"query":"ESA"}', call_id="s2")])
+    assert violation.call_id == "s2" and "'search' (s2)" in violation.detail
+    assert counter.loop is not None and counter.loop.count == 2
 
 
 def test_distinct_calls_are_bounded_least_recent_first() -> None:

@@ -69,6 +69,15 @@ def web_search_result(call_id: str, *pages: tuple[str, str]) -> dict[str, Any]:
     }
 
 
+def web_search_error(call_id: str, code: str = "max_uses_exceeded") -> dict[str, Any]:
+    """A search that failed: anthropic.types.WebSearchToolResultErrorObject as its content."""
+    return {
+        "type": "web_search_tool_result",
+        "tool_use_id": call_id,
+        "content": {"type": "web_search_tool_result_error", "error_code": code},
+    }
+
+
 def code_execution_result(call_id: str, stdout: str, return_code: int = 0) -> dict[str, Any]:
     return {
         "type": "code_execution_tool_result",

@@ -139,3 +139,35 @@ def test_provider_results_tell_failures_and_what_ran() -> None:
         "code_execution_20250825",
     )
     assert "executed_by" not in call.attrs  # the client runs it
+
+
+def test_a_call_and_its_result_share_a_tool_type_the_adapter_declares() -> None:
+    """Tool search is named by its variant (`tool_search_tool_regex`, `..._bm25`) and its
+    result by the family (`tool_search_tool_result`): both are `tool_search`. Shapes:
+    anthropic.types.ToolSearchToolResultBlock, ToolSearchToolSearchResultBlock."""
+    references = {
+        "type": "tool_search_tool_search_result",
+        "tool_references": [{"type": "tool_reference", "tool_name": "get_weather"}],
+    }
+    for variant in ("tool_search_tool_regex", "tool_search_tool_bm25"):
+        body = message(
+            [
+                server_tool_use("srvtoolu_04", variant, {"query": "weather"}),
+                {
+                    "type": "tool_search_tool_result",
+                    "tool_use_id": "srvtoolu_04",
+                    "content": references,
+                },
+            ]
+        )
+        for items in (from_body(body), from_stream(body), echoed(body["content"])):
+            call, result = items
+            assert call.tool_name == variant and result.text == "get_weather"
+            assert call.attrs["tool_type"] == result.attrs["tool_type"] == "tool_search"
+    kinds = [
+        i.attrs["tool_type"]
+        for name in ANSWERS
+        for i in from_body(message(ANSWERS[name]))
+        if i.attrs.get("executed_by")
+    ]
+    assert kinds and set(kinds) <= ADAPTER.provider_tool_types

@@ -7,9 +7,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+import anthropic
 import openai
 
 from tests.factories import chat_request
+from tests.fakes import anthropic as anth
 from tests.fakes.chat import call, completion, streamed, usage
 from tests.fakes.provider import Reply
 from tests.harness import Gateway
@@ -245,3 +247,36 @@ async def next_step(gw: Gateway, trace_id: str = "ui-running") -> None:
     ]
     async with sdk(gw, **{"X-Loopwatch-Trace-Id": trace_id}) as client:
         await client.chat.completions.create(model="gpt-4o", messages=messages, tools=TOOLS)
+
+
+SEARCH_ID = "srvtoolu_01WYG3ziw53XMcoyKL4XcZmE"
+SEARCH_FOUND = "ESA launches probe https://www.esa.int/probe"
+
+
+async def search_run(gw: Gateway, trace_id: str = "ui-search") -> str:
+    """One streamed Anthropic answer in which the provider ran a web search: its call, its
+    result, then the text that cites it; the run ends there."""
+    body = anth.message(
+        [
+            anth.server_tool_use(SEARCH_ID, "web_search", {"query": "ESA news"}),
+            anth.web_search_result(SEARCH_ID, ("ESA launches probe", "https://www.esa.int/probe")),
+            anth.text("This week the ESA launched a probe."),
+        ]
+    )
+    gw.provider.queue(anth.streamed(body))
+    client = gw.closing(
+        anthropic.AsyncAnthropic(
+            base_url=gw.url,
+            api_key="sk-ant-test",
+            max_retries=0,
+            default_headers={"X-Loopwatch-Trace-Id": trace_id},
+        )
+    )
+    async with client.messages.stream(
+        model=anth.MODEL,
+        max_tokens=512,
+        messages=[{"role": "user", "content": "What did the ESA announce this week?"}],
+        tools=[{"type": "web_search_20250305", "name": "web_search", "max_uses": 3}],
+    ) as events:
+        await events.get_final_message()
+    return trace_id

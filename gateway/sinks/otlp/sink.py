@@ -14,19 +14,20 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import NonRecordingSpan, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace import set_span_in_context as inside_of
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from gateway import __version__
 from gateway.background import Background
 from gateway.config import Settings
-from gateway.items import ItemKind
+from gateway.items import ItemKind, provider_run
 from gateway.mcp import otel as mcp_otel
 from gateway.mcp.records import Execution
 from gateway.protocols.registry import wire_of
@@ -273,10 +274,13 @@ class OtlpSink:
         main = spans.step_span(step, self._provider_of(step))
         if self._settings.otlp_capture_content:
             main.attributes.update(self._content(step))
+        main = replace(main, children=self._provider_tools(step, main.end_ns))
         plans = [*self._tool_spans(step, state, main.start_ns), main]
         state.last_end_ns = max(state.last_end_ns or 0, main.end_ns)
         for item in step.output_items:
-            if item.kind is ItemKind.TOOL_CALL and item.call_id:
+            # Only calls the agent answers in a later request: a tool the provider ran is
+            # over with its answer (its span is the step's child), whatever comes after.
+            if item.kind is ItemKind.TOOL_CALL and item.call_id and not provider_run(item):
                 state.calls[item.call_id] = (item.tool_name, main.end_ns)
                 while len(state.calls) > OPEN_CALLS:
                     state.calls.popitem(last=False)
@@ -290,8 +294,8 @@ class OtlpSink:
         tool_ms = step.tool_ms
         plans = []
         for item in step.input_items:
-            if item.kind is not ItemKind.TOOL_RESULT or not item.call_id:
-                continue
+            if item.kind is not ItemKind.TOOL_RESULT or not item.call_id or provider_run(item):
+                continue  # a provider's result sent back is no tool time of the agent's
             name, emitted_at = state.calls.pop(item.call_id, (item.tool_name, None))
             if emitted_at is None and tool_ms is not None:
                 emitted_at = start_ns - int(tool_ms * 1_000_000)
@@ -301,6 +305,16 @@ class OtlpSink:
             plan.attributes.update(self._mcp.pop(item.call_id, {}))
             plans.append(plan)
         return plans
+
+    def _provider_tools(self, step: StepRecord, end_ns: int) -> tuple[spans.SpanPlan, ...]:
+        """The tools the provider ran in this answer, with the MCP attributes of any the
+        gateway's MCP proxy saw run (the provider's connector may reach a server through it)."""
+        ran = spans.provider_tool_spans(step.output_items, end_ns)
+        for plan in ran:
+            call_id = plan.attributes.get("gen_ai.tool.call.id")
+            if isinstance(call_id, str):
+                plan.attributes.update(self._mcp.pop(call_id, {}))
+        return ran
 
     def _export_execution(self, execution: Execution) -> None:
         """`tools/call {name}`: an MCP execution joined to no model call."""
@@ -331,16 +345,16 @@ class OtlpSink:
     def _emit(self, plans: list[spans.SpanPlan], parent: Context | None, trace_id: str) -> None:
         """Start and end each planned span, unless the processor's queue has no room for
         them all: spans are never dropped by the SDK unseen, only here, counted."""
-        if self._ended + len(plans) - self._exporter.submitted > self._capacity:
-            self._dropped("queue_full", len(plans))
+        count = sum(1 + len(plan.children) for plan in plans)
+        if self._ended + count - self._exporter.submitted > self._capacity:
+            self._dropped("queue_full", count)
             return
         for plan in plans:
-            if self._start_and_end(plan, parent, trace_id):
-                self._ended += 1
+            self._ended += self._start_and_end(plan, parent, trace_id)
 
-    def _start_and_end(self, plan: spans.SpanPlan, parent: Context | None, trace_id: str) -> bool:
-        """True when the span was sampled, so it went to the processor (a caller's
-        traceparent with the sampled flag off is respected: nothing is exported)."""
+    def _start_and_end(self, plan: spans.SpanPlan, parent: Context | None, trace_id: str) -> int:
+        """The spans that went to the processor: this one and its children when sampled,
+        none when not (a caller's traceparent with the sampled flag off is respected)."""
         if parent is None:
             self._ids.next_trace_id = trace_id_of(trace_id)
         span = self._tracer.start_span(
@@ -352,13 +366,13 @@ class OtlpSink:
         )
         self._ids.next_trace_id = None
         if not span.is_recording():
-            return False
+            return 0
         for name, attributes in plan.events:
             span.add_event(name, attributes, timestamp=plan.end_ns)
         if plan.error is not None:
             span.set_status(Status(StatusCode.ERROR, plan.error))
         span.end(end_time=plan.end_ns)
-        return True
+        return 1 + sum(self._start_and_end(c, inside_of(span), trace_id) for c in plan.children)
 
     def _provider_of(self, step: StepRecord) -> Provider:
         wire = wire_of(step.protocol).claiming(step.path)

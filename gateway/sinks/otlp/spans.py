@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from gateway.items import Item, ItemKind, StopReason, Usage, Violation
+from gateway.items import Item, ItemKind, StopReason, Usage, Violation, provider_run
 from gateway.protocols.registry import ADAPTERS
 from gateway.routing import Provider
 from gateway.step import StepRecord
@@ -53,6 +53,7 @@ class SpanPlan:
     attributes: Attributes
     events: tuple[tuple[str, Attributes], ...] = ()
     error: str | None = None  # the status description when the span is an error
+    children: tuple[SpanPlan, ...] = ()  # spans inside this one (tools the provider ran)
 
 
 def nanoseconds(at: datetime) -> int:
@@ -195,20 +196,56 @@ def violation_events(violations: Iterable[Violation]) -> tuple[tuple[str, Attrib
     return tuple(events)
 
 
-def tool_span(call_id: str, tool_name: str | None, start_ns: int, end_ns: int) -> SpanPlan:
-    """`execute_tool {name}`: the agent's time between the call and the request with its
-    result (span kind INTERNAL, as the conventions ask)."""
+def tool_span(
+    call_id: str | None,
+    tool_name: str | None,
+    start_ns: int,
+    end_ns: int,
+    *,
+    tool_type: str = "function",
+) -> SpanPlan:
+    """`execute_tool {name}` (span kind INTERNAL, as the conventions ask); for a client's
+    call, the agent's time between the call and the request with its result. `tool_type` in
+    the conventions' words: a `function` runs at the client, an `extension` at the agent's
+    side (here the provider)."""
     name = tool_name or None
     attributes: Attributes = {
         "gen_ai.operation.name": "execute_tool",
-        "gen_ai.tool.call.id": call_id,
-        "gen_ai.tool.type": "function",
+        "gen_ai.tool.type": tool_type,
     }
+    if call_id:
+        attributes["gen_ai.tool.call.id"] = call_id
     if name:
         attributes["gen_ai.tool.name"] = name
     return SpanPlan(
         f"execute_tool {name}" if name else "execute_tool", False, start_ns, end_ns, attributes
     )
+
+
+def provider_tool_spans(outputs: Sequence[Item], at_ns: int) -> tuple[SpanPlan, ...]:
+    """`execute_tool {name}` for each tool the provider ran inside this answer (web search,
+    code execution, its MCP connector): children of the step's span, zero-length at its end,
+    since the provider tells neither when in the answer it ran nor for how long (a span as
+    long as the model call would count the model's time as tool time). An error span when
+    its result in the same answer is one; the result's text is content, never exported here."""
+    ran = [item for item in outputs if provider_run(item)]
+    if not ran:
+        return ()
+    failed = {i.call_id for i in ran if i.kind is ItemKind.TOOL_RESULT and i.is_error}
+    plans = []
+    for call in ran:
+        if call.kind is not ItemKind.TOOL_CALL:
+            continue
+        plan = tool_span(call.call_id, call.tool_name, at_ns, at_ns, tool_type="extension")
+        plan.attributes["loopwatch.tool.executed_by"] = "provider"
+        tool_type = call.attrs.get("tool_type")
+        if isinstance(tool_type, str) and tool_type:
+            plan.attributes["loopwatch.tool.type"] = tool_type
+        if call.call_id is not None and call.call_id in failed:
+            plan.attributes["error.type"] = "tool_error"
+            plan = replace(plan, error="tool_error")
+        plans.append(plan)
+    return tuple(plans)
 
 
 def refusal_span(

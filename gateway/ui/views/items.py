@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from gateway.items import EXECUTED_BY, PROVIDER
 from gateway.ui.views.fmt import one_line
 from gateway.ui.views.text import TextView, pretty_json, text_view
 
@@ -48,6 +49,15 @@ class ItemView:
     retry_note: str | None = None
     wait_ms: float | None = None  # a call's tool time: its step's end to its answer
     executions: list[dict[str, Any]] = field(default_factory=list)  # MCP runs of a call
+    # A tool the provider ran inside its answer (web search, code execution, its MCP
+    # connector): call and result both; the client owes nothing for it.
+    provider: bool = False
+    tool_type: str | None = None  # what the provider's tool does: web_search, mcp, ...
+    server: str | None = None  # the MCP server of the provider's connector
+    # A client call made by code the provider ran: that code's call id, and a link to it.
+    caller: str | None = None
+    caller_link: str | None = None
+    caller_tool: str | None = None
 
     # Built when a page shows the item: a long trace's page shows none of them.
     @cached_property
@@ -77,6 +87,11 @@ def item_view(
     view = ItemView(anchor, kind, KIND_LABELS.get(kind, kind), step_id)
     view.role, view.call_id = item.get("role"), item.get("call_id")
     view.tool_name = item.get("tool_name")
+    if _provider_run(item):
+        view.provider, view.tool_type = True, _text_or_none(attrs.get("tool_type"))
+        view.server = _text_or_none(attrs.get("server"))
+    elif kind == "tool_call":
+        view.caller = _text_or_none(attrs.get("caller"))
     view.executions = list(item.get("executions") or [])
     view.is_error = bool(item.get("is_error"))
     view.incomplete = bool(attrs.get("incomplete"))
@@ -101,30 +116,62 @@ def item_view(
     return view
 
 
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
 def _cut_from(length: object, text: str) -> int | None:
     return length if isinstance(length, int) and length > len(text) else None
 
 
 def digest(items: list[dict[str, Any]]) -> str:
     """'2 tool results', 'tool call get_weather x2' (with a times sign), or a line of the
-    text: what is new."""
+    text: what is new. A tool the provider ran is named apart, its result with it."""
     if not items:
         return ""
-    calls = Counter(item.get("tool_name") or "?" for item in items if item["kind"] == "tool_call")
     texts = [item for item in items if item["kind"] in ("assistant_text", "user", "refusal")]
-    parts: list[str] = []
     if len(items) == 1 and texts:
         line = one_line(texts[0].get("text"), 70) or ""
         return f"{KIND_LABELS[texts[0]['kind']]}: {line}" if line else KIND_LABELS[texts[0]["kind"]]
-    counts = Counter(KIND_LABELS.get(item["kind"], "other") for item in items)
+    names: dict[str, Counter[str]] = {CLIENT_CALLS: Counter(), PROVIDER_CALLS: Counter()}
+    counts: Counter[str] = Counter()
+    for item in items:
+        label = _digest_label(item)
+        if label is None:
+            continue
+        counts[label] += 1
+        if label in names:
+            names[label][item.get("tool_name") or "?"] += 1
+    parts: list[str] = []
     for label, count in counts.items():
-        if label == "tool call":
-            names = [times(name, n) for name, n in calls.most_common(3)]
-            more = f" +{len(calls) - 3}" if len(calls) > 3 else ""
-            parts.append(f"{_count(label, count)} {', '.join(names)}{more}")
+        if label in names:
+            called = names[label]
+            listed = [times(name, n) for name, n in called.most_common(3)]
+            more = f" +{len(called) - 3}" if len(called) > 3 else ""
+            said = label if label == PROVIDER_CALLS else _count(label, count)
+            parts.append(f"{said} {', '.join(listed)}{more}")
         elif label != "reasoning":
             parts.append(_count(label, count))
     return " · ".join(parts)
+
+
+CLIENT_CALLS = KIND_LABELS["tool_call"]
+PROVIDER_CALLS = "provider ran"
+
+
+def _digest_label(item: dict[str, Any]) -> str | None:
+    """Its kind's label; None for a provider-run result, told by its call."""
+    kind = item["kind"]
+    if _provider_run(item):
+        return PROVIDER_CALLS if kind == "tool_call" else None
+    return KIND_LABELS.get(kind, "other")
+
+
+def _provider_run(item: dict[str, Any]) -> bool:
+    """A tool call the provider ran, or its result (gateway.items.provider_run, on JSON)."""
+    if item.get("kind") not in ("tool_call", "tool_result"):
+        return False
+    return (item.get("attrs") or {}).get(EXECUTED_BY) == PROVIDER
 
 
 def times(name: str, count: int) -> str:

@@ -1,7 +1,8 @@
 """Which call a tool result answers, and which steps retry a failed one.
 
 A result answers the most recent earlier call with its id: an agent that retries after a
-stream died mid tool-call gets the call emitted again, and its result answers the retry.
+stream died mid tool-call gets the call emitted again, and its result answers the retry. A
+tool the provider ran is answered inside an answer: its result follows it in the output.
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ class CallRecord:
         """The step that emitted the call, if a recorded response did."""
         return self.holder if self.emitted else None
 
+    @property
+    def owed(self) -> bool:
+        """The agent owes its result: a call the provider ran is none of the agent's."""
+        return not self.view.provider
+
 
 def link_calls(steps: list[StepView], href: Href) -> list[CallRecord]:
     """Pair results with calls in the order the agent saw them; mark re-emitted calls."""
@@ -50,13 +56,22 @@ def link_calls(steps: list[StepView], href: Href) -> list[CallRecord]:
                 record = latest[item.call_id] = CallRecord(item, step, emitted=False)
                 records.append(record)
         for item in step.outputs:
-            if item.kind != "tool_call" or item.call_id is None:
+            if item.call_id is None:
+                continue
+            if item.kind == "tool_result":  # one the provider ran, inside its answer
+                record = latest.get(item.call_id)
+                if record is not None and record.view.provider:
+                    _pair_ran(record, item, step, href)
+                continue
+            if item.kind != "tool_call":
                 continue
             earlier = latest.get(item.call_id)
             if earlier is not None and earlier.result is None and earlier.step is not None:
                 _mark_retry(earlier, item, step)
             record = latest[item.call_id] = CallRecord(item, step, emitted=True)
             records.append(record)
+            if item.caller is not None:
+                _link_caller(item, latest.get(item.caller), step, href)
     return records
 
 
@@ -71,6 +86,26 @@ def _pair(record: CallRecord, result: ItemView, step: StepView, href: Href) -> N
     call.link_label = f"result ↓ step {step.seq}"
     if emitter is not None:
         call.wait_ms = max(step.offset_ms - emitter.end_ms, 0.0)
+
+
+def _pair_ran(record: CallRecord, result: ItemView, step: StepView, href: Href) -> None:
+    """A result the provider gave for a call it ran: in the same answer, or a later one
+    (code it ran waited on a client tool). No wait time: the provider tells none."""
+    call, holder = record.view, record.holder
+    same = holder is step
+    result.link, result.link_step = href(call, step), call.step_id
+    result.link_label = "↑ call" if same else f"↑ call · step {holder.seq}"
+    if record.result is not None:
+        return
+    record.result, record.answered_by = result, step
+    call.link, call.link_step = href(result, holder), step.id
+    call.link_label = "result ↓" if same else f"result ↓ step {step.seq}"
+
+
+def _link_caller(call: ItemView, caller: CallRecord | None, step: StepView, href: Href) -> None:
+    """A client call made by code the provider ran points at that code's call."""
+    if caller is not None and caller.view.provider:
+        call.caller_link, call.caller_tool = href(caller.view, step), caller.view.tool_name
 
 
 def _mark_retry(earlier: CallRecord, again: ItemView, step: StepView) -> None:

@@ -51,6 +51,14 @@ class TraceView:
     seqs: dict[str, int] = field(default_factory=dict)
     pages: dict[bool, str] = field(default_factory=dict)  # rendered pages, by auth enabled
 
+    @property
+    def may_go_unanswered(self) -> bool:
+        """A call is drawn never answered, or may be once this running trace goes idle: the
+        legend names that bar only then."""
+        return self.running or any(
+            span.kind == "unanswered" for row in self.rows for span in row.spans
+        )
+
 
 def step_anchor(step_id: str) -> str:
     return f"step-{step_id}"

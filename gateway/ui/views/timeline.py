@@ -69,12 +69,14 @@ def model_spans(step: StepView, span: float) -> list[Span]:
 def tool_spans(
     calls: list[CallRecord], end_of_trace: float, span: float, running: bool
 ) -> dict[str, list[Span]]:
-    """Per emitting step id: one span per distinct answer, from its end to that request."""
+    """Per emitting step id: one span per distinct answer, from its end to that request. A
+    call the provider ran has none: it ran inside the model's time, for no time the provider
+    tells."""
     groups: dict[tuple[str, float, str], list[CallRecord]] = {}
     last = _last_emissions(calls)
     for record in calls:
         step = record.step
-        if step is None or _superseded(record, last):
+        if step is None or not record.owed or _superseded(record, last):
             continue
         if record.answered_by is not None:
             key = (step.id, record.answered_by.offset_ms, "tool")
@@ -115,6 +117,10 @@ def refusal_spans(refusal: RefusalView, span: float) -> list[Span]:
 
 
 def open_calls(calls: list[CallRecord]) -> list[CallRecord]:
-    """Emitted calls no result answered, and not emitted again afterwards."""
+    """Emitted calls the agent owes a result for, none answered, not emitted again after."""
     last = _last_emissions(calls)
-    return [r for r in calls if r.step is not None and not r.result and not _superseded(r, last)]
+    return [
+        r
+        for r in calls
+        if r.step is not None and r.owed and not r.result and not _superseded(r, last)
+    ]

@@ -280,3 +280,43 @@ async def test_a_block_of_an_unknown_type_is_recorded_and_matched_when_echoed(
     ]
     assert [i["text"] for i in trace["steps"][1]["input_items"]] == ["Again."]
     assert trace["violations"] == []
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+async def test_a_provider_searching_the_same_query_again_and_again_is_a_loop(
+    make_gateway: harness.GatewayFactory, stream: bool
+) -> None:
+    """The provider's server-tool loop pauses after each search and the client sends the turn
+    back, as documented; the model searches the same query every time. Under `enforce`, the
+    request after the third search is refused."""
+    gw = await make_gateway(loops="enforce", loop_threshold=3)
+    turns = [f"srvtoolu_0{n}Search" for n in range(1, 4)]
+    for call_id in turns:
+        searched = [
+            server_tool_use(call_id, "web_search", {"query": "ESA news"}),
+            web_search_result(call_id, ("ESA launches probe", "https://www.esa.int/probe")),
+        ]
+        gw.provider.queue(answer(message(searched, stop_reason="pause_turn"), stream))
+    client = sdk(gw)
+    history: list[Any] = [QUESTION]
+    paused: list[Any] = []
+    for _ in turns:
+        paused += await ask(client, stream, [*history, *_turn(paused)], tools=[WEB_SEARCH])
+    with pytest.raises(anthropic.RateLimitError) as refused:
+        await ask(client, stream, [*history, *_turn(paused)], tools=[WEB_SEARCH])
+    assert "repeated_tool_call: " in refused.value.message
+
+    trace = await only_trace(gw)
+    assert len(trace["steps"]) == 3
+    loops = [v for v in trace["violations"] if v["kind"] == "repeated_tool_call"]
+    assert [(v["call_id"], v["enforced"]) for v in loops] == [
+        (turns[-1], False),  # found on the third search
+        (turns[-1], True),  # and the next request refused
+    ]
+    assert "'web_search'" in loops[0]["detail"] and '{"query":"ESA news"}' in loops[0]["detail"]
+    assert trace["status"] == "refused"
+
+
+def _turn(content: list[Any]) -> list[Any]:
+    """The paused assistant turn as the client sends it back, all of it so far."""
+    return [{"role": "assistant", "content": content}] if content else []

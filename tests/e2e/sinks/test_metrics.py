@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
+import anthropic
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -12,6 +14,7 @@ from gateway.sinks import metrics as metrics_module
 from gateway.sinks.metrics import MetricsSink, ModelNames, upstream_error_class
 from tests import harness
 from tests.factories import T0, bare_step, build_step, refusal
+from tests.fakes import anthropic as anth
 from tests.fakes.chat import completion
 from tests.harness import Gateway
 from tests.traffic import (
@@ -40,6 +43,7 @@ async def test_metrics_endpoint_needs_no_admin_token(make_gateway) -> None:  # t
     for kind in ViolationKind:  # pre-initialized: alerts see the series before any event
         assert f'loopwatch_violations_total{{kind="{kind.value}"}} 0.0' in text
     assert "loopwatch_recorder_queue_depth 0.0" in text
+    assert 'loopwatch_tool_calls_total{executed_by="client",tool_type="function"} 0.0' in text
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -71,6 +75,52 @@ async def test_agent_loop_is_counted(gateway: Gateway, stream: bool) -> None:
     assert value(s, "loopwatch_streams_in_flight", protocol="chat") == 0
     assert value(s, "loopwatch_recorder_batch_seconds_count") >= 1
     assert value(s, "loopwatch_recorder_dropped_total") == 0
+    client = {"executed_by": "client", "tool_type": "function"}
+    assert value(s, "loopwatch_tool_calls_total", **client) == 1
+    assert value(s, "loopwatch_tool_calls_total", executed_by="provider") == 0
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+async def test_tool_calls_are_counted_by_who_ran_them_and_their_type(
+    gateway: Gateway, stream: bool
+) -> None:
+    """Searches and code the provider ran, a server tool of a type no adapter declares
+    (`other`: the label stays bounded), and the agent's own call."""
+    search, fetch, code = "srvtoolu_01A", "srvtoolu_01B", "srvtoolu_01C"
+    answer = anth.message(
+        [
+            anth.server_tool_use(search, "web_search", {"query": "ESA news"}),
+            anth.web_search_result(search, ("ESA launches probe", "https://www.esa.int/probe")),
+            anth.server_tool_use(fetch, "web_search", {"query": "ESA budget"}),
+            anth.web_search_error(fetch),
+            anth.server_tool_use(code, "code_execution", {"code": "print(1)"}),
+            anth.code_execution_result(code, "1\n"),
+            anth.server_tool_use("srvtoolu_01D", "hologram_render_2031", {"frames": 3}),
+            anth.tool_use("toolu_01E", "get_weather", {"city": "Paris"}),
+        ]
+    )
+    gateway.provider.queue(anth.streamed(answer) if stream else anth.reply(answer))
+    client = anthropic.AsyncAnthropic(base_url=gateway.url, api_key="sk-ant-x", max_retries=0)
+    async with client:
+        params: dict[str, Any] = {"model": anth.MODEL, "max_tokens": 64}
+        messages: Any = [{"role": "user", "content": "ESA news and the weather in Paris?"}]
+        if stream:
+            async with client.messages.stream(messages=messages, **params) as events:
+                await events.get_final_message()
+        else:
+            await client.messages.create(messages=messages, **params)
+    s = await scrape(gateway)
+    counted = {
+        (dict(labels)["executed_by"], dict(labels)["tool_type"]): n
+        for (name, labels), n in s.items()
+        if name == "loopwatch_tool_calls_total" and n
+    }
+    assert counted == {
+        ("provider", "web_search"): 2,
+        ("provider", "code_execution"): 1,
+        ("provider", "other"): 1,
+        ("client", "function"): 1,
+    }
 
 
 async def test_pairing_refusal_counts_a_violation(gateway: Gateway) -> None:
@@ -117,6 +167,7 @@ async def test_no_ids_in_labels(gateway: Gateway) -> None:
     allowed = {"protocol", "model", "status", "stop_reason", "kind", "budget", "reason"}
     allowed |= {"class", "le", "error_type", "gen_ai_operation_name", "gen_ai_request_model"}
     allowed |= {"gen_ai_provider_name", "server_address", "gen_ai_response_model"}
+    allowed |= {"executed_by", "tool_type"}
     assert names <= allowed | {"gen_ai_token_type"}
     values = {v for _, labels in s for _, v in labels}
     assert not [v for v in values if v.startswith(("call_", "chatcmpl", "req_", "tr_", "st_"))]

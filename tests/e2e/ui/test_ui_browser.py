@@ -21,12 +21,15 @@ from tests.factories import T_JSON, long_run
 from tests.harness import Gateway, GatewayFactory, gateway, make_gateway, provider  # noqa: F401
 from tests.ui.scenarios import (
     SCRIPT,
+    SEARCH_FOUND,
+    SEARCH_ID,
     Runs,
     all_runs,
     first_step_only,
     next_step,
     refused_run,
     retry_run,
+    search_run,
     weather_run,
 )
 from tests.ui.test_ui_render import hostile_trace
@@ -158,6 +161,31 @@ async def test_a_retry_and_a_refused_request_as_a_user_sees_them(
     await expect(page.locator("[data-status]").first).to_have_text("refused")
     await shot(page, "trace-refused-1280")
     assert page.console_errors == []
+
+
+async def test_a_web_search_the_provider_ran_as_a_user_sees_it(
+    browser: Any, gateway: Gateway
+) -> None:
+    trace_id = await search_run(gateway)
+    await gateway.flush()
+    page = await new_page(browser)
+    await page.goto(f"{gateway.url}/traces/{trace_id}")
+    await shot(page, "trace-provider-search-1280")
+    await expect(page.locator("[data-status]").first).to_have_text("completed")
+    assert await page.get_by_role("status").first.inner_text() == (
+        "Completed: the last step stopped completed."
+    )
+    call = page.locator("li.item.k-tool_call", has_text=SEARCH_ID)
+    await expect(call.locator(".badge.ran")).to_have_text("ran by the provider")
+    link = call.locator("a.pair")
+    await expect(link).to_have_text("result ↓")
+    await link.click()
+    await page.wait_for_function("document.activeElement.id === 's1-out-1'")
+    result = page.locator("#s1-out-1")
+    assert SEARCH_FOUND in await result.inner_text()
+    assert await page.get_by_text("never answered").count() == 0
+    assert await page.locator("#rows rect:is(.k-tool, .k-open, .k-unanswered)").count() == 0
+    assert page.console_errors == [] and page.dialogs == []
 
 
 async def test_a_long_trace_opens_steps_on_demand_and_moves_by_keys(

@@ -12,7 +12,18 @@ import pytest
 
 from tests.fakes.chat import completion
 from tests.harness import Gateway, gateway, make_gateway, provider  # noqa: F401
-from tests.ui.scenarios import IMG, SCRIPT, Runs, all_runs, refused_run, retry_run, sdk
+from tests.ui.scenarios import (
+    IMG,
+    SCRIPT,
+    SEARCH_FOUND,
+    SEARCH_ID,
+    Runs,
+    all_runs,
+    refused_run,
+    retry_run,
+    sdk,
+    search_run,
+)
 
 
 @dataclass
@@ -201,6 +212,26 @@ async def test_a_retried_step_and_the_result_that_answers_the_retry(gateway: Gat
     assert '<span class="badge retry">retry of 2</span>' in text
     assert '<span class="badge retry">retried at 3</span>' in text
     assert "result ↓ step 4" in text and 'data-status="completed"' in text
+
+
+async def test_a_web_search_the_provider_ran_reads_as_run_and_answered(
+    gateway: Gateway,
+) -> None:
+    trace_id = await search_run(gateway)
+    text = (await fetch(gateway, f"/traces/{trace_id}")).text
+    call = text[text.index('id="s1-out-0"') :]
+    call = call[: call.index("</li>")]
+    assert f'<code class="call-id">{SEARCH_ID}</code>' in call
+    assert "ran by the provider</span>" in call and ">result ↓</a>" in call
+    result = text[text.index('id="s1-out-1"') :]
+    assert SEARCH_FOUND in result[: result.index("</li>")]
+    assert 'data-status="completed"' in text
+    assert "Completed: the last step stopped completed." in text
+    for owed in ("never answered", "awaiting results", "no result recorded", "k-unanswered"):
+        assert owed not in text, owed
+    listing = await fetch(gateway, "/")
+    row = listing.text[listing.text.index(f'data-id="{trace_id}"') :]
+    assert 'data-status="completed"' in row[: row.index("</tr>")]
 
 
 async def test_a_refused_request_is_a_row_that_opens(gateway: Gateway) -> None:
