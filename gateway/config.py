@@ -86,16 +86,28 @@ MAX_PRICE = Decimal(1_000_000)
 MAX_BUDGET_USD = Decimal(1_000_000_000)
 
 
+# A server tool's price is USD per request; a bound catches one typed per thousand.
+MAX_REQUEST_PRICE = Decimal(1_000)
+ToolRequestPrice = Annotated[Decimal, Field(ge=0, le=MAX_REQUEST_PRICE)]
+
+
 class PriceOverride(_Frozen):
     """`[prices."<model glob>"]`: USD per million tokens, preferred to genai-prices.
 
-    `cached` (cache reads) and `cache_write` default to `input` when not given.
+    `cached` (cache reads) and `cache_write` default to `input` when not given,
+    `cache_write_1h` (writes kept for an hour) to `cache_write`. `server_tool_requests`
+    prices each request of a tool the provider runs, in USD ({web_search = 0.01}); a tool
+    not named there is priced as genai-prices prices it, if it does.
     """
 
     input: Decimal = Field(ge=0, le=MAX_PRICE)
     output: Decimal = Field(ge=0, le=MAX_PRICE)
     cached: Decimal | None = Field(default=None, ge=0, le=MAX_PRICE)
     cache_write: Decimal | None = Field(default=None, ge=0, le=MAX_PRICE)
+    cache_write_1h: Decimal | None = Field(default=None, ge=0, le=MAX_PRICE)
+    server_tool_requests: dict[
+        Annotated[str, Field(pattern=r"^[a-z0-9_]{1,64}$")], ToolRequestPrice
+    ] = Field(default_factory=dict)
 
 
 class KeyBudget(_Frozen):

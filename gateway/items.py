@@ -1,9 +1,10 @@
-"""Provider-neutral vocabulary: typed items, token usage, stop reasons, violations."""
+"""Provider-neutral vocabulary: typed items, token usage and what else was billed, stop
+reasons, violations."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
@@ -133,6 +134,73 @@ class Usage:
 
 # Usage's field names in order (compiled classes have no __slots__ to read them from).
 USAGE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Usage))
+
+
+def summed(first: Usage, second: Usage) -> Usage:
+    """Two reports' counts added; None only where neither knows the count."""
+    return Usage(
+        *(
+            None if a is None and b is None else (a or 0) + (b or 0)
+            for a, b in zip(_row(first), _row(second), strict=True)
+        )
+    )
+
+
+def _row(usage: Usage) -> tuple[int | None, ...]:
+    return tuple(getattr(usage, name) for name in USAGE_FIELDS)
+
+
+@dataclass(frozen=True, slots=True)
+class Share:
+    """One model's part of a step's usage, when more than one model ran in it (a fallback,
+    an advisor); `model` None: the step's own model."""
+
+    model: str | None
+    usage: Usage
+    cache_write_1h_tokens: int = 0  # of its cache-write tokens, those kept for an hour
+
+
+@dataclass(frozen=True, slots=True)
+class Billing:
+    """What the provider billed beside a step's token totals (its Usage, which already sums
+    every sampling iteration the provider ran): requests of the tools it ran itself, by a
+    neutral name ({"web_search": 3}); how many iterations it ran, when more than one
+    (compaction, a fallback model, an advisor); each iteration's model and usage, when one
+    names a model; and the cache-write tokens kept for an hour, dearer than the others."""
+
+    server_tool_requests: Mapping[str, int] = field(default_factory=lambda: NO_ATTRS)
+    iterations: int | None = None
+    shares: tuple[Share, ...] = ()
+    cache_write_1h_tokens: int | None = None
+
+    def merged(self, other: Billing) -> Billing:
+        """What `other` reports over this; later reports win (a stream's last is cumulative)."""
+        return Billing(
+            other.server_tool_requests or self.server_tool_requests,
+            self.iterations if other.iterations is None else other.iterations,
+            other.shares or self.shares,
+            _later(self.cache_write_1h_tokens, other.cache_write_1h_tokens),
+        )
+
+    def by_model(self, model: str | None) -> tuple[Share, ...]:
+        """The step's usage model by model when more than one model ran in it (a share
+        without a model is `model`'s); empty when one model answered it all."""
+        grouped: dict[str | None, Share] = {}
+        for share in self.shares:
+            name = share.model or model
+            usage, hour = share.usage, share.cache_write_1h_tokens
+            held = grouped.get(name)
+            if held is not None:
+                usage, hour = summed(held.usage, usage), held.cache_write_1h_tokens + hour
+            grouped[name] = Share(name, usage, hour)
+        return tuple(grouped.values()) if len(grouped) > 1 else ()
+
+
+def _later(before: int | None, after: int | None) -> int | None:
+    return before if after is None else after
+
+
+NO_BILLING = Billing()
 
 
 class StopReason(StrEnum):

@@ -70,12 +70,16 @@ class StepRecord:
     # previous model response here (None: its first here, or not a model protocol). The
     # store derives its own, exact across replicas, from what it holds.
     tool_ms: float | None = None
+    # Facts of the provider's side beyond the columns above (None: none), such as
+    # {"requested_model": …, "refusal_category": …, "server_tool_requests": {"web_search":
+    # 3}, "iterations": 2}: `gateway.exchange.closing.step_attrs` names them all.
+    attrs: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         # Liberal in what it takes: any iterable of items or violations is kept as a tuple,
         # a JSON object as a read-only view (decoded, redacted and built records alike).
         _freeze(self, ("input_items", "output_items", "violations", "declared_tools"))
-        _read_only(self, ("error", "params"))
+        _read_only(self, ("error", "params", "attrs"))
         if self.ended_at is _DERIVED:
             object.__setattr__(self, "ended_at", response_end(self.started_at, self.latency_ms))
 
@@ -246,6 +250,7 @@ STEP_FIELDS: tuple[Persisted, ...] = (
     Persisted("declared_tools", redact="json"),  # stored as the step's tool set
     _stored("params", "json"),
     Persisted("tool_ms"),  # the steps row's tool_ms is the store's own
+    _stored("attrs", "json"),
 )
 # Never spooled: the caller's trace context only goes to export; `ended_at` is derived.
 NOT_SPOOLED = frozenset({"traceparent", "ended_at"})

@@ -101,6 +101,19 @@ def test_cli_reports_bad_setting_and_exits_2() -> None:
         ('[prices."my-*"]\ninput = 1\noutput = 2\ncahced = 1\n', "my-*.cahced (in FILE): unk"),
         ('[prices."my-*"]\ninput = 1\noutput = 2000000\n', "prices.my-*.output"),
         ('[prices." "]\ninput = 1\noutput = 2\n', "prices (in FILE): model glob"),
+        (
+            '[prices."c*"]\ninput = 1\noutput = 2\nserver_tool_requests = { web_search = -1 }\n',
+            "prices.c*.server_tool_requests.web_search",
+        ),
+        (  # a price per thousand requests typed as one per request
+            '[prices."c*"]\ninput = 1\noutput = 2\nserver_tool_requests = { web_search = 10000 }\n',
+            "prices.c*.server_tool_requests.web_search",
+        ),
+        (
+            '[prices."c*"]\ninput = 1\noutput = 2\nserver_tool_requests = { "Web Search" = 1 }\n',
+            "prices.c*.server_tool_requests.Web Search.[key]",
+        ),
+        ('[prices."c*"]\ninput = 1\noutput = 2\ncache_write_1h = "x"\n', "c*.cache_write_1h"),
     ],
 )
 def test_a_price_override_that_does_not_parse_names_its_key(
@@ -122,6 +135,13 @@ def test_price_overrides_load_exactly(tmp_path: Path) -> None:
         Decimal("0.075"),
     )
     assert price.cache_write is None
+    config.write_text(
+        '[prices."claude-*"]\ninput = 3\noutput = 15\ncache_write_1h = 6\n'
+        "server_tool_requests = { web_search = 0.01, web_fetch = 0 }\n"
+    )
+    price = load_settings({"config": str(config)}, {}).prices["claude-*"]
+    assert price.cache_write_1h == Decimal(6)
+    assert price.server_tool_requests == {"web_search": Decimal("0.01"), "web_fetch": Decimal(0)}
 
 
 def test_every_scalar_setting_is_read_from_its_environment_name() -> None:

@@ -62,6 +62,12 @@ WIRE_FIELDS = frozenset(
         "response.output_text.delta",
         "cache_read_input_tokens",
         "cache_creation_input_tokens",
+        "ephemeral_1h_input_tokens",
+        "server_tool_use",
+        "web_search_requests",
+        "web_fetch_requests",
+        "stop_details",
+        "fallback_message",
         # headers
         "anthropic-version",
         "anthropic-beta",

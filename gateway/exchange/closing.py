@@ -186,8 +186,35 @@ def _record(
         cost_nano=None if cost is None or cost.usd is None else nano_usd(cost.usd),
         cost_source=None if cost is None else cost.source.value,
         retry_of=None if threading is None else threading.retry_of,
+        attrs=step_attrs(outcome, start.model),
         **times,
     )
+
+
+def step_attrs(outcome: Outcome, requested: str | None) -> dict[str, Any] | None:
+    """The step's facts beyond its columns, each only when there is something to say: the
+    model asked for when another one answered, a refusal's category, the requests of the
+    tools the provider ran, its sampling iterations when more than one, the cache writes
+    kept for an hour, and each model's usage when several ran."""
+    attrs: dict[str, Any] = {}
+    answered, billing = outcome.model, outcome.billing
+    if requested and answered and answered != requested:
+        attrs["requested_model"] = requested
+    if outcome.refusal_category:
+        attrs["refusal_category"] = outcome.refusal_category
+    if billing.server_tool_requests:
+        attrs["server_tool_requests"] = dict(billing.server_tool_requests)
+    if billing.iterations:
+        attrs["iterations"] = billing.iterations
+    if billing.cache_write_1h_tokens:
+        attrs["cache_write_1h_tokens"] = billing.cache_write_1h_tokens
+    shares = billing.by_model(answered or requested)
+    if shares:
+        attrs["usage_by_model"] = {
+            share.model or "unknown": {k: v for k, v in share.usage.to_json().items() if v}
+            for share in shares
+        }
+    return attrs or None
 
 
 def _times(facts: StepFacts, clocks: Clocks) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from typing import Any
 from gateway.exchange.calls import CallRules
 from gateway.exchange.stops import Ending, Seen, decide, decided
 from gateway.exchange.tap import ResponseTap
-from gateway.items import Item, StopReason, Usage, Violation
+from gateway.items import NO_BILLING, Billing, Item, StopReason, Usage, Violation
 from gateway.protocols.base import ProtocolAdapter
 
 
@@ -54,6 +54,8 @@ class Outcome:
     violations: tuple[Violation, ...] = ()
     complete: bool = False  # the protocol's completion marker arrived
     anomalies: tuple[Anomaly, ...] = ()  # noted until the outcome was decided
+    billing: Billing = NO_BILLING  # what else the provider billed
+    refusal_category: str | None = None  # the provider's category of a refusal
 
     def __post_init__(self) -> None:
         if type(self.error) is dict:
@@ -89,9 +91,12 @@ class Forward:
 
 @dataclass(frozen=True, slots=True)
 class Settle:
-    """The step's usage is final: swap the tokens held for it (fires once per exchange)."""
+    """The step's usage is final: swap the tokens and dollars held for it (fires once per
+    exchange). Priced as the record will be: the answering model, what else was billed."""
 
     usage: Usage
+    billing: Billing = NO_BILLING
+    model: str | None = None  # the model the response named (None: the requested one)
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,7 +260,8 @@ class Exchange:
     def _marker(self) -> list[Command]:
         tap = self._tap
         if tap is not None and tap.ended and self._go(Event.MARKER):
-            return self._settle(tap.usage)
+            assembler = tap.assembler
+            return self._settle(Settle(assembler.usage, assembler.billing, assembler.model))
         return []
 
     def body_ended(self) -> list[Command]:
@@ -299,20 +305,21 @@ class Exchange:
             violations=tuple(decision.violations),
             anomalies=self._noted(),
         )
-        return [*self._settle(outcome.usage), Finished(outcome)]
+        return [*self._settle(Settle(outcome.usage)), Finished(outcome)]
 
-    def _settle(self, usage: Usage) -> list[Command]:
+    def _settle(self, spent: Settle) -> list[Command]:
         if self._settled:
             return []
         self._settled = True
-        return [Settle(usage)]
+        return [spent]
 
     def _finish(self, ending: Ending) -> list[Command]:
         event = next(e for e, end in _ENDINGS.items() if end is ending)
         if not self._go(event):
             return []
         outcome = self._outcome(ending)
-        return [*self._settle(outcome.usage), Finished(outcome)]
+        spent = Settle(outcome.usage, outcome.billing, outcome.model)
+        return [*self._settle(spent), Finished(outcome)]
 
     def _outcome(self, ending: Ending) -> Outcome:
         tap, status = self._tap, self._status
@@ -354,6 +361,8 @@ class Exchange:
             violations=tuple(violations),
             complete=assembled.complete,
             anomalies=self._noted(tap),
+            billing=assembled.billing,
+            refusal_category=assembled.refusal_category,
         )
 
     def _noted(self, tap: ResponseTap | None = None) -> tuple[Anomaly, ...]:

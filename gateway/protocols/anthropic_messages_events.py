@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway import jsoncodec
-from gateway.items import Item, ItemKind, StopReason, Usage
+from gateway.items import Item, ItemKind, StopReason
 from gateway.protocols.anthropic_blocks import (
     caller_attrs,
     is_provider_call,
@@ -22,6 +22,7 @@ from gateway.protocols.anthropic_blocks import (
     provider_result,
     whole_provider_call,
 )
+from gateway.protocols.anthropic_usage import UsageState
 from gateway.protocols.json_values import as_dict, as_int, as_str, compact
 from gateway.stream.deltas import (
     Delta,
@@ -35,7 +36,6 @@ from gateway.stream.deltas import (
     ToolCallArgs,
     ToolCallEnd,
     ToolCallStart,
-    UsageDelta,
 )
 from gateway.stream.sse import SSEEvent
 
@@ -55,57 +55,19 @@ _STOP_REASONS = {
 
 ROLE = "assistant"
 
-_INPUT_FIELDS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 
-
-def _finish(raw: Any) -> list[Delta]:
+def _finish(raw: Any, details: Any = None) -> list[Delta]:
     if not isinstance(raw, str):
         return []
-    return [FinishDelta(_STOP_REASONS.get(raw, StopReason.UNKNOWN), raw)]
+    # `stop_details` of a refusal names its policy category (anthropic.types.RefusalStopDetails).
+    category = as_str(as_dict(details).get("category"))
+    return [FinishDelta(_STOP_REASONS.get(raw, StopReason.UNKNOWN), raw, category=category)]
 
 
 def error_delta(payload: dict[str, Any]) -> ErrorDelta:
     error = as_dict(payload.get("error"))
     kind = as_str(error.get("type"))
     return ErrorDelta(as_str(error.get("message")) or kind or "unknown error", kind, kind)
-
-
-@dataclass(slots=True)
-class _UsageState:
-    """Running token counts: message_start reports input, message_delta cumulative output.
-
-    Every report yields a whole Usage computed from this state, so a merge of the deltas in
-    any order of arrival ends with prompt, completion and total that agree with each other.
-    """
-
-    counts: dict[str, int] = field(default_factory=dict)
-
-    def update(self, raw: Any) -> list[Delta]:
-        if not isinstance(raw, dict):
-            return []
-        for name in (*_INPUT_FIELDS, "output_tokens"):
-            value = as_int(raw.get(name))
-            if value is not None:
-                self.counts[name] = value
-        thinking = as_int(as_dict(raw.get("output_tokens_details")).get("thinking_tokens"))
-        if thinking is not None:
-            self.counts["thinking_tokens"] = thinking
-        return [UsageDelta(self.usage())]
-
-    def usage(self) -> Usage:
-        counts = self.counts
-        inputs = [counts[name] for name in _INPUT_FIELDS if name in counts]
-        prompt = sum(inputs) if inputs else None
-        completion = counts.get("output_tokens")
-        both = prompt is not None and completion is not None
-        return Usage(
-            prompt_tokens=prompt,
-            completion_tokens=completion,
-            total_tokens=(prompt or 0) + (completion or 0) if both else None,
-            cached_tokens=counts.get("cache_read_input_tokens"),
-            reasoning_tokens=counts.get("thinking_tokens"),
-            cache_creation_tokens=counts.get("cache_creation_input_tokens"),
-        )
 
 
 @dataclass(slots=True)
@@ -149,7 +111,7 @@ class MessagesEventDecoder:
     """Per-stream state: content block types by index, and the running usage."""
 
     def __init__(self) -> None:
-        self._usage = _UsageState()
+        self._usage = UsageState()
         self._blocks: dict[int, _Block] = {}
         self._handlers: dict[str, Callable[[dict[str, Any]], list[Delta]]] = {
             "message_start": self._message_start,
@@ -228,7 +190,8 @@ class MessagesEventDecoder:
         return [_whole_args(index, block.start.get("input")), ToolCallEnd(index)]
 
     def _message_delta(self, payload: dict[str, Any]) -> list[Delta]:
-        stop = _finish(as_dict(payload.get("delta")).get("stop_reason"))
+        delta = as_dict(payload.get("delta"))
+        stop = _finish(delta.get("stop_reason"), delta.get("stop_details"))
         return [*stop, *self._usage.update(payload.get("usage"))]
 
 
@@ -238,7 +201,7 @@ def decode_message(body: dict[str, Any]) -> list[Delta]:
     for index, block in enumerate(content if isinstance(content, list) else []):
         if isinstance(block, dict):
             out.extend(_block_deltas(index, block, whole=True))
-    out.extend(_UsageState().update(body.get("usage")))
-    out.extend(_finish(body.get("stop_reason")))
+    out.extend(UsageState().update(body.get("usage")))
+    out.extend(_finish(body.get("stop_reason"), body.get("stop_details")))
     out.append(EndDelta())
     return out

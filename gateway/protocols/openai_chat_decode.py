@@ -281,6 +281,8 @@ def parse_usage(usage: dict[str, Any]) -> Usage:
         total_tokens=_int(usage.get("total_tokens")),
         cached_tokens=cached,
         reasoning_tokens=_dig_int(completion_details, "reasoning_tokens"),
+        # openai.types.CompletionUsage's prompt_tokens_details.cache_write_tokens.
+        cache_creation_tokens=_dig_int(prompt_details, "cache_write_tokens"),
     )
 
 

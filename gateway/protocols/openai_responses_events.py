@@ -78,17 +78,20 @@ def arguments_text(value: Any) -> str | None:
 
 
 def usage_of(value: Any) -> Usage | None:
+    """Shape: openai.types.responses.ResponseUsage (cache writes: its input_tokens_details)."""
     usage = as_dict(value)
     if not usage:
         return None
+    inputs = as_dict(usage.get("input_tokens_details"))
     return Usage(
         prompt_tokens=as_int(usage.get("input_tokens")),
         completion_tokens=as_int(usage.get("output_tokens")),
         total_tokens=as_int(usage.get("total_tokens")),
-        cached_tokens=as_int(as_dict(usage.get("input_tokens_details")).get("cached_tokens")),
+        cached_tokens=as_int(inputs.get("cached_tokens")),
         reasoning_tokens=as_int(
             as_dict(usage.get("output_tokens_details")).get("reasoning_tokens")
         ),
+        cache_creation_tokens=as_int(inputs.get("cache_write_tokens")),
     )
 
 

@@ -15,8 +15,8 @@ from gateway.continuation.keys import ContinuationKeys, StepRef
 from gateway.continuation.recent_steps import RecentSteps
 from gateway.exchange import closing
 from gateway.exchange.closing import Budget, Closed, StepFacts
-from gateway.exchange.machine import Outcome
-from gateway.items import Usage
+from gateway.exchange.machine import Outcome, Settle
+from gateway.items import Billing, Usage
 from gateway.proxy.relay import Timing
 from gateway.proxy.response_ends import ResponseEnds
 from gateway.recording.spooler import SpoolRecorder
@@ -106,7 +106,8 @@ class StepEnd:
         self._pricer = pricer
         self._keys = keys
         self._budget = budget
-        self._priced: tuple[Usage, str | None, Cost] | None = None  # the last cost computed
+        # The last cost computed and what it priced.
+        self._priced: tuple[tuple[Usage, str | None, Billing], Cost] | None = None
 
     @property
     def protocol(self) -> str:
@@ -116,10 +117,11 @@ class StepEnd:
         """The provider's response headers arrived; the record will carry its request id."""
         self._facts = replace(self._facts, provider_request_id=provider_request_id)
 
-    def settle(self, usage: Usage) -> None:
+    def settle(self, spent: Settle) -> None:
         if self._budget is None:
             return
-        self._budget, settlement = closing.settle(self._budget, usage, self._cost(usage))
+        cost = self._cost(spent.usage, spent.model, spent.billing)
+        self._budget, settlement = closing.settle(self._budget, spent.usage, cost)
         self._bus.settle(settlement)
 
     def finished(self, outcome: Outcome, timing: Timing) -> None:
@@ -131,7 +133,9 @@ class StepEnd:
             clocks = closing.Clocks(
                 time.perf_counter(), timing.first_chunk_at, timing.observe_seconds, previous
             )
-            cost = self._cost(outcome.usage, outcome.model) if facts.model_call else None
+            cost = None
+            if facts.model_call:
+                cost = self._cost(outcome.usage, outcome.model, outcome.billing)
             closed = closing.close(
                 outcome, clocks, facts, budget=self._budget, cost=cost, keys=self._keys
             )
@@ -139,14 +143,13 @@ class StepEnd:
         except Exception:  # recording must never break the request
             log.exception("finishing a step failed; the step is not recorded")
 
-    def _cost(self, usage: Usage, model: str | None = None) -> Cost:
-        """The step's cost; settling and the record usually price the same usage and model,
-        so the second asks the pricer nothing."""
+    def _cost(self, usage: Usage, model: str | None, billing: Billing) -> Cost:
+        """The step's cost; settling and the record usually price the same usage, model and
+        billing, so the second asks the pricer nothing."""
         start = self._facts.start
-        model = model or start.model
-        priced = self._priced
-        if priced is not None and priced[0] == usage and priced[1] == model:
-            return priced[2]
-        cost = self._pricer.cost(usage, model, upstream_url=start.upstream_url)
-        self._priced = (usage, model, cost)
+        priced = (usage, model or start.model, billing)
+        if self._priced is not None and self._priced[0] == priced:
+            return self._priced[1]
+        cost = self._pricer.cost(usage, priced[1], billing=billing, upstream_url=start.upstream_url)
+        self._priced = (priced, cost)
         return cost

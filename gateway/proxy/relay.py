@@ -24,7 +24,6 @@ from gateway.exchange.machine import (
     Outcome,
     Settle,
 )
-from gateway.items import Usage
 from gateway.proxy.upstream import response_headers
 
 log = logging.getLogger(__name__)
@@ -43,7 +42,7 @@ class Timing:
 class Handler(Protocol):
     """What the proxy does with the exchange's decisions; both are quick and never raise."""
 
-    def settle(self, usage: Usage) -> None:
+    def settle(self, spent: Settle) -> None:
         """Fires once, as soon as the step's usage is final."""
 
     def finished(self, outcome: Outcome, timing: Timing) -> None:
@@ -109,7 +108,7 @@ def execute_now(commands: list[Command], handler: Handler, timing: Timing) -> No
     """Commands with no I/O to the client (an exchange that never got a response)."""
     for command in commands:
         if isinstance(command, Settle):
-            handler.settle(command.usage)
+            handler.settle(command)
         elif isinstance(command, Finished):
             handler.finished(command.outcome, timing)
 
@@ -152,7 +151,7 @@ class _Executor:
 
     def _now(self, command: Command) -> None:
         if isinstance(command, Settle):
-            self._handler.settle(command.usage)
+            self._handler.settle(command)
         elif isinstance(command, Finished):
             self._handler.finished(command.outcome, self._timing)
         elif isinstance(command, CloseUpstream):

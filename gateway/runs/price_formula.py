@@ -16,14 +16,15 @@ PROBE_TOKENS = 1_000_000  # output tokens of a probe; input probes sit inside th
 
 @dataclass(frozen=True, slots=True)
 class Tokens:
-    """Usage in genai-prices' convention: `input` includes cache reads and writes, `output`
-    includes reasoning."""
+    """Usage in genai-prices' convention: `input` includes cache reads and writes,
+    `cache_write` those kept for an hour (`cache_write_1h`), `output` reasoning."""
 
     input: int
     cache_read: int
     cache_write: int
     output: int
     reasoning: int
+    cache_write_1h: int = 0
 
 
 NO_TOKENS = Tokens(0, 0, 0, 0, 0)
@@ -34,6 +35,7 @@ def catalogue_usage(tokens: Tokens) -> CatalogueUsage:
         input_tokens=tokens.input,
         cache_read_tokens=tokens.cache_read,
         cache_write_tokens=tokens.cache_write,
+        cache_write_1h_tokens=tokens.cache_write_1h,
         output_tokens=tokens.output,
         output_reasoning_tokens=tokens.reasoning,
     )
@@ -46,9 +48,10 @@ class Affine:
     fixed: Decimal
     input: Decimal  # per uncached prompt token
     cache_read: Decimal
-    cache_write: Decimal
+    cache_write: Decimal  # per token written for the shorter time
     output: Decimal  # per non-reasoning output token
     reasoning: Decimal
+    cache_write_1h: Decimal  # per token written for an hour
 
     def cost(self, tokens: Tokens) -> Decimal:
         uncached = tokens.input - tokens.cache_read - tokens.cache_write
@@ -56,7 +59,8 @@ class Affine:
             self.fixed
             + uncached * self.input
             + tokens.cache_read * self.cache_read
-            + tokens.cache_write * self.cache_write
+            + (tokens.cache_write - tokens.cache_write_1h) * self.cache_write
+            + tokens.cache_write_1h * self.cache_write_1h
             + (tokens.output - tokens.reasoning) * self.output
             + tokens.reasoning * self.reasoning
         )
@@ -107,10 +111,18 @@ def _affine(prices: ModelPrice, fixed: Decimal, n: int) -> Affine:
         cache_write=per_input(cache_write=n),
         output=(out - base) / PROBE_TOKENS,
         reasoning=(thought - base) / PROBE_TOKENS,
+        cache_write_1h=per_input(cache_write=n, cache_write_1h=n),
     )
 
 
-_ZERO = {"input": 0, "cache_read": 0, "cache_write": 0, "output": 0, "reasoning": 0}
+_ZERO = {
+    "input": 0,
+    "cache_read": 0,
+    "cache_write": 0,
+    "output": 0,
+    "reasoning": 0,
+    "cache_write_1h": 0,
+}
 
 
 def _total(prices: ModelPrice, tokens: Tokens) -> Decimal:

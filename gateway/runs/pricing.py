@@ -2,6 +2,8 @@
 
 Offline by design: genai-prices ships its price data inside the package and nothing here
 asks for updates. A model without a known price costs None ("unknown_model"), never 0.
+What the provider billed beside tokens is priced too: each model's share when several
+ran in the step, and the requests of the tools the provider ran, where a price is known.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from genai_prices import data_snapshot
 from genai_prices.types import ModelInfo, ModelPrice, Provider, TieredPrices
 
 from gateway.config import PriceOverride
-from gateway.items import Usage
+from gateway.items import NO_BILLING, Billing, Share, Usage
 from gateway.runs.price_formula import Formula, Tokens, catalogue_usage, formula
 
 log = logging.getLogger(__name__)
@@ -28,6 +30,9 @@ log = logging.getLogger(__name__)
 MILLION = Decimal(1_000_000)
 MAX_MODEL_CHARS = 256  # longer names are nobody's model: not looked up
 CACHE_SIZE = 1024
+# genai-prices' per-thousand price of a tool the provider runs, by the tool's neutral name.
+CATALOGUE_TOOL_PRICES = {"web_search": "web_searches_kcount"}
+THOUSAND = Decimal(1_000)
 # genai-prices keys of output token prices; the dearest one bounds what a token may cost.
 OUTPUT_PRICE_KEYS = (
     "output_mtok",
@@ -59,12 +64,13 @@ class _Catalogued:
 _Price = PriceOverride | _Catalogued | None
 
 
-def normalized(usage: Usage) -> Tokens | None:
+def normalized(usage: Usage, cache_write_1h: int | None = None) -> Tokens | None:
     """The step's usage ready to price, or None when the provider reported no counts.
 
     Loopwatch's `prompt_tokens` includes cached and cache-creation tokens and
     `completion_tokens` includes reasoning tokens. A provider that counted them apart (the
     parts exceed the whole) has them added, so no token is priced twice or not at all.
+    `cache_write_1h`: of the cache-creation tokens, those kept for an hour.
     """
     if usage.prompt_tokens is None and usage.completion_tokens is None:
         return None
@@ -75,7 +81,7 @@ def normalized(usage: Usage) -> Tokens | None:
     output, reasoning = _count(usage.completion_tokens), _count(usage.reasoning_tokens)
     if reasoning > output:
         output += reasoning
-    return Tokens(prompt, read, write, output, reasoning)
+    return Tokens(prompt, read, write, output, reasoning, min(_count(cache_write_1h), write))
 
 
 def _count(value: int | None) -> int:
@@ -85,11 +91,13 @@ def _count(value: int | None) -> int:
 def override_cost(price: PriceOverride, tokens: Tokens) -> Decimal:
     cached = price.input if price.cached is None else price.cached
     write = price.input if price.cache_write is None else price.cache_write
+    hour = write if price.cache_write_1h is None else price.cache_write_1h
     uncached = tokens.input - tokens.cache_read - tokens.cache_write
     total = (
         uncached * price.input
         + tokens.cache_read * cached
-        + tokens.cache_write * write
+        + (tokens.cache_write - tokens.cache_write_1h) * write
+        + tokens.cache_write_1h * hour
         + tokens.output * price.output
     )
     return total / MILLION
@@ -122,6 +130,7 @@ class Pricer:
     ) -> None:
         self._overrides = dict(overrides or {})
         self._lookup = functools.lru_cache(maxsize=cache_size)(self._resolve)
+        self._catalogue = functools.lru_cache(maxsize=cache_size)(catalogued)
         self._failed: set[str] = set()
         # By id() of genai-prices' ModelPrice objects, which live as long as its data.
         self._formulas: dict[int, tuple[ModelPrice, Formula | None]] = {}
@@ -131,14 +140,79 @@ class Pricer:
         usage: Usage,
         model: str | None,
         *,
+        billing: Billing = NO_BILLING,
         upstream_url: str | None = None,
         at: datetime | None = None,
     ) -> Cost:
         """The step's cost. `upstream_url` names the provider when genai-prices knows its
-        address; otherwise the provider is recognised from the model name."""
-        tokens = normalized(usage)
+        address; otherwise the provider is recognised from the model name. Each model's
+        share of the usage is priced at its own price; a share of a model without one
+        makes the whole cost unknown, never partly counted."""
+        tokens = normalized(usage, billing.cache_write_1h_tokens)
         if tokens is None:
             return Cost(None, CostSource.NO_USAGE)
+        shares = billing.by_model(model)
+        cost = self._shares_cost(shares, upstream_url, at) if shares else None
+        if cost is None:
+            cost = self._tokens_cost(tokens, model, upstream_url, at)
+        if cost.usd is None or not billing.server_tool_requests:
+            return cost
+        tools = self._tools_cost(billing.server_tool_requests, model, upstream_url, at)
+        return Cost(cost.usd + tools, cost.source)
+
+    def _shares_cost(
+        self, shares: tuple[Share, ...], upstream_url: str | None, at: datetime | None
+    ) -> Cost | None:
+        total, sources = Decimal(0), set()
+        for share in shares:
+            tokens = normalized(share.usage, share.cache_write_1h_tokens)
+            if tokens is None:
+                continue
+            cost = self._tokens_cost(tokens, share.model, upstream_url, at)
+            if cost.usd is None:
+                return cost
+            total += cost.usd
+            sources.add(cost.source)
+        if not sources:
+            return None  # no share counted anything: the step's totals decide
+        configured = CostSource.CONFIG in sources
+        return Cost(total, CostSource.CONFIG if configured else CostSource.GENAI_PRICES)
+
+    def _tools_cost(
+        self,
+        requests: Mapping[str, int],
+        model: str | None,
+        upstream_url: str | None,
+        at: datetime | None,
+    ) -> Decimal:
+        """The provider-run tools' requests at their price; a tool without a known price
+        (one the provider does not charge apart, one nobody priced) adds nothing."""
+        price = self.price(model, upstream_url)
+        configured = price.server_tool_requests if isinstance(price, PriceOverride) else {}
+        total = Decimal(0)
+        for tool, count in requests.items():
+            each = configured.get(tool)
+            if each is None:
+                each = self._catalogue_tool_price(tool, model, upstream_url, at)
+            if each is not None:
+                total += count * each
+        return total
+
+    def _catalogue_tool_price(
+        self, tool: str, model: str | None, upstream_url: str | None, at: datetime | None
+    ) -> Decimal | None:
+        key = CATALOGUE_TOOL_PRICES.get(tool)
+        if key is None or not model or len(model) > MAX_MODEL_CHARS:
+            return None
+        found = self._catalogue(model.lower(), upstream_url)
+        if found is None:
+            return None
+        value = getattr(found.model.get_prices(at or datetime.now(tz=UTC)), key, None)
+        return value / THOUSAND if isinstance(value, Decimal) else None
+
+    def _tokens_cost(
+        self, tokens: Tokens, model: str | None, upstream_url: str | None, at: datetime | None
+    ) -> Cost:
         price = self.price(model, upstream_url)
         if isinstance(price, PriceOverride):
             return Cost(override_cost(price, tokens), CostSource.CONFIG)

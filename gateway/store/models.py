@@ -191,6 +191,8 @@ class StepRow(SQLModel, table=True):
     tool_set: str | None = Field(default=None, sa_column=sa.Column(sa.String(64)))
     params: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
     placed_at: datetime | None = _placed()
+    # Facts of the provider's side beyond the columns (gateway.step.StepRecord.attrs).
+    attrs: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
     # Leads the indexes on random keys (gateway.store.key_epochs): 0 for steps stored
     # before revision 0013.
     key_epoch: int = _count()

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from gateway.items import Item, ItemKind, StopReason, Usage, Violation
+from gateway.items import NO_BILLING, Billing, Item, ItemKind, StopReason, Usage, Violation
 from gateway.stream.deltas import (
+    BillingDelta,
     Delta,
     EndDelta,
     ErrorDelta,
@@ -42,6 +43,8 @@ class Assembled:
     complete: bool = False  # the protocol's completion marker arrived
     violations: list[Violation] = field(default_factory=list)
     anomalies: list[str] = field(default_factory=list)  # illegal deltas, for logs and tests
+    billing: Billing = NO_BILLING
+    refusal_category: str | None = None
 
 
 class State(Enum):
@@ -94,6 +97,7 @@ _EVENT_OF: dict[type, Event] = {
     FinishDelta: Event.FINISH,
     ErrorDelta: Event.ERROR,
     EndDelta: Event.END,
+    BillingDelta: Event.USAGE,
 }
 
 
@@ -141,6 +145,7 @@ class Assembler:
         self._model: str | None = None
         self._error: dict[str, Any] | None = None
         self._anomalies: list[str] = []
+        self._billing = NO_BILLING
 
     def feed(self, delta: Delta) -> None:
         event = _EVENT_OF[type(delta)]
@@ -190,6 +195,8 @@ class Assembler:
                 ids.append(delta.item_id)
         elif isinstance(delta, ItemsDelta):
             self._content(delta.choice).sequence.extend(delta.items)
+        elif isinstance(delta, BillingDelta):
+            self._billing = self._billing.merged(delta.billing)
 
     def _choice(self, index: int) -> _Choice:
         choice = self._choices.get(index)
@@ -234,6 +241,16 @@ class Assembler:
         return self._usage
 
     @property
+    def billing(self) -> Billing:
+        """What else the provider reported billing so far."""
+        return self._billing
+
+    @property
+    def model(self) -> str | None:
+        """The model the response named so far (the one that answered)."""
+        return self._model
+
+    @property
     def anomalies(self) -> tuple[str, ...]:
         """The illegal deltas so far, dropped: for the exchange to count."""
         return tuple(self._anomalies)
@@ -257,6 +274,8 @@ class Assembler:
             error=self._error,
             complete=self.state is State.ENDED,
             anomalies=list(self._anomalies),
+            billing=self._billing,
+            refusal_category=first.category if first else None,
         )
 
     def output(self) -> tuple[list[Item], FinishDelta | None]:

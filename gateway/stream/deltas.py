@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.items import Item, StopReason, Usage
+from gateway.items import Billing, Item, StopReason, Usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +114,7 @@ class FinishDelta:
     stop_reason: StopReason
     raw_reason: str | None
     choice: int = 0
+    category: str | None = None  # the provider's policy category of a refusal
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +129,14 @@ class ErrorDelta:
 @dataclass(frozen=True, slots=True)
 class EndDelta:
     """The protocol's own completion marker: `[DONE]`, `message_stop`, a terminal response event."""
+
+
+@dataclass(frozen=True, slots=True)
+class BillingDelta:
+    """What the provider billed beside the token counts (server tool requests, iterations,
+    the models that ran); like usage, a later report replaces an earlier one."""
+
+    billing: Billing
 
 
 Delta = (
@@ -145,4 +154,5 @@ Delta = (
     | FinishDelta
     | ErrorDelta
     | EndDelta
+    | BillingDelta
 )

@@ -15,7 +15,7 @@ from gateway.exchange import closing
 from gateway.exchange.closing import Budget, Clocks, StepFacts, Threading
 from gateway.exchange.machine import Anomaly, AnomalyKind, Outcome
 from gateway.exchange.stops import Ending
-from gateway.items import Item, ItemKind, StopReason, Usage
+from gateway.items import Billing, Item, ItemKind, Share, StopReason, Usage
 from gateway.runs.pricing import Cost, CostSource
 from gateway.step import StepStart
 
@@ -137,3 +137,52 @@ def test_settling_swaps_the_held_tokens_for_the_usage_once(
 ) -> None:
     after, settlement = closing.settle(budget, usage, None)
     assert settlement == settled and after.charged == charged
+
+
+def test_the_step_keeps_what_the_provider_said_beside_its_tokens() -> None:
+    opus, sonnet = Usage(2000, 10, 2010), Usage(1000, 300, 1300)
+    outcome = dataclasses.replace(
+        ANSWER,
+        model="claude-sonnet-4-6",  # the fallback model that answered
+        refusal_category="cyber",
+        billing=Billing(
+            {"web_search": 3},
+            2,
+            (Share("claude-opus-4-6", opus), Share(None, sonnet)),
+            cache_write_1h_tokens=500,
+        ),
+    )
+    start = dataclasses.replace(START, model="claude-opus-4-6")
+    facts = dataclasses.replace(FACTS, start=start)
+    record = closing.close(outcome, CLOCKS, facts, budget=None, cost=COST, keys=KEYS).record
+    assert record.model == "claude-sonnet-4-6"
+    assert record.attrs == {
+        "requested_model": "claude-opus-4-6",
+        "refusal_category": "cyber",
+        "server_tool_requests": {"web_search": 3},
+        "iterations": 2,
+        "cache_write_1h_tokens": 500,
+        "usage_by_model": {
+            "claude-opus-4-6": {
+                "prompt_tokens": 2000,
+                "completion_tokens": 10,
+                "total_tokens": 2010,
+            },
+            "claude-sonnet-4-6": {
+                "prompt_tokens": 1000,
+                "completion_tokens": 300,
+                "total_tokens": 1300,
+            },
+        },
+    }
+    with pytest.raises(TypeError):
+        record.attrs["iterations"] = 1  # type: ignore[index]
+
+
+def test_a_step_answered_by_the_model_it_asked_for_has_no_attrs() -> None:
+    plain = closing.close(ANSWER, CLOCKS, FACTS, budget=None, cost=COST, keys=KEYS).record
+    assert plain.attrs is None and plain.model == "m"
+    named = dataclasses.replace(ANSWER, model="m")
+    assert (
+        closing.close(named, CLOCKS, FACTS, budget=None, cost=COST, keys=KEYS).record.attrs is None
+    )

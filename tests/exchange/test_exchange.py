@@ -26,6 +26,7 @@ from gateway.exchange.machine import (
 from gateway.exchange.stops import RULES, Ending, Seen
 from gateway.exchange.tap import MAX_PARSED_BODY
 from gateway.items import StopReason, ViolationKind
+from gateway.protocols.anthropic_messages import ADAPTER as MESSAGES
 from gateway.protocols.openai_chat import ADAPTER
 from tests.exchange.playbook import (
     DONE,
@@ -179,6 +180,43 @@ def test_body_of_known_length_finishes_before_its_last_bytes() -> None:
             (end, []),  # the transport's end of body changes nothing
         ],
     )
+
+
+def test_settling_prices_the_answering_model_and_what_else_was_billed() -> None:
+    """The budget settles what the record will say: the model that answered, the provider's
+    iterations summed and the requests of the tools it ran (streamed and not)."""
+    stream = load_fixture("messages", "stream_compaction_web_search.sse")
+    commands = play(
+        Exchange(MESSAGES),
+        [
+            (head(), []),
+            (receive(stream), [observed(stream), settled(207_500)]),
+            (end, [finished(model="claude-opus-4-6"), EndResponse()]),
+        ],
+    )
+    (spent,) = [c for c in commands if isinstance(c, Settle)]
+    assert (spent.model, spent.billing.iterations) == ("claude-opus-4-6", 2)
+    assert spent.billing.server_tool_requests == {"web_search": 2}
+    assert outcome_of(commands).billing == spent.billing
+    served = load_fixture("messages", "nonstream_fallback_served.json")["response"]
+    answer = json.dumps(served).encode()
+    commands = play(
+        Exchange(MESSAGES),
+        [
+            (head(content_type="application/json", length=len(answer)), []),
+            (
+                receive(answer),
+                [
+                    settled(3_700),
+                    finished(model="claude-sonnet-4-6"),
+                    Forward(answer),
+                    EndResponse(),
+                ],
+            ),
+        ],
+    )
+    (spent,) = [c for c in commands if isinstance(c, Settle)]
+    assert spent.model == "claude-sonnet-4-6" and len(spent.billing.shares) == 2
 
 
 def test_body_without_length_is_decoded_at_its_end() -> None:

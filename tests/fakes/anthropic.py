@@ -181,7 +181,9 @@ def stream_events(
 ) -> list[bytes]:
     """message_start, a ping, each block, message_delta, message_stop (or an error mid-stream)."""
     use = body["usage"]
+    # The iterations are known at the stream's end: only the last message_delta has them.
     start_usage = {**use, "output_tokens": 1}
+    start_usage.pop("iterations", None)
     start = {
         **body,
         "content": [],
@@ -196,10 +198,13 @@ def stream_events(
             return named_sse(*events)
         events += _block_events(index, block)
     final_usage = {k: v for k, v in use.items() if k != "cache_creation"}
+    delta = {"stop_reason": body["stop_reason"], "stop_sequence": None}
+    if body.get("stop_details") is not None:  # a refusal's (RawMessageDeltaEvent.Delta)
+        delta["stop_details"] = body["stop_details"]
     events += [
         {
             "type": "message_delta",
-            "delta": {"stop_reason": body["stop_reason"], "stop_sequence": None},
+            "delta": delta,
             "usage": final_usage,
         },
         {"type": "message_stop"},

@@ -241,6 +241,11 @@ def test_usage_variants() -> None:
     assert top == [UsageDelta(Usage(prompt_tokens=9, cached_tokens=8))]
     deepseek = decode({"usage": {"prompt_cache_hit_tokens": 7, "total_tokens": True}})
     assert deepseek == [UsageDelta(Usage(cached_tokens=7))]
+    # Cache writes: openai.types.CompletionUsage's prompt_tokens_details.cache_write_tokens.
+    written = decode(
+        {"usage": {"prompt_tokens": 900, "prompt_tokens_details": {"cache_write_tokens": 800}}}
+    )
+    assert written == [UsageDelta(Usage(prompt_tokens=900, cache_creation_tokens=800))]
 
 
 def test_midstream_error_chunk() -> None:

@@ -341,6 +341,25 @@ def test_body_after_tool_results() -> None:
     assert (result.usage.prompt_tokens, result.usage.cached_tokens) == (352, 256)
 
 
+def test_cache_writes_are_read_from_the_input_details() -> None:
+    """Shape: openai.types.responses.ResponseUsage.input_tokens_details (openai 2.x)."""
+    body = _json("nonstream_function_call_output_roundtrip.json")["response"]
+    usage = {
+        "input_tokens": 2000,
+        "input_tokens_details": {
+            "cached_tokens": 256,
+            "cache_write_tokens": 1500,
+            "cache_write_tokens_details": {"ttl_30m_tokens": 1500, "ttl_12h_tokens": 0},
+        },
+        "output_tokens": 20,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 2020,
+    }
+    result = _assemble(ADAPTER.decode_body({**body, "usage": usage}))
+    assert (result.usage.prompt_tokens, result.usage.cached_tokens) == (2000, 256)
+    assert result.usage.cache_creation_tokens == 1500
+
+
 def test_bodies_that_are_not_responses() -> None:
     assert ADAPTER.decode_body(["not", "a", "response"]) == []
     assert ADAPTER.decode_body({}) == [

@@ -13,7 +13,8 @@ import genai_prices.data
 import pytest
 
 from gateway.config import PriceOverride
-from gateway.items import Usage
+from gateway.items import Billing, Share, Usage
+from gateway.protocols.anthropic_messages import ADAPTER as MESSAGES
 from gateway.runs.pricing import (
     Cost,
     CostSource,
@@ -21,6 +22,7 @@ from gateway.runs.pricing import (
     matching_override,
     normalized,
 )
+from gateway.stream.assembler import Assembler
 
 OPENAI = "https://api.openai.com/v1"
 ANTHROPIC = "https://api.anthropic.com"
@@ -73,6 +75,127 @@ def test_anthropic_cache_reads_and_writes() -> None:
         assert cost.usd == expected, model
     # $3/M input, $0.30/M cache read, $3.75/M cache write, $15/M output
     assert expected == Decimal("0.0192")
+
+
+def anthropic_usage(use: dict[str, object]) -> tuple[Usage, Billing]:
+    """What the Anthropic adapter makes of a response's `usage` (anthropic.types.Usage)."""
+    assembler = Assembler()
+    body = {"id": "msg_1", "model": "claude-sonnet-4-5", "content": [], "usage": use}
+    for delta in MESSAGES.decode_body({**body, "stop_reason": "end_turn"}):
+        assembler.feed(delta)
+    return assembler.usage, assembler.billing
+
+
+def test_anthropic_cache_writes_are_priced_at_the_cache_write_price_wherever_reported() -> None:
+    top = {"input_tokens": 100, "cache_creation_input_tokens": 2000, "output_tokens": 50}
+    # The same writes reported only by the iterations (anthropic.types.beta.BetaUsage).
+    iterations = {
+        "input_tokens": 100,
+        "output_tokens": 50,
+        "iterations": [
+            {"type": "message", "input_tokens": 100, "output_tokens": 50,
+             "cache_creation_input_tokens": 2000, "cache_read_input_tokens": 0},
+        ],
+    }  # fmt: skip
+    expected = library(
+        "claude-sonnet-4-5",
+        "anthropic",
+        input_tokens=2100,
+        cache_write_tokens=2000,
+        output_tokens=50,
+    )
+    assert expected == Decimal("0.00855")  # 100 x $3/M + 2000 x $3.75/M + 50 x $15/M
+    for use in (top, iterations):
+        usage, billing = anthropic_usage(use)
+        cost = Pricer().cost(usage, "claude-sonnet-4-5", billing=billing, upstream_url=ANTHROPIC)
+        assert cost == Cost(expected, CostSource.GENAI_PRICES), use
+
+
+def test_cache_writes_kept_an_hour_are_priced_at_their_own_rate() -> None:
+    usage, billing = anthropic_usage(
+        {
+            "input_tokens": 100,
+            "cache_creation_input_tokens": 3000,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": 1000,
+                "ephemeral_1h_input_tokens": 2000,
+            },
+            "output_tokens": 50,
+        }
+    )
+    assert billing.cache_write_1h_tokens == 2000
+    cost = Pricer().cost(usage, "claude-sonnet-4-5", billing=billing, upstream_url=ANTHROPIC)
+    expected = library(
+        "claude-sonnet-4-5",
+        "anthropic",
+        input_tokens=3100,
+        cache_write_tokens=3000,
+        cache_write_1h_tokens=2000,
+        output_tokens=50,
+    )
+    # 100 x $3/M + 1000 x $3.75/M + 2000 x $6/M + 50 x $15/M
+    assert cost.usd == expected == Decimal("0.0168")
+    hour = PriceOverride(input=Decimal(1), output=Decimal(1), cache_write_1h=Decimal(10))
+    configured = Pricer({"claude-*": hour}).cost(usage, "claude-sonnet-4-5", billing=billing)
+    # 100 in + 1000 five-minute writes at the input price, 2000 hour writes x 10, 50 out
+    assert configured == Cost(Decimal("0.02115"), CostSource.CONFIG)
+
+
+def test_web_searches_are_priced_by_the_library_per_request() -> None:
+    usage, billing = anthropic_usage(
+        {
+            "input_tokens": 1000,
+            "output_tokens": 200,
+            "server_tool_use": {"web_search_requests": 3, "web_fetch_requests": 2},
+        }
+    )
+    assert billing.server_tool_requests == {"web_search": 3, "web_fetch": 2}
+    cost = Pricer().cost(usage, "claude-sonnet-4-5", billing=billing, upstream_url=ANTHROPIC)
+    expected = library(
+        "claude-sonnet-4-5", "anthropic", input_tokens=1000, output_tokens=200, web_searches=3
+    )
+    # 1000 x $3/M + 200 x $15/M + 3 searches x $10/1000; web fetches cost nothing apart.
+    assert cost == Cost(expected, CostSource.GENAI_PRICES)
+    assert expected == Decimal("0.036")
+
+
+def test_configured_tool_prices_win_and_a_tool_without_a_price_adds_nothing() -> None:
+    usage = Usage(prompt_tokens=1_000_000, completion_tokens=0)
+    tools = Billing({"web_search": 4, "web_fetch": 2, "code_execution": 7})
+    priced = PriceOverride(
+        input=Decimal(1),
+        output=Decimal(1),
+        server_tool_requests={"web_fetch": Decimal("0.5")},
+    )
+    pricer = Pricer({"claude-*": priced, "house-model": priced})
+    # Tokens and fetches as configured, searches as the library prices them for the model.
+    cost = pricer.cost(usage, "claude-sonnet-4-5", billing=tools, upstream_url=ANTHROPIC)
+    assert cost == Cost(Decimal("2.04"), CostSource.CONFIG)  # 1 + 2 x 0.5 + 4 x 0.01
+    # A model the library does not know: only the configured tool is priced.
+    assert pricer.cost(usage, "house-model", billing=tools).usd == Decimal(2)
+    # A model without any price stays unknown, whatever its tools would have cost.
+    unknown = Pricer().cost(usage, "my-local-model", billing=tools)
+    assert unknown == Cost(None, CostSource.UNKNOWN_MODEL)
+
+
+def test_each_model_that_ran_is_priced_at_its_own_price() -> None:
+    """A fallback or an advisor: the iterations name the models that ran in the step."""
+    opus, sonnet = Usage(2000, 100, 2100), Usage(1000, 300, 1300)
+    billing = Billing(shares=(Share("claude-opus-4-1", opus), Share(None, sonnet)))
+    pricer = Pricer()
+    cost = pricer.cost(Usage(3000, 400, 3400), "claude-sonnet-4-5", billing=billing)
+    each = (pricer.cost(opus, "claude-opus-4-1").usd, pricer.cost(sonnet, "claude-sonnet-4-5").usd)
+    assert None not in each
+    assert cost == Cost(sum(each, Decimal(0)), CostSource.GENAI_PRICES)
+    # Opus: 2000 x $15/M + 100 x $75/M; Sonnet: 1000 x $3/M + 300 x $15/M.
+    assert cost.usd == Decimal("0.045")
+    # One share of a model without a price: the whole cost is unknown, not the known part.
+    odd = Billing(shares=(Share("house-model", opus), Share(None, sonnet)))
+    assert pricer.cost(Usage(3000, 400, 3400), "claude-sonnet-4-5", billing=odd).usd is None
+    # Every share the step's own model: priced as one.
+    same = Billing(shares=(Share(None, opus), Share("claude-sonnet-4-5", sonnet)))
+    one = pricer.cost(Usage(3000, 400, 3400), "claude-sonnet-4-5", billing=same)
+    assert one == pricer.cost(Usage(3000, 400, 3400), "claude-sonnet-4-5")
 
 
 def test_reasoning_tokens_are_output_tokens() -> None:
@@ -227,16 +350,19 @@ PROVIDER_URLS = {
     "groq": "https://api.groq.com/openai/v1",
 }
 USAGES = [
-    Usage(prompt_tokens=1234, completion_tokens=567, cached_tokens=200, reasoning_tokens=100),
-    Usage(
-        prompt_tokens=250_000,  # past the 200k tier of tiered models
-        completion_tokens=4000,
-        cached_tokens=100_000,
-        cache_creation_tokens=50_000,
+    (Usage(prompt_tokens=1234, completion_tokens=567, cached_tokens=200, reasoning_tokens=100), 0),
+    (
+        Usage(
+            prompt_tokens=250_000,  # past the 200k tier of tiered models
+            completion_tokens=4000,
+            cached_tokens=100_000,
+            cache_creation_tokens=50_000,
+        ),
+        20_000,  # of the writes, those kept an hour
     ),
-    Usage(prompt_tokens=0, completion_tokens=0),
-    Usage(prompt_tokens=200_000, completion_tokens=10),  # on a tier's start: still below it
-    Usage(prompt_tokens=200_001, completion_tokens=10, cached_tokens=1),
+    (Usage(prompt_tokens=0, completion_tokens=0), 0),
+    (Usage(prompt_tokens=200_000, completion_tokens=10), 0),  # on a tier's start: below it
+    (Usage(prompt_tokens=200_001, completion_tokens=10, cached_tokens=1), 0),
 ]
 
 
@@ -247,8 +373,8 @@ def test_every_model_of_a_provider_costs_what_the_library_says(provider: str) ->
     pricer = Pricer()
     catalogue = next(p for p in genai_prices.data.providers if p.id == provider)
     for model in catalogue.models:
-        for usage in USAGES:
-            tokens = normalized(usage)
+        for usage, hour in USAGES:
+            tokens = normalized(usage, hour)
             assert tokens is not None
             try:
                 expected: Decimal | None = genai_prices.calc_price(
@@ -256,6 +382,7 @@ def test_every_model_of_a_provider_costs_what_the_library_says(provider: str) ->
                         input_tokens=tokens.input,
                         cache_read_tokens=tokens.cache_read,
                         cache_write_tokens=tokens.cache_write,
+                        cache_write_1h_tokens=hour,
                         output_tokens=tokens.output,
                         output_reasoning_tokens=tokens.reasoning,
                     ),
@@ -265,5 +392,7 @@ def test_every_model_of_a_provider_costs_what_the_library_says(provider: str) ->
                 ).total_price
             except (LookupError, ValueError):
                 expected = None
-            cost = pricer.cost(usage, model.id, upstream_url=PROVIDER_URLS[provider], at=when)
+            billing = Billing(cache_write_1h_tokens=hour)
+            url = PROVIDER_URLS[provider]
+            cost = pricer.cost(usage, model.id, billing=billing, upstream_url=url, at=when)
             assert cost.usd == expected, (model.id, usage)

@@ -30,6 +30,7 @@ from gateway.store.migrate import (
     head,
     include_object,
 )
+from gateway.store.read.queries import get_trace
 from tests.conftest import Database, OpenEngine
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "db"
@@ -184,3 +185,26 @@ def test_fixture_databases_were_made_before_migrations() -> None:
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert names == set(METADATA.tables) - TABLES_OF_LATER_REVISIONS
     assert "CREATE TABLE alembic_version" not in POSTGRES_BEFORE.read_text()
+
+
+def test_revision_0015_adds_step_attrs_and_leaves_the_steps_stored_before_without(
+    database: Database, tmp_path: Path, open_engine: OpenEngine
+) -> None:
+    engine = open_engine(load_database_before_migrations(database, tmp_path))
+    with engine.begin() as conn:
+        command.upgrade(alembic_config(conn), "0014")
+    assert "attrs" not in {c["name"] for c in sa.inspect(engine).get_columns("steps")}
+    before = _as_text(engine, "steps", _columns(engine, "steps"))
+    with engine.begin() as conn:
+        command.upgrade(alembic_config(conn), "0015")
+    (attrs,) = [c for c in sa.inspect(engine).get_columns("steps") if c["name"] == "attrs"]
+    assert attrs["nullable"]
+    assert _as_text(engine, "steps", [c for c in _columns(engine, "steps") if c != "attrs"]) == (
+        before
+    )
+    with engine.connect() as conn:
+        stored = conn.execute(sa.text("SELECT attrs FROM steps")).scalars().all()
+    assert stored and set(stored) == {None}
+    trace_id = _rows(engine, "traces")[0].id
+    steps = (get_trace(engine, trace_id) or {})["steps"]
+    assert steps and all(step["attrs"] == {} for step in steps)  # read as having none

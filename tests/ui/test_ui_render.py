@@ -28,6 +28,12 @@ def hostile_trace() -> dict[str, Any]:
             outputs=[call],
             cost_usd=0.5,
             cost_source=HOSTILE,
+            attrs={
+                "requested_model": HOSTILE,
+                "refusal_category": HOSTILE,
+                "server_tool_requests": {HOSTILE: 2},
+                "usage_by_model": {HOSTILE: {"prompt_tokens": 1}},
+            },
         ),
         step_dict(
             2,
@@ -113,3 +119,47 @@ def test_list_and_sessions_pages_escape_every_field() -> None:
 def _query() -> ListQuery:
     params: dict[str, str | None] = dict.fromkeys(FILTER_KEYS)
     return ListQuery({**params, "model": HOSTILE, "session": HOSTILE}, None, None, "time")
+
+
+def test_a_step_shows_what_its_provider_said_beside_the_tokens() -> None:
+    step = step_dict(
+        1,
+        at_ms=0,
+        protocol="messages",
+        model="claude-sonnet-4-6",
+        stop="refusal",
+        attrs={
+            "requested_model": "claude-opus-4-6",
+            "refusal_category": "cyber",
+            "server_tool_requests": {"web_search": 3, "web_fetch": 1},
+            "iterations": 2,
+            "usage_by_model": {
+                "claude-opus-4-6": {"prompt_tokens": 2000, "completion_tokens": 12},
+                "claude-sonnet-4-6": {"prompt_tokens": 1520, "completion_tokens": 148},
+            },
+            "cache_write_1h_tokens": 2000,
+        },
+    )
+    view = trace_view(trace_dict([step]), now=T_JSON + timedelta(hours=1))
+    shown = next(iter(view.steps.values()))
+    page = ENV.get_template("step_part.html").render(
+        s=shown, view=view, previous=None, next=None, path="/x", auth_enabled=False
+    )
+    text = " ".join(html.unescape(page).split())
+    assert "claude-sonnet-4-6 answered; claude-opus-4-6 asked for" in text
+    assert "web search: 3, web fetch: 1" in text
+    assert "Refusal category</dt><dd>cyber" in text
+    assert "2 sampling iterations" in text
+    assert "Tokens of claude-opus-4-6</dt><dd>2,012" in text
+    assert "2,000 tokens" in text
+    # A step without attrs (one stored before they were kept) shows none of it.
+    plain = trace_view(trace_dict([step_dict(1, at_ms=0)]), now=T_JSON + timedelta(hours=1))
+    page = ENV.get_template("step_part.html").render(
+        s=next(iter(plain.steps.values())),
+        view=plain,
+        previous=None,
+        next=None,
+        path="/x",
+        auth_enabled=False,
+    )
+    assert "asked for" not in page and "Provider tools" not in page

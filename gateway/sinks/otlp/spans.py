@@ -94,13 +94,15 @@ def step_span(step: StepRecord, provider: Provider) -> SpanPlan:
 
 
 def _model_call(step: StepRecord, provider: Provider) -> tuple[str, Attributes]:
-    model = step.model or None
+    model = step.model or None  # the model that answered
+    # The one asked for, kept when another answered (an alias resolved, a fallback).
+    requested = (step.attrs or {}).get("requested_model") or model
     attributes: Attributes = {
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": provider.name,
     }
-    if model:
-        attributes["gen_ai.request.model"] = model
+    if requested:
+        attributes["gen_ai.request.model"] = requested
     if step.stream:
         attributes["gen_ai.request.stream"] = True
         if step.ttft_ms is not None:
@@ -115,7 +117,7 @@ def _model_call(step: StepRecord, provider: Provider) -> tuple[str, Attributes]:
         attributes["gen_ai.response.id"] = step.response_id
     attributes["gen_ai.response.finish_reasons"] = [finish_reason(step)]
     attributes.update(usage_attributes(step.usage))
-    return ("chat " + model if model else "chat"), attributes
+    return ("chat " + requested if requested else "chat"), attributes
 
 
 def _passthrough(step: StepRecord) -> tuple[str, Attributes]:

@@ -115,6 +115,10 @@ def refusal_json(row: RowMapping) -> dict[str, Any]:
     }
 
 
+# A step's usage adds the cache-write tokens, which only steps keep.
+STEP_USAGE_FIELDS = (*USAGE_FIELDS, "cache_creation_tokens")
+
+
 def step_json(row: RowMapping) -> dict[str, Any]:
     return {
         "id": row["id"],
@@ -125,7 +129,7 @@ def step_json(row: RowMapping) -> dict[str, Any]:
         "http_status": row["http_status"],
         "stop_reason": row["stop_reason"],
         "raw_stop_reason": row["raw_stop_reason"],
-        "usage": {name: row[name] for name in USAGE_FIELDS},
+        "usage": {name: row[name] for name in STEP_USAGE_FIELDS},
         "provider_request_id": row["provider_request_id"],
         "response_id": row["response_id"],
         "started_at": iso(row["started_at"]),
@@ -143,6 +147,8 @@ def step_json(row: RowMapping) -> dict[str, Any]:
         "params": row["params"],
         "tool_set": row["tool_set"],
         "tools": None,
+        # Facts of the provider's side (gateway.exchange.closing.step_attrs); {}: none.
+        "attrs": row.get("attrs") or {},
     }
 
 

@@ -16,6 +16,7 @@ RESPONSE_FIELDS = (
     "usage",
     "output_items",
     "error",
+    "attrs",
 )
 
 

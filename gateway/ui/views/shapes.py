@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.ui.views.billed import provider_facts
 from gateway.ui.views.items import ItemView
 from gateway.ui.views.request import RequestView, request_view
 from gateway.ui.views.text import TextView
@@ -52,6 +53,11 @@ class StepView:
     def executions(self) -> list[str]:
         """Ids of the MCP executions of its tool calls: a link to one opens this row."""
         return [str(ex["id"]) for item in self.outputs for ex in item.executions]
+
+    @property
+    def provider_facts(self) -> list[tuple[str, str]]:
+        """What its provider said beyond the tokens (answering model, tools it ran, ...)."""
+        return provider_facts(self.step)
 
     @property
     def request(self) -> RequestView:
