@@ -82,6 +82,10 @@ FIELD_NAMES = [
     "code",
     "partial_json",
     "refusal",
+    "execution",
+    "environment",
+    "approval_request_id",
+    "action",
 ]
 scalars = (
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20)

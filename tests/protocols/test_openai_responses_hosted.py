@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 
 from gateway.checks.pairing import check_history
+from gateway.checks.tools import ToolChecker
 from gateway.continuation.keys import ContinuationKeys
 from gateway.items import Item, ItemKind, StopReason, ViolationKind
 from gateway.protocols.openai_responses import ADAPTER
 from gateway.stream.assembler import Assembler
 from gateway.stream.sse import SSEDecoder
-from tests.factories import output_of
+from tests.factories import load_fixture, output_of
 from tests.fakes.responses import function_call, message, reasoning, response, stream_events
 from tests.fakes.responses_hosted import (
     PNG_BASE64,
@@ -318,8 +319,6 @@ def test_an_approval_request_is_answered_by_its_approval_response() -> None:
 
 def test_provider_calls_need_no_declaration() -> None:
     """Hosted tools and MCP servers are declared by type: their calls are never undeclared."""
-    from gateway.checks.tools import ToolChecker
-
     declared = ADAPTER.parse_request({"tools": [{"type": "mcp", "server_label": "tracker"}]}).tools
     calls = [
         *from_body(ANSWERS["mcp"]).output_items,
@@ -337,3 +336,23 @@ def test_an_unknown_item_keeps_its_place_and_id() -> None:
     ]
     assert items[1].attrs["item_ids"] == ["hg_1"]
     assert echoed(ANSWERS["unknown item"])[1].attrs["type"] == "hologram"
+
+
+def test_a_recorded_mix_of_every_hosted_tool_decodes_threads_and_pairs() -> None:
+    fixture = load_fixture("responses", "nonstream_hosted_tools_echo.json")
+    whole = assembled(ADAPTER.decode_body(fixture["response"]))
+    decoder, events = ADAPTER.new_event_decoder(), SSEDecoder()
+    raw = load_fixture("responses", "stream_hosted_tools.sse")
+    streamed = assembled([d for e in events.decode(raw) for d in decoder.decode(e)])
+    assert same(whole.output_items) == same(streamed.output_items)
+    parsed = ADAPTER.parse_request(fixture["request"])
+    _, *echo, approval = parsed.items
+    assert same(echo) == same(whole.output_items)
+    assert (approval.kind, approval.call_id, approval.text) == (
+        ItemKind.TOOL_RESULT,
+        "mcpr_68f1a2b3c4d5e6f7",
+        "approved",
+    )
+    assert check_history(parsed.items, history=ADAPTER.history) == []
+    assert whole.stop_reason is streamed.stop_reason is StopReason.TOOL_CALLS
+    assert whole.violations == streamed.violations == []
