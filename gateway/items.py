@@ -31,6 +31,9 @@ ASSISTANT_KINDS = frozenset(
 # its MCP connector) and of its result: the client owes no result for such a call.
 EXECUTED_BY = "executed_by"
 PROVIDER = "provider"
+# `attrs["tool_type"]` of a call of a tool the provider defines (web_search, mcp ...), and of
+# its result: such a tool is declared by its type, never by a name and a JSON schema.
+TOOL_TYPE = "tool_type"
 
 
 # The attrs of an item that has none: one shared, read-only empty mapping.
@@ -104,6 +107,12 @@ class Item:
 def provider_run(item: Item) -> bool:
     """A tool call the provider ran, or its result: both lie inside the provider's answer."""
     return item.attrs.get(EXECUTED_BY) == PROVIDER
+
+
+def provider_tool(item: Item) -> bool:
+    """A call of a tool the provider defines, whoever answers it (the client answers an MCP
+    approval request the provider makes)."""
+    return TOOL_TYPE in item.attrs
 
 
 @dataclass(frozen=True, slots=True)

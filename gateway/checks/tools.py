@@ -37,7 +37,7 @@ from jsonschema.exceptions import ValidationError, relevance
 from gateway import jsoncodec
 from gateway.checks.output import call_label
 from gateway.checks.schemas import Compiled, Unusable, compile_schema, cut, schema_key
-from gateway.items import Item, ItemKind, Violation, ViolationKind, provider_run
+from gateway.items import Item, ItemKind, Violation, ViolationKind, provider_run, provider_tool
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +81,10 @@ class ToolChecker:
         """
         violations: list[Violation] = []
         for call in calls:
-            if call.kind is not ItemKind.TOOL_CALL or not call.tool_name or provider_run(call):
-                continue  # a provider-run tool is declared as the provider's, not by schema
+            if call.kind is not ItemKind.TOOL_CALL or not call.tool_name:
+                continue
+            if provider_run(call) or provider_tool(call):
+                continue  # a tool the provider defines is declared by its type, not by schema
             if declared is not None and call.tool_name not in declared:
                 violations.append(undeclared(call, declared))
                 continue

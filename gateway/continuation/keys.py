@@ -20,6 +20,7 @@ from gateway.protocols.base import REFERENCE_TYPE
 
 # Kinds a client commonly drops or rewrites when it echoes an assistant turn.
 _IGNORED = frozenset({ItemKind.REASONING})
+_OTHER = ItemKind.OTHER
 
 
 def _skipped(item: Item) -> bool:
@@ -104,6 +105,7 @@ class ContinuationKeys:
         starts: list[Boundary] = []
         state = b""
         kept = [index for index, item in enumerate(items) if not _skipped(item)]
+        in_turn = False  # after an assistant item, with only `other` items since
         for k, index in enumerate(kept):
             item = items[index]
             assistant = _assistant(item)
@@ -113,6 +115,11 @@ class ContinuationKeys:
             following = items[kept[k + 1]] if k + 1 < len(kept) else None
             if assistant and (following is None or not _assistant(following)):
                 found.append(Boundary(_end_of_turn(items, index + 1), state.hex()))
+            elif in_turn and _closes_extras(item, following):
+                # The answer may end in items of a type the adapter could not type: the
+                # turn with them is a boundary too, as their step recorded them.
+                found.append(Boundary(_end_of_turn(items, index + 1), state.hex()))
+            in_turn = assistant or (in_turn and item.kind is _OTHER)
         return Scan(found, starts, state)
 
     def step_key(self, input_state: bytes, output_items: Sequence[Item]) -> str | None:
@@ -120,6 +127,13 @@ class ContinuationKeys:
         if not any(item.kind in ASSISTANT_KINDS - _IGNORED for item in output_items):
             return None
         return self.chain(output_items, input_state).hex()
+
+
+def _closes_extras(item: Item, following: Item | None) -> bool:
+    """`item` is the last of the `other` items that follow an assistant turn."""
+    if item.kind is not _OTHER:
+        return False
+    return following is None or not (following.kind is _OTHER or _assistant(following))
 
 
 def _end_of_turn(items: list[Item], position: int) -> int:
@@ -186,12 +200,13 @@ def sole_emitter(emitters: Iterable[StepRef | str | None]) -> StepRef | None:
 
 
 def resolve_references(
-    items: list[Item], recorded: Callable[[str], Item | None]
+    items: list[Item], recorded: Callable[[str], Sequence[Item] | None]
 ) -> tuple[list[Item], bool]:
     """Responses `item_reference` inputs replaced by the recorded output items they name.
 
-    Several references may name one recorded item (messages merged into one text): it is
-    kept once. Returns the history and whether any reference stayed unresolved.
+    One reference may name several recorded items (a call the provider ran and its result),
+    several references one recorded item (messages merged into one text): it is kept once.
+    Returns the history and whether any reference stayed unresolved.
     """
     if not any(
         item.kind is ItemKind.OTHER and item.attrs.get("type") == REFERENCE_TYPE for item in items
@@ -202,17 +217,18 @@ def resolve_references(
     previous: Item | None = None
     for item in items:
         reference = item.attrs.get("id") if item.attrs.get("type") == REFERENCE_TYPE else None
-        target = recorded(reference) if isinstance(reference, str) else None
-        if reference is not None and target is None:
+        targets = recorded(reference) if isinstance(reference, str) else None
+        if reference is not None and not targets:
             unresolved = True
-        if target is None:
+        if not targets:
             resolved.append(item)
             previous = None
             continue
-        if target is not previous:
-            index = item.attrs.get("message_index")
-            resolved.append(target.with_changes(attrs={**target.attrs, "message_index": index}))
-        previous = target
+        index = item.attrs.get("message_index")
+        for target in targets:
+            if target is not previous:
+                resolved.append(target.with_changes(attrs={**target.attrs, "message_index": index}))
+            previous = target
     return resolved, unresolved
 
 

@@ -54,8 +54,8 @@ def _ref_bytes(key: str, ref: StepRef | str) -> int:
     return text_bytes(key) + (ref_bytes(ref) if isinstance(ref, StepRef) else 0)
 
 
-def _item_bytes(key: str, item: Item) -> int:
-    return text_bytes(key) + item_bytes(item)
+def _items_bytes(key: str, items: tuple[Item, ...]) -> int:
+    return text_bytes(key) + TUPLE + sum(map(item_bytes, items))
 
 
 def _ids_bytes(key: str, value: str) -> int:
@@ -80,7 +80,7 @@ class RecentSteps:
         self._by_response = ByteLru[str, StepRef](part * SHARES["response"], _ref_bytes)
         self._last_of_trace = ByteLru[str, StepRef](part * SHARES["trace"], _ref_bytes)
         self._by_call_id = ByteLru[str, StepRef | str](part * SHARES["call"], _ref_bytes)
-        self._by_item_id = ByteLru[str, Item](part * SHARES["item"], _item_bytes)
+        self._by_item_id = ByteLru[str, tuple[Item, ...]](part * SHARES["item"], _items_bytes)
         # step id -> attempt key
         self._claims = ByteLru[str, str](part * SHARES["claim"], _ids_bytes)
         half = part * SHARES["failed"] // 2
@@ -103,6 +103,9 @@ class RecentSteps:
         attempt = self._failed_of_trace.pop(ref.trace_id)
         if attempt is not None:
             self._failed.pop(attempt)
+        # One provider item may be recorded as several (a call the provider ran and its
+        # result): a reference to it stands for all of them.
+        by_item_id: dict[str, tuple[Item, ...]] = {}
         for item in ref.output_items:
             call_id = real_call_id(item) if item.kind is ItemKind.TOOL_CALL else None
             if call_id is not None:
@@ -113,7 +116,9 @@ class RecentSteps:
             item_ids = item.attrs.get("item_ids")
             for item_id in item_ids if isinstance(item_ids, list) else ():
                 if isinstance(item_id, str):
-                    self._by_item_id.put(item_id, item)
+                    by_item_id[item_id] = (*by_item_id.get(item_id, ()), item)
+        for item_id, items in by_item_id.items():
+            self._by_item_id.put(item_id, items)
 
     def _add(
         self, index: ByteLru[str, tuple[StepRef, ...]], key: str, ref: StepRef, size: int
@@ -130,8 +135,8 @@ class RecentSteps:
         """The step that emitted each known call id (AMBIGUOUS where several did)."""
         return {c: ref for c in call_ids if (ref := self._by_call_id.get(c)) is not None}
 
-    def output_item(self, item_id: str) -> Item | None:
-        """A recorded output item by the provider's item id (what `item_reference` names)."""
+    def output_items(self, item_id: str) -> tuple[Item, ...] | None:
+        """The recorded output items of one provider item id (what `item_reference` names)."""
         return self._by_item_id.get(item_id)
 
     def continued(self, boundaries: list[Boundary]) -> tuple[Boundary, tuple[StepRef, ...]] | None:

@@ -22,17 +22,17 @@ from gateway.protocols.base import (
     openai_wire,
     shape_of,
 )
+from gateway.protocols.json_values import as_dict, as_int, as_list, as_str
 from gateway.protocols.openai_responses_events import (
     SUMMARY_SEPARATOR,
     ResponsesEventDecoder,
     arguments_text,
     as_code,
-    as_dict,
-    as_int,
-    as_list,
-    as_str,
+    caller_attrs,
     decode_response_body,
 )
+from gateway.protocols.openai_responses_hosted import TOOL_TYPES, TYPED, typed_items
+from gateway.protocols.openai_responses_outcomes import loaded_tools
 from gateway.protocols.openai_responses_tools import (
     BUILTIN_CALLS,
     BUILTIN_RESULTS,
@@ -70,43 +70,60 @@ def _input_items(value: Any) -> list[Item]:
         # Forwarded as sent: the provider judges it; only its shape is recorded.
         return [Item(ItemKind.OTHER, attrs={"field": "input", "shape": shape_of(value)})]
     items: list[Item] = []
+    shells: set[str] = set()  # hosted shell calls: their outputs are the provider's
     for index, entry in enumerate(value):
         if isinstance(entry, dict):
-            items += _entry_items(entry, index)
+            items += _entry_items(entry, index, shells)
         else:
             items.append(Item(ItemKind.OTHER, attrs=_attrs(index, shape=shape_of(entry))))
     return items
 
 
-def _entry_items(entry: dict[str, Any], index: int) -> list[Item]:
+def _entry_items(entry: dict[str, Any], index: int, shells: set[str]) -> list[Item]:
     raw_kind = entry.get("type")
     if raw_kind == "message" or (raw_kind is None and "role" in entry):
         return _message_items(entry, index)
     kind = as_str(raw_kind) or "unknown"  # sets below need a hashable type name
     if kind in _CALL_TYPES:
         return [_call_item(entry, index, free_form=kind == "custom_tool_call")]
+    if kind in TYPED:
+        # Echoed output of a tool the provider defines, typed as its response was.
+        typed = typed_items(entry, _attrs(index), shells)
+        if typed is not None:
+            return typed
     if kind in BUILTIN_CALLS:
         return [_builtin_call(entry, index, kind)]
     if kind in _RESULT_TYPES or kind in BUILTIN_RESULTS:
-        output = entry.get("output")
-        text = _output_text(output) if kind in _RESULT_TYPES else _builtin_output(output)
-        result = Item(
-            ItemKind.TOOL_RESULT,
-            role="tool",
-            call_id=as_str(entry.get("call_id")),
-            text=text,
-            attrs=_attrs(index, type=kind if kind != "function_call_output" else None),
-        )
-        return [result]
+        return [_result_item(entry, index, kind)]
     if kind == "reasoning":
         return [_reasoning_item(entry, index)]
     if kind == REFERENCE_TYPE:
         return [Item(ItemKind.OTHER, attrs=_attrs(index, type=kind, id=as_str(entry.get("id"))))]
-    if kind in ("additional_tools", "tool_search_output"):
+    if kind == "additional_tools":
         tools = entry.get("tools")
         count = len(tools) if isinstance(tools, list) else None
         return [Item(ItemKind.OTHER, attrs=_attrs(index, type=kind, tools=count))]
     return [Item(ItemKind.OTHER, attrs=_attrs(index, type=kind))]
+
+
+def _result_item(entry: dict[str, Any], index: int, kind: str) -> Item:
+    """The client's result of its own call: a function's output, a built-in tool's, or the
+    tools a client-run tool search loaded."""
+    tools = entry.get("tools")
+    if kind == "tool_search_output":
+        text = loaded_tools(tools)
+    elif kind in _RESULT_TYPES:
+        text = _output_text(entry.get("output"))
+    else:
+        text = _builtin_output(entry.get("output"))
+    count = len(tools) if isinstance(tools, list) else None
+    return Item(
+        ItemKind.TOOL_RESULT,
+        role="tool",
+        call_id=as_str(entry.get("call_id")),
+        text=text,
+        attrs=_attrs(index, type=kind if kind != "function_call_output" else None, tools=count),
+    )
 
 
 def _builtin_call(entry: dict[str, Any], index: int, kind: str) -> Item:
@@ -119,7 +136,7 @@ def _builtin_call(entry: dict[str, Any], index: int, kind: str) -> Item:
         call_id=as_str(entry.get("call_id")),
         tool_name=name,
         arguments=arguments_text(entry.get(field)),
-        attrs=_attrs(index, item_id=as_str(entry.get("id")), type=kind),
+        attrs=_attrs(index, item_id=as_str(entry.get("id")), type=kind, **caller_attrs(entry)),
     )
 
 
@@ -147,6 +164,7 @@ def _call_item(entry: dict[str, Any], index: int, *, free_form: bool) -> Item:
             item_id=as_str(entry.get("id")),
             namespace=namespace or None,
             free_form=True if free_form else None,
+            **caller_attrs(entry),
         ),
     )
 
@@ -214,7 +232,7 @@ class OpenAIResponsesAdapter:
     session_fields: SessionFields = OPENAI_SESSION_FIELDS
     # OpenTelemetry's OpenAI conventions name the API a call went to.
     span_attributes: Mapping[str, Mapping[str, str]] = {"openai": {"openai.api.type": "responses"}}
-    provider_tool_types: frozenset[str] = frozenset()  # its provider runs none it types yet
+    provider_tool_types: frozenset[str] = TOOL_TYPES
 
     def is_separate_instruction(self, item: Item) -> bool:
         """`instructions` sits outside the `input` history; system messages in it do not."""

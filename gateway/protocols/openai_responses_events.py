@@ -10,13 +10,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway import jsoncodec
-from gateway.items import StopReason, Usage
+from gateway.items import Item, ItemKind, StopReason, Usage
+from gateway.protocols.json_values import as_dict, as_int, as_list, as_str
+from gateway.protocols.openai_responses_hosted import (
+    APPROVAL_REQUEST,
+    EITHER_END,
+    ROLE,
+    TYPED,
+    runs_at_provider,
+    typed_items,
+)
 from gateway.protocols.openai_responses_tools import BUILTIN_CALLS, qualified
 from gateway.stream.deltas import (
     Delta,
     EndDelta,
     ErrorDelta,
     FinishDelta,
+    ItemsDelta,
     MessageIdDelta,
     MetaDelta,
     ReasoningDelta,
@@ -43,23 +53,6 @@ _INCOMPLETE_REASONS = {
 }
 
 
-def as_str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def as_int(value: Any) -> int | None:
-    # bool is an int subclass; a JSON `true` is not a count.
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def as_dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def as_code(value: Any) -> str | None:
     """Error codes are strings in OpenAI's API, numbers in some compatible servers."""
     if isinstance(value, str):
@@ -75,6 +68,36 @@ def arguments_text(value: Any) -> str | None:
         return json.dumps(value)
     except (TypeError, ValueError):
         return None
+
+
+def caller_attrs(item: dict[str, Any]) -> dict[str, Any]:
+    """`caller` of a client call made by a `program` the provider runs: that program's call."""
+    caller = as_dict(item.get("caller"))
+    caller_id = as_str(caller.get("caller_id"))
+    if caller_id is None:
+        return {}
+    return {"caller": caller_id, "caller_type": as_str(caller.get("type"))}
+
+
+def asks_client(item: dict[str, Any]) -> bool:
+    """An output item the client must answer: a call of its own tool, or an approval the
+    provider asks for before it runs an MCP tool."""
+    kind = as_str(item.get("type"))
+    if kind in CALL_TYPES:
+        return kind not in EITHER_END or not runs_at_provider(item)
+    return kind == APPROVAL_REQUEST
+
+
+def other_item(item: dict[str, Any]) -> Item:
+    """An output item of a type not known here, kept in its place as its echo is typed."""
+    kind = as_str(item.get("type")) or "unknown"
+    return Item(ItemKind.OTHER, role=ROLE, attrs=_ids({"type": kind}, item))
+
+
+def _ids(attrs: dict[str, Any], item: dict[str, Any]) -> dict[str, Any]:
+    """The item's id beside what it was typed as, so an `item_reference` to it resolves."""
+    item_id = as_str(item.get("id"))
+    return {**attrs, "item_ids": [item_id]} if item_id else attrs
 
 
 def usage_of(value: Any) -> Usage | None:
@@ -117,7 +140,7 @@ class OutputFacts:
 
     def add_item(self, item: dict[str, Any]) -> None:
         kind = as_str(item.get("type"))
-        if kind in CALL_TYPES:
+        if asks_client(item):
             self.calls = True
         elif kind == "message":
             for part in map(as_dict, as_list(item.get("content"))):
@@ -172,6 +195,7 @@ class ResponsesEventDecoder:
         self._summary_part: tuple[int, int] | None = None
         self._error_reported = False
         self._facts = OutputFacts()
+        self._shells: set[str] = set()  # hosted shell calls: their outputs are the provider's
 
     def decode(self, event: SSEEvent) -> list[Delta]:
         try:
@@ -220,15 +244,21 @@ class ResponsesEventDecoder:
         return []
 
     def item_done(self, index: int, item: dict[str, Any]) -> list[Delta]:
-        """An output item is complete: emit whatever of it was not streamed (all, for a body)."""
+        """An output item is complete: emit whatever of it was not streamed (all, for a body).
+        Items of tools the provider defines, and of types not known here, come whole."""
         kind = as_str(item.get("type"))
+        if kind in TYPED:
+            typed = typed_items(item, _ids({}, item), self._shells)
+            if typed is not None:
+                self._facts.calls = self._facts.calls or kind == APPROVAL_REQUEST
+                return [ItemsDelta(tuple(typed))]
         if kind in CALL_TYPES:
             return [*self._start_call(index, item), *self._end_call(index, _call_input(item))]
         if kind == "reasoning":
             return self._reasoning_done(index, item)
         if kind == "message":
             return self._message_id(item) + self._message_done(index, item)
-        return []
+        return [ItemsDelta((other_item(item),))]
 
     def _message_id(self, item: dict[str, Any]) -> list[Delta]:
         item_id = as_str(item.get("id"))
@@ -260,7 +290,8 @@ class ResponsesEventDecoder:
 
     def _item_added(self, index: int, item: dict[str, Any]) -> list[Delta]:
         kind = as_str(item.get("type"))
-        if kind in CALL_TYPES:
+        # Whose a shell call or a tool search is, its done item says for sure.
+        if kind in CALL_TYPES and kind not in EITHER_END:
             return self._start_call(index, item)
         if kind == "reasoning":
             return self._start_reasoning(index, item)
@@ -280,6 +311,7 @@ class ResponsesEventDecoder:
             self._calls_named.add(index)
         self._facts.calls = True
         attrs: dict[str, Any] = {"namespace": namespace} if namespace else {}
+        attrs.update(caller_attrs(item))
         if kind == "custom_tool_call":
             attrs["free_form"] = True
         elif builtin:

@@ -1,6 +1,7 @@
 """The tools a Responses request declares: top-level `tools`, `additional_tools` input items,
 the tools a client-run `tool_search_output` loaded, and the functions inside namespaces;
-and the built-in tools the client runs (`local_shell`, `shell`, `apply_patch`).
+and the built-in tools the client runs (`local_shell`, `shell`, `apply_patch`, a client-run
+`tool_search`).
 
 A namespaced tool is called by its own name with the namespace beside it (`namespace` on
 the call item): both sides name it `namespace.name`.
@@ -11,13 +12,23 @@ from __future__ import annotations
 from typing import Any
 
 # Calls of built-in tools the client runs, by item type: the tool type that declares them
-# (the name they are recorded under) and the field holding what the call asks.
+# (the name they are recorded under) and the field holding what the call asks. A shell call
+# in a hosted container and a tool search the server executes are the provider's instead
+# (openai_responses_hosted).
 BUILTIN_CALLS = {
     "local_shell_call": ("local_shell", "action"),
     "shell_call": ("shell", "action"),
     "apply_patch_call": ("apply_patch", "operation"),
+    "tool_search_call": ("tool_search", "arguments"),
 }
-BUILTIN_RESULTS = frozenset({f"{kind}_output" for kind in BUILTIN_CALLS})
+BUILTIN_RESULTS = frozenset(
+    {
+        "local_shell_call_output",
+        "shell_call_output",
+        "apply_patch_call_output",
+        "tool_search_output",
+    }
+)
 _BUILTIN_TOOLS = frozenset(name for name, _ in BUILTIN_CALLS.values())
 
 # Input items whose `tools` declare tools for the rest of the conversation.

@@ -57,7 +57,7 @@ class Placement:
 
 async def place(deps: Deps, header: str | None, parsed: ParsedRequest) -> Placement:
     header = trace_header(header)
-    items, unresolved = resolve_references(parsed.items, deps.recent.output_item)
+    items, unresolved = resolve_references(parsed.items, deps.recent.output_items)
     if len(items) < LONG_HISTORY:
         scan = deps.keys.scan(items)
     else:  # hashing a very long history would hold the event loop

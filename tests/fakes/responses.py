@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from tests.fakes.provider import Reply, named_sse
+from tests.fakes.responses_hosted import in_progress, progress_events
 
 MODEL = "gpt-5-2025-08-07"
 
@@ -131,14 +132,15 @@ def _in_progress(item: dict[str, Any]) -> dict[str, Any]:
         return {**item, "status": "in_progress", "input": ""}
     if item["type"] == "message":
         return {**item, "status": "in_progress", "content": []}
-    return {**item, "summary": []} if item["type"] == "reasoning" else item
+    return {**item, "summary": []} if item["type"] == "reasoning" else in_progress(item)
 
 
 def _item_events(index: int, item: dict[str, Any]) -> list[dict[str, Any]]:
     """The events that stream one output item, as the API sends them."""
-    ref = {"item_id": item["id"], "output_index": index}
+    ref = {"item_id": item.get("id"), "output_index": index}
     events: list[dict[str, Any]] = [
-        {"type": "response.output_item.added", "output_index": index, "item": _in_progress(item)}
+        {"type": "response.output_item.added", "output_index": index, "item": _in_progress(item)},
+        *progress_events(item, ref),
     ]
     if item["type"] == "function_call":
         for piece in _pieces(item["arguments"]):

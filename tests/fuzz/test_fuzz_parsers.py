@@ -82,6 +82,10 @@ FIELD_NAMES = [
     "code",
     "partial_json",
     "refusal",
+    "execution",
+    "environment",
+    "approval_request_id",
+    "action",
 ]
 scalars = (
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20)
@@ -260,7 +264,7 @@ def test_pairing_and_threading_take_any_history(history: list[Item], protocol: s
     recent = RecentSteps(budget=64 * 1024)
     recent.remember("k", "r", StepRef("t", "s", tuple(history)))
     recent.continued(boundaries)
-    resolve_references(history, recent.output_item)
+    resolve_references(history, recent.output_items)
     last_call_turn(history)
 
 

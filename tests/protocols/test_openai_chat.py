@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from gateway.continuation.keys import ContinuationKeys
 from gateway.errors import BadRequest, BudgetExceeded
 from gateway.items import ItemKind, StopReason, Usage
 from gateway.protocols.base import ProtocolAdapter
@@ -474,3 +475,43 @@ def test_plain_content_chunks_and_the_rest(
     decoder.decode(SSEEvent(None, json.dumps({"id": "c1", "model": "m", "choices": []})))
     chunk = {"id": "c1", "model": "m", "choices": [choice], **extra}
     assert decoder.decode(SSEEvent(None, json.dumps(chunk))) == expected
+
+
+# A web-search model's answer (`gpt-4o-search-preview`): the search ran at the provider and
+# left no call, only `url_citation` annotations over spans of the text (shape from the openai
+# package's `types/chat/chat_completion_message.py`, `Annotation` / `AnnotationURLCitation`).
+CITED = "The ESA launched a probe ([esa.int](https://www.esa.int/probe))."
+SEARCHED = {
+    "role": "assistant",
+    "content": CITED,
+    "refusal": None,
+    "annotations": [
+        {
+            "type": "url_citation",
+            "url_citation": {
+                "start_index": 26,
+                "end_index": 64,
+                "title": "ESA launches probe",
+                "url": "https://www.esa.int/probe",
+            },
+        }
+    ],
+}
+
+
+def test_a_web_search_answer_keeps_its_text_whole_and_its_echo_continues() -> None:
+    body = {
+        "id": "chatcmpl-9",
+        "model": "gpt-4o-search-preview",
+        "choices": [{"index": 0, "message": SEARCHED, "finish_reason": "stop"}],
+    }
+    result = _assemble(ADAPTER.decode_body(body))
+    assert [(i.kind, i.text) for i in result.output_items] == [(ItemKind.ASSISTANT_TEXT, CITED)]
+    assert (result.stop_reason, result.violations) == (StopReason.COMPLETED, [])
+    keys = ContinuationKeys(b"k" * 32)
+    question = {"role": "user", "content": "ESA news?"}
+    asked = ADAPTER.parse_request({"messages": [question]}).items
+    recorded = keys.step_key(keys.chain(asked), result.output_items)
+    echoed = [question, SEARCHED, {"role": "user", "content": "When?"}]
+    history = ADAPTER.parse_request({"messages": echoed}).items
+    assert recorded in [b.key for b in keys.scan(history).boundaries]

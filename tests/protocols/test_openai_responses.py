@@ -506,7 +506,7 @@ def test_tool_items_reasoning_and_other_input_items() -> None:
             ]
         }
     ).items
-    call, output, thought, reference, search, custom, unknown = items
+    call, output, thought, reference, search, searched, custom, unknown = items
     assert (call.kind, call.arguments, call.attrs) == (
         ItemKind.TOOL_CALL,
         '{"x": 1}',
@@ -521,7 +521,17 @@ def test_tool_items_reasoning_and_other_input_items() -> None:
     assert thought.attrs == {"message_index": 2, "item_id": "rs_1", "encrypted": True}
     _assert_no_marker([], items)
     assert reference.attrs == {"message_index": 3, "type": "item_reference", "id": "msg_123"}
-    assert (search.kind, search.attrs["type"]) == (ItemKind.OTHER, "web_search_call")
+    # A search the provider ran: its call and its outcome (here no more than its status).
+    assert (search.kind, search.call_id, search.attrs["tool_type"]) == (
+        ItemKind.TOOL_CALL,
+        "ws_1",
+        "web_search",
+    )
+    assert (searched.kind, searched.call_id, searched.text) == (
+        ItemKind.TOOL_RESULT,
+        "ws_1",
+        "completed",
+    )
     assert (custom.kind, custom.tool_name, custom.arguments) == (ItemKind.TOOL_CALL, "g", "raw")
     assert custom.attrs == {"message_index": 5, "free_form": True}
     assert (unknown.kind, unknown.attrs["type"]) == (ItemKind.OTHER, "unknown")

@@ -15,6 +15,8 @@ from tests.factories import tool_call
 def test_the_bounded_types_are_the_adapters() -> None:
     declared = {t for adapter in ADAPTERS.values() for t in adapter.provider_tool_types}
     assert declared == PROVIDER_TOOL_TYPES and {"web_search", "mcp"} <= declared
+    # Both providers' hosted tools are named, not folded to `other`.
+    assert {"code_interpreter", "file_search", "image_generation", "shell"} <= declared
 
 
 @pytest.mark.parametrize(
