@@ -18,8 +18,8 @@ MAX_MODULES = 15
 PREFIX_GROUP = 3
 HISTORY = {GATEWAY / "store" / "migrations" / "versions"}
 # A protocol's adapter and its helpers are named by the wire protocol (`openai_chat`,
-# `openai_responses_events`, `anthropic_blocks`), the unit the import contracts keep independent.
-NAMED_BY_PROTOCOL = {(GATEWAY / "protocols", "openai"), (GATEWAY / "protocols", "anthropic")}
+# `openai_responses_events`), the unit the import contracts keep independent.
+NAMED_BY_PROTOCOL = {(GATEWAY / "protocols", "openai")}
 
 
 def _packages(root: Path) -> list[Path]:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from gateway.protocols import anthropic_messages, openai_chat, openai_responses
+from gateway.protocols import openai_chat, openai_responses
+from gateway.protocols.anthropic import messages as anthropic_messages
 from gateway.protocols.base import ProtocolAdapter, openai_wire
 from gateway.routing import Wire
 

@@ -7,7 +7,7 @@ import pytest
 from gateway.checks.pairing import check_continuation, check_history, first_enforceable, to_error
 from gateway.errors import PairingViolation
 from gateway.items import Violation, ViolationKind
-from gateway.protocols import anthropic_messages
+from gateway.protocols.anthropic import messages as anthropic_messages
 from gateway.protocols.registry import ADAPTERS
 from tests.factories import (
     assistant_text,

@@ -26,7 +26,7 @@ from gateway.exchange.machine import (
 from gateway.exchange.stops import RULES, Ending, Seen
 from gateway.exchange.tap import MAX_PARSED_BODY
 from gateway.items import StopReason, ViolationKind
-from gateway.protocols.anthropic_messages import ADAPTER as MESSAGES
+from gateway.protocols.anthropic.messages import ADAPTER as MESSAGES
 from gateway.protocols.openai_chat import ADAPTER
 from tests.exchange.playbook import (
     DONE,

@@ -26,7 +26,7 @@ from gateway.continuation.keys import (
 from gateway.continuation.recent_steps import RecentSteps
 from gateway.errors import GatewayError
 from gateway.items import Item, ItemKind
-from gateway.protocols.anthropic_messages import ADAPTER as MESSAGES
+from gateway.protocols.anthropic.messages import ADAPTER as MESSAGES
 from gateway.protocols.openai_chat import ADAPTER as CHAT
 from gateway.protocols.openai_responses import ADAPTER as RESPONSES
 from gateway.stream.assembler import Assembler

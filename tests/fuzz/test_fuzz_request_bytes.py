@@ -14,7 +14,7 @@ from gateway.continuation.keys import ContinuationKeys
 from gateway.continuation.sessions import session_id
 from gateway.errors import BadRequest
 from gateway.protocols import request_body, request_facts
-from gateway.protocols.anthropic_messages import AnthropicMessagesAdapter
+from gateway.protocols.anthropic.messages import AnthropicMessagesAdapter
 from gateway.protocols.base import ProtocolAdapter
 from gateway.protocols.openai_chat import OpenAIChatAdapter
 from gateway.protocols.openai_responses import OpenAIResponsesAdapter

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-import gateway.protocols.anthropic_messages as module
+import gateway.protocols.anthropic.messages as module
 from gateway.errors import (
     BadRequest,
     BudgetExceeded,
@@ -21,7 +21,7 @@ from gateway.errors import (
     UpstreamError,
 )
 from gateway.items import ItemKind, StopReason
-from gateway.protocols.anthropic_messages import ADAPTER, AnthropicMessagesAdapter
+from gateway.protocols.anthropic.messages import ADAPTER, AnthropicMessagesAdapter
 from gateway.protocols.base import ParsedRequest, ProtocolAdapter
 from gateway.stream.assembler import Assembled, Assembler
 from gateway.stream.deltas import (
@@ -742,8 +742,8 @@ def test_no_other_protocol_is_imported() -> None:
     protocols = {name for name in imported if name and name.startswith("gateway.protocols")}
     assert protocols <= {
         "gateway.protocols.base",
-        "gateway.protocols.anthropic_blocks",
-        "gateway.protocols.anthropic_messages_events",
+        "gateway.protocols.anthropic.blocks",
+        "gateway.protocols.anthropic.events",
         "gateway.protocols.json_values",
         "gateway.protocols.request_body",
     }

@@ -11,7 +11,7 @@ import pytest
 
 from gateway.continuation.keys import ContinuationKeys
 from gateway.items import ItemKind
-from gateway.protocols.anthropic_messages import ADAPTER
+from gateway.protocols.anthropic.messages import ADAPTER
 from gateway.stream.assembler import Assembler
 from gateway.stream.sse import SSEDecoder
 from tests.factories import output_of

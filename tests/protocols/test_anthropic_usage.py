@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.items import Billing, ItemKind, Share, StopReason, Usage
-from gateway.protocols.anthropic_messages import ADAPTER
+from gateway.protocols.anthropic.messages import ADAPTER
 from gateway.stream.assembler import Assembled, Assembler
 from gateway.stream.deltas import BillingDelta, Delta, MetaDelta
 from gateway.stream.sse import SSEDecoder

@@ -14,7 +14,7 @@ import pytest
 
 from gateway.config import PriceOverride
 from gateway.items import Billing, Share, Usage
-from gateway.protocols.anthropic_messages import ADAPTER as MESSAGES
+from gateway.protocols.anthropic.messages import ADAPTER as MESSAGES
 from gateway.runs.pricing import (
     Cost,
     CostSource,

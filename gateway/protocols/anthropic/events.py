@@ -14,7 +14,7 @@ from typing import Any
 
 from gateway import jsoncodec
 from gateway.items import Item, ItemKind, StopReason
-from gateway.protocols.anthropic_blocks import (
+from gateway.protocols.anthropic.blocks import (
     caller_attrs,
     is_provider_call,
     is_provider_result,
@@ -22,7 +22,7 @@ from gateway.protocols.anthropic_blocks import (
     provider_result,
     whole_provider_call,
 )
-from gateway.protocols.anthropic_usage import UsageState
+from gateway.protocols.anthropic.usage import UsageState
 from gateway.protocols.json_values import as_dict, as_int, as_str, compact
 from gateway.stream.deltas import (
     Delta,

@@ -1,6 +1,6 @@
 """Anthropic Messages adapter: request history → typed items, completion limits, errors.
 
-Stream events and response bodies are decoded in `anthropic_messages_events`.
+Stream events and response bodies are decoded in `gateway.protocols.anthropic.events`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import msgspec
 from gateway.config import Settings
 from gateway.errors import BadRequest, GatewayError
 from gateway.items import Item, ItemKind
-from gateway.protocols.anthropic_blocks import (
+from gateway.protocols.anthropic.blocks import (
     TOOL_TYPES,
     caller_attrs,
     is_provider_call,
@@ -22,7 +22,7 @@ from gateway.protocols.anthropic_blocks import (
     provider_result,
     whole_provider_call,
 )
-from gateway.protocols.anthropic_messages_events import (
+from gateway.protocols.anthropic.events import (
     MessagesEventDecoder,
     decode_message,
     error_delta,

@@ -1,0 +1,1 @@
+"""The Anthropic Messages protocol: its adapter, stream events, content blocks and usage."""
