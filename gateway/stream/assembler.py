@@ -6,11 +6,22 @@ illegal in the current state is recorded as an anomaly and dropped, never raised
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
-from gateway.items import NO_BILLING, Billing, Item, ItemKind, StopReason, Usage, Violation
+from gateway.items import (
+    NO_BILLING,
+    TOOL_TYPE,
+    Billing,
+    Item,
+    ItemKind,
+    StopReason,
+    Usage,
+    Violation,
+    provider_run,
+)
 from gateway.stream.deltas import (
     BillingDelta,
     Delta,
@@ -242,8 +253,20 @@ class Assembler:
 
     @property
     def billing(self) -> Billing:
-        """What else the provider reported billing so far."""
-        return self._billing
+        """What else the provider reported billing so far. A provider that reports no
+        counts of the tools it ran (the Responses API) bills each call it ran: those in
+        the answer are counted by their tool type."""
+        billing = self._billing
+        if billing.server_tool_requests:
+            return billing
+        ran = Counter(
+            part.attrs.get(TOOL_TYPE)
+            for choice in self._choices.values()
+            for part in choice.sequence
+            if isinstance(part, Item) and part.kind is ItemKind.TOOL_CALL and provider_run(part)
+        )
+        counts = {tool: n for tool, n in ran.items() if isinstance(tool, str)}
+        return replace(billing, server_tool_requests=counts) if counts else billing
 
     @property
     def model(self) -> str | None:
@@ -274,7 +297,7 @@ class Assembler:
             error=self._error,
             complete=self.state is State.ENDED,
             anomalies=list(self._anomalies),
-            billing=self._billing,
+            billing=self.billing,
             refusal_category=first.category if first else None,
         )
 

@@ -116,6 +116,9 @@ async def test_a_web_search_loop_without_store_is_one_trace(gateway: Gateway, st
         "ESA news this week\nhttps://www.esa.int/probe\nhttps://www.esa.int/budget"
     )
     assert said["text"] == "This week the ESA launched a probe."
+    # Responses usage counts no tool requests: the searches the answer holds are billed.
+    assert first["attrs"]["server_tool_requests"] == {"web_search": 1}
+    assert "server_tool_requests" not in second["attrs"]
     # The whole output resent continued the trace: only the new user turn is new.
     assert [(i["kind"], i["text"]) for i in second["input_items"]] == [("user", "When?")]
     assert [s["stop_reason"] for s in trace["steps"]] == ["completed", "completed"]
