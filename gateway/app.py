@@ -32,6 +32,7 @@ from gateway.proxy.mcp import relay as mcp_proxy
 from gateway.proxy.mcp.runtime import McpRuntime, McpSink
 from gateway.proxy.response_ends import ResponseEnds
 from gateway.proxy.upstream import Upstream
+from gateway.proxy.websocket import opening as sockets
 from gateway.recording.setup import recording as recording_for
 from gateway.recording.spooler import SpoolRecorder
 from gateway.redaction.redactor import Redactor
@@ -88,6 +89,7 @@ def create_app(
     )
     for path, protocol in PATHS.items():
         app.router.add_post(path, _bind(proxy.handle_model, ADAPTERS[protocol]))
+    sockets.mount(app, DEPS)  # WebSocket modes (GET /v1/responses upgraded)
     app.router.add_route("*", "/v1/{tail:.*}", _bind(proxy.handle_passthrough, FALLBACK))
     for method in ("POST", "GET", "DELETE"):
         app.router.add_route(method, "/mcp/{name}", _mcp)
@@ -123,7 +125,7 @@ async def _lifecycle(
     ledger = await _owned_ledger(settings, engine, injected, owner)
     secret = install_secret(engine)
     redactor = Redactor(settings.redaction)
-    metrics = _metrics_sink(settings, redactor)
+    metrics = app[METRICS] = _metrics_sink(settings, redactor)
     recording = await owner.enter(
         "recording", recording_for(settings, engine, worker, spool, owner.child("recording"))
     )
@@ -133,12 +135,12 @@ async def _lifecycle(
     mcp = app[MCP] = await _started_mcp(
         settings, engine, redactor, recording, exporters, clock, owner
     )
-    app[METRICS] = metrics
     sinks = _step_sinks(settings, exporters, mcp)
     recent = RecentSteps()
     app[DEPS] = Deps(
         settings=settings,
         upstream=await _started_upstream(settings, owner),  # started last, stopped first
+        work=owner.child("requests"),  # before the upstream closes
         recorder=recording,
         engine=engine,
         ledger=ledger,

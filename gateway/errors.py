@@ -100,6 +100,14 @@ class UpstreamTimeout(UpstreamError):
     code = "upstream_timeout"
 
 
+class UpgradeRefused(UpstreamError):
+    """The provider refused to open a WebSocket: 426 Upgrade Required tells the client to
+    send its requests over HTTP instead."""
+
+    status = 426
+    code = "websocket_upgrade_refused"
+
+
 class SearchTimedOut(GatewayError):
     """A search ran past its time limit and was stopped (the database is busy or the
     search too broad); retrying later or narrowing it may succeed."""

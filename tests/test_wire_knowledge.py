@@ -60,6 +60,9 @@ WIRE_FIELDS = frozenset(
         "content_block_delta",
         "response.completed",
         "response.output_text.delta",
+        # WebSocket frames
+        "response.create",
+        "stream_id",
         "cache_read_input_tokens",
         "cache_creation_input_tokens",
         "ephemeral_1h_input_tokens",

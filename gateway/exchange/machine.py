@@ -1,7 +1,8 @@
 """The exchange: one proxied response as a sans-IO state machine.
 
 The relay feeds it events (response head, chunk received, body ended, client gone, provider
-broke, timeout, provider unreachable) and executes the commands it returns, in order:
+broke, timeout, provider unreachable; over a WebSocket, frames) and executes the commands it
+returns, in order:
 forward bytes, settle usage, finished with an outcome, end or abort the client's response,
 close the upstream. Nothing polls it and it calls nobody back. Its outcome holds every
 decision of the step: the stop and stream violations (`gateway.exchange.stops.RULES`), the
@@ -17,10 +18,12 @@ from types import MappingProxyType
 from typing import Any
 
 from gateway.exchange.calls import CallRules
+from gateway.exchange.frames import FrameTap
 from gateway.exchange.stops import Ending, Seen, decide, decided
 from gateway.exchange.tap import ResponseTap
 from gateway.items import NO_BILLING, Billing, Item, StopReason, Usage, Violation
 from gateway.protocols.base import ProtocolAdapter
+from gateway.protocols.frames import FrameDecoder, ServerFrame
 
 
 class AnomalyKind(Enum):
@@ -175,7 +178,8 @@ TRANSITIONS: dict[tuple[Phase, Event], Phase] = {
 
 class Exchange:
     """One response. `adapter` None observes nothing (passthrough): bytes pass, one outcome.
-    `calls` judges the step's tool calls; None leaves them unjudged."""
+    `calls` judges the step's tool calls; None leaves them unjudged. `frames` reads the
+    events of a response over a WebSocket (fed by `frame`, not by bytes)."""
 
     def __init__(
         self,
@@ -183,13 +187,16 @@ class Exchange:
         *,
         hide_usage_event: bool = False,
         calls: CallRules | None = None,
+        frames: FrameDecoder | None = None,
     ):
         self._adapter = adapter
         self._hide = hide_usage_event
         self._calls = calls
+        self._frames = frames
         self.phase = Phase.WAITING
         self.anomalies: list[str] = []
         self._tap: ResponseTap | None = None
+        self._frame_tap: FrameTap | None = None
         self._status: int | None = None
         self._settled = False
 
@@ -257,8 +264,23 @@ class Exchange:
         tap.feed(chunk)
         return self._marker()
 
+    def frame(self, frame: ServerFrame) -> list[Command]:
+        """An event frame of a response over a WebSocket arrived; the client has it already
+        (each frame is an event: nothing is held back). The first is the response's head,
+        with the status an error event in its place carries; the final one ends the
+        response as a body's end does."""
+        if self.phase is Phase.WAITING and self._go(Event.HEAD):
+            self._status = frame.status or 200
+            if self._adapter is not None and self._frames is not None:
+                self._frame_tap = FrameTap(self._adapter, self._frames, self._status)
+        if not self._go(Event.CHUNK):
+            return []
+        if self._frame_tap is not None:
+            self._frame_tap.observe(frame)
+        return self._finish(Ending.BODY_ENDED) if frame.final else self._marker()
+
     def _marker(self) -> list[Command]:
-        tap = self._tap
+        tap = self._tap or self._frame_tap
         if tap is not None and tap.ended and self._go(Event.MARKER):
             assembler = tap.assembler
             return self._settle(Settle(assembler.usage, assembler.billing, assembler.model))
@@ -322,7 +344,7 @@ class Exchange:
         return [*self._settle(spent), Finished(outcome)]
 
     def _outcome(self, ending: Ending) -> Outcome:
-        tap, status = self._tap, self._status
+        tap, status = self._tap or self._frame_tap, self._status
         if status is None:  # no response head: the client left while the provider worked
             decision = decide(Seen.NOTHING, ending, None, [])
             return Outcome(ending, decision.stop_reason, anomalies=self._noted())
@@ -343,7 +365,7 @@ class Exchange:
             )
         return self._assembled(tap, seen, ending)
 
-    def _assembled(self, tap: ResponseTap, seen: Seen, ending: Ending) -> Outcome:
+    def _assembled(self, tap: ResponseTap | FrameTap, seen: Seen, ending: Ending) -> Outcome:
         assembled = decided(tap.assembler, seen, ending)
         violations = assembled.violations
         if self._calls is not None:
@@ -365,7 +387,7 @@ class Exchange:
             refusal_category=assembled.refusal_category,
         )
 
-    def _noted(self, tap: ResponseTap | None = None) -> tuple[Anomaly, ...]:
+    def _noted(self, tap: ResponseTap | FrameTap | None = None) -> tuple[Anomaly, ...]:
         """The exchange's anomalies so far, then its assembler's."""
         events = [Anomaly(AnomalyKind.EVENT, detail) for detail in self.anomalies]
         deltas = () if tap is None else tap.assembler.anomalies

@@ -206,6 +206,10 @@ class ResponsesEventDecoder:
             return []
         return self._dispatch(as_str(data.get("type")) or event.event or "", data)
 
+    def decode_data(self, data: dict[str, Any]) -> list[Delta]:
+        """An event already parsed (a WebSocket frame carries one, named by its `type`)."""
+        return self._dispatch(as_str(data.get("type")) or "", data)
+
     def _dispatch(self, kind: str, data: dict[str, Any]) -> list[Delta]:
         index = as_int(data.get("output_index")) or 0
         delta = as_str(data.get("delta")) or ""

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from gateway.protocols import openai_chat, openai_responses
+from gateway.protocols import openai_chat, openai_responses, openai_responses_socket
 from gateway.protocols.anthropic import messages as anthropic_messages
 from gateway.protocols.base import ProtocolAdapter, openai_wire
+from gateway.protocols.frames import SocketAdapter
 from gateway.routing import Wire
 
 ADAPTERS: dict[str, ProtocolAdapter] = {
@@ -16,6 +17,10 @@ FALLBACK: ProtocolAdapter = openai_chat.ADAPTER
 
 # The path each protocol is served on.
 PATHS = {adapter.path: name for name, adapter in ADAPTERS.items()}
+# The protocols a client may also speak over a WebSocket, by the path it upgrades.
+SOCKETS: dict[str, SocketAdapter] = {
+    socket.path: socket for socket in (openai_responses_socket.SOCKET,)
+}
 
 # Every other /v1/ path is forwarded as is: OpenAI-style, unless an adapter claims it.
 PASSTHROUGH: Wire = openai_wire(

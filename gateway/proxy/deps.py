@@ -8,6 +8,7 @@ from datetime import datetime
 
 from sqlalchemy.engine import Engine
 
+from gateway.background import Background
 from gateway.checks.loops import TraceCounters
 from gateway.checks.tools import ToolChecker
 from gateway.config import Settings
@@ -34,6 +35,7 @@ class Deps:
     recent: RecentSteps
     clock: Callable[[], datetime]
     bus: StepBus  # performs each step's end and refusal: budget, memory, spool, sinks
+    work: Background  # starts what a request runs beside its handler (a socket's other side)
     pricer: Pricer = field(default_factory=Pricer)
     tool_checker: ToolChecker = field(default_factory=ToolChecker)
     loops: TraceCounters = field(default_factory=TraceCounters)

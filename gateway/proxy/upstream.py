@@ -11,7 +11,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
 from gateway.config import Settings
-from gateway.errors import UpstreamError, UpstreamTimeout
+from gateway.errors import UpgradeRefused, UpstreamError, UpstreamTimeout
 from gateway.protocols.base import KEY_HEADERS
 
 # Headers that describe one connection, not the message (RFC 9110 §7.6.1), plus the ones
@@ -82,6 +82,30 @@ class Upstream:
             )
         except TimeoutError as exc:
             # The origin only: a query may hold a key, and the message is stored and returned.
+            where = URL(url).origin()
+            raise UpstreamTimeout(f"The provider did not answer in time ({where}).") from exc
+        except aiohttp.ClientError as exc:
+            raise UpstreamError(f"The provider could not be reached: {exc}") from exc
+
+    async def open_socket(
+        self, url: str, headers: Mapping[str, str], protocols: tuple[str, ...], max_msg_size: int
+    ) -> aiohttp.ClientWebSocketResponse:
+        """Open a WebSocket to the provider (compressed if it agrees); the caller closes it.
+        Idle is normal on a socket (a tool may run for minutes): no read timeout once open."""
+        assert self._session is not None, "Upstream.start() was not awaited"
+        try:
+            return await self._session.ws_connect(
+                url,
+                headers=headers,
+                protocols=protocols,
+                compress=15,
+                max_msg_size=max_msg_size,
+                autoclose=False,
+            )
+        except aiohttp.WSServerHandshakeError as exc:
+            message = f"The provider refused a WebSocket (HTTP {exc.status}): send over HTTP."
+            raise UpgradeRefused(message) from exc
+        except TimeoutError as exc:
             where = URL(url).origin()
             raise UpstreamTimeout(f"The provider did not answer in time ({where}).") from exc
         except aiohttp.ClientError as exc:

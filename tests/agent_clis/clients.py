@@ -43,7 +43,7 @@ name = "Loopwatch"
 base_url = "{base_url}"
 env_key = "OPENAI_API_KEY"
 wire_api = "responses"
-supports_websockets = false
+supports_websockets = {websockets}
 
 [features]
 plugins = false   # else its plugin marketplace sync calls github.com and chatgpt.com
@@ -60,11 +60,13 @@ log_user_prompt = false
 """
 
 
-def codex(sandbox: Sandbox, gateway_url: str) -> list[str]:
-    """Codex CLI, `codex exec`, its default model, on the Responses API."""
+def codex(sandbox: Sandbox, gateway_url: str, *, websockets: bool = False) -> list[str]:
+    """Codex CLI, `codex exec`, its default model, on the Responses API: over HTTP, as a
+    custom provider is by default, or over a WebSocket, as its built-in OpenAI provider is."""
     codex_home = sandbox.home / ".codex"
     codex_home.mkdir(parents=True, exist_ok=True)
-    (codex_home / "config.toml").write_text(CODEX_CONFIG.format(base_url=f"{gateway_url}/v1"))
+    config = CODEX_CONFIG.format(base_url=f"{gateway_url}/v1", websockets=str(websockets).lower())
+    (codex_home / "config.toml").write_text(config)
     sandbox.env.update({"CODEX_HOME": str(codex_home), "OPENAI_API_KEY": DUMMY_KEY})
     # The default sandbox is read-only; the marker is written inside the workspace.
     return [
@@ -76,6 +78,10 @@ def codex(sandbox: Sandbox, gateway_url: str) -> list[str]:
         "workspace-write",
         PROMPT,
     ]
+
+
+def codex_websocket(sandbox: Sandbox, gateway_url: str) -> list[str]:
+    return codex(sandbox, gateway_url, websockets=True)
 
 
 QWEN_SETTINGS = {

@@ -59,12 +59,28 @@ class FakeProvider:
         self.sent_all = asyncio.Event()  # the last event of a streamed reply was written
         self.disconnected = asyncio.Event()  # a client went away mid-stream or while held
         self.app = web.Application(client_max_size=64 * 1024 * 1024)
+        # Imported here: the socket side builds on this module's replies.
+        from tests.fakes.responses_socket import FakeSocket
+
+        self.socket = FakeSocket(self)  # the Responses WebSocket (GET /v1/responses upgraded)
         self.app.router.add_route("*", "/{tail:.*}", self._handle)
 
     def queue(self, *replies: Reply | Callable[[Received], Reply]) -> None:
         self.replies.extend(replies)
 
+    def next_reply(self, received: Received) -> Reply | None:
+        """The next queued reply, else the responder's; None when there is neither."""
+        if self.replies:
+            reply = self.replies.popleft()
+        elif self.responder is not None:
+            reply = self.responder
+        else:
+            return None
+        return reply(received) if callable(reply) else reply
+
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if request.headers.get("Upgrade", "").lower() == "websocket":
+            return await self.socket.serve(request)
         received = Received(
             request.method,
             request.path,
@@ -74,14 +90,9 @@ class FakeProvider:
             request.raw_path,
         )
         self.received.append(received)
-        if self.replies:
-            reply = self.replies.popleft()
-        elif self.responder is not None:
-            reply = self.responder
-        else:
+        reply = self.next_reply(received)
+        if reply is None:
             return web.json_response({"error": {"message": "no reply queued"}}, status=599)
-        if callable(reply):
-            reply = reply(received)
         if reply.delay:
             await asyncio.sleep(reply.delay)
         if reply.hold is not None:

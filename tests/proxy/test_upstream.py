@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
+import pytest
 from aiohttp import web
 from multidict import CIMultiDict
 
 from gateway.config import Settings
+from gateway.errors import UpgradeRefused, UpstreamError
 from gateway.proxy.upstream import Upstream, forward_headers, response_headers
 
 
@@ -71,3 +74,34 @@ async def test_a_cookie_one_provider_response_sets_is_never_sent_upstream_again(
     finally:
         await upstream.close()
     assert seen == [None, None]
+
+
+async def test_a_provider_without_a_socket_is_an_upgrade_refused(aiohttp_server: Any) -> None:
+    """Any answer but 101 to the upgrade: the client is told to send over HTTP (426)."""
+
+    async def no_socket(request: web.Request) -> web.Response:
+        return web.json_response({"error": {"message": "Not found"}}, status=404)
+
+    app = web.Application()
+    app.router.add_get("/v1/responses", no_socket)
+    server = await aiohttp_server(app)
+    upstream = Upstream(Settings())
+    await upstream.start()
+    try:
+        with pytest.raises(UpgradeRefused) as refused:
+            await upstream.open_socket(str(server.make_url("/v1/responses")), {}, (), 1024)
+        with pytest.raises(UpstreamError) as unreachable:
+            await upstream.open_socket(f"http://127.0.0.1:{_closed_port()}/v1", {}, (), 1024)
+    finally:
+        await upstream.close()
+    assert (refused.value.status, refused.value.code) == (426, "websocket_upgrade_refused")
+    assert "404" in refused.value.message
+    assert unreachable.value.status == 502 and not isinstance(unreachable.value, UpgradeRefused)
+
+
+def _closed_port() -> int:
+    """A port nothing listens on (just released by the OS)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port

@@ -1,0 +1,278 @@
+"""Everything decided before the provider, for a request however it came (an HTTP body, a
+WebSocket frame): parse → place in a trace → pairing → loops → budgets, then the step's
+start (its record's start, its exchange, its end). A refusal is recorded here; the caller
+answers it in its transport.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, TypeVar
+
+from gateway import ids
+from gateway.checks import budgets, loops, pairing
+from gateway.checks.admission import Refuse
+from gateway.config import KeyBudget
+from gateway.continuation import sessions
+from gateway.errors import GatewayError
+from gateway.exchange.calls import CallRules
+from gateway.exchange.closing import Budget, StepFacts, Threading
+from gateway.exchange.machine import Exchange
+from gateway.items import Violation, ViolationKind
+from gateway.protocols import request_facts
+from gateway.protocols.base import ParsedRequest, ProtocolAdapter
+from gateway.protocols.frames import FrameDecoder
+from gateway.proxy.admission import Admission, admit
+from gateway.proxy.deps import Deps
+from gateway.proxy.finisher import StepEnd
+from gateway.proxy.placement import Placement, place
+from gateway.routing import Target
+from gateway.runs.status import TERMINAL, mark_terminal
+from gateway.step import RefusalRecord, StepStart
+
+# Bodies from this size on are parsed in a thread rather than on the event loop.
+LARGE_BODY = 1024 * 1024
+A = TypeVar("A")
+R = TypeVar("R")
+
+TRACE_HEADER = "X-Loopwatch-Trace-Id"
+STEP_HEADER = "X-Loopwatch-Step-Id"
+
+
+@dataclass(slots=True)
+class Admitted:
+    """A request that passed every check before the provider, and what the checks learned."""
+
+    raw: bytes
+    body: Any
+    parsed: ParsedRequest
+    target: Target
+    placement: Placement
+    violations: list[Violation]
+    admission: Admission
+    own_headers: dict[str, str]
+    session_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A request refused before the provider (recorded already): the error to answer it
+    with and the gateway's own headers."""
+
+    error: GatewayError
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What the checks read of a request beside its body."""
+
+    headers: Mapping[str, str]
+    route: Callable[[ParsedRequest], Target]  # where it goes (may raise, e.g. a bad path)
+    raw: bytes = b""  # the body as sent, forwarded when nothing is rewritten
+    size: int = 0  # how large the body is, to parse it off the loop when large
+
+
+async def check(
+    deps: Deps, adapter: ProtocolAdapter, request: Request, body: Any
+) -> Admitted | Refused:
+    """Parse, place in a trace, pairing, loops, budget: everything decided before the provider."""
+    headers = request.headers
+    try:
+        parsed = await off_loop_if_large(request.size, adapter.parse_request, body)
+        target = request.route(parsed)
+        placement = await place(deps, headers.get(TRACE_HEADER), parsed)
+    except GatewayError as exc:
+        return Refused(exc, {TRACE_HEADER: unread_refusal(deps, headers.get(TRACE_HEADER), exc)})
+    own = {TRACE_HEADER: placement.trace_id}
+    session = sessions.session_id(headers, body, adapter.session_fields)
+    refused = partial(_refused, deps, placement, session)
+    key = budgets.key_settings(deps.settings, deps.secret, headers)
+    violations = _history_violations(adapter, parsed, placement, deps.settings.terminal_tools)
+    refusal = _pairing_refusal(deps, adapter, violations, key)
+    if refusal is not None:
+        refused(violations, "pairing")
+        return Refused(refusal, own)
+    loop = loops.loop_refusal(deps.loops.loop_of(placement.trace_id), deps.settings.loops)
+    if loop is not None:
+        refused([loop[1]], "loop")
+        return Refused(loop[0], own)
+    try:
+        admission = await admit(
+            deps,
+            headers,
+            key,
+            placement.trace_id,
+            parsed.max_output_tokens,
+            model=parsed.model,
+            upstream_url=target.url,
+        )
+    except GatewayError as exc:  # a header of the gateway's own it cannot use
+        refused([request_violation(exc)], "request")
+        return Refused(exc, own)
+    if isinstance(admission, Refuse):
+        refused([admission.violation], "budget", admission.limits)
+        return Refused(admission.error, own)
+    own.update(admission.headers)
+    return Admitted(
+        request.raw, body, parsed, target, placement, violations, admission, own, session
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Began:
+    """An admitted request's step, started: its record's start, its exchange, its end."""
+
+    start: StepStart
+    exchange: Exchange
+    finisher: StepEnd
+
+
+def begin(
+    deps: Deps,
+    adapter: ProtocolAdapter,
+    admitted: Admitted,
+    *,
+    method: str,
+    path: str,
+    traceparent: str | None,
+    started: float,
+    hide_usage_event: bool = False,
+    frames: FrameDecoder | None = None,
+) -> Began:
+    """The step of an admitted request about to be sent (`started`: perf_counter() when it
+    arrived); `frames` reads its answer's events when they come as WebSocket frames."""
+    start = _model_start(deps, adapter, admitted, (method, path, traceparent))
+    calls = CallRules(start.tools, deps.tool_checker, deps.loops.for_trace(start.trace_id))
+    exchange = Exchange(adapter, hide_usage_event=hide_usage_event, calls=calls, frames=frames)
+    placement = admitted.placement
+    threading = Threading(placement.input_state, placement.attempt, placement.retry_of)
+    facts = StepFacts(
+        start, started, time.perf_counter(), True, threading, None, deps.settings.terminal_tools
+    )
+    return Began(start, exchange, step_end(deps, facts, admitted.admission.budget))
+
+
+def _model_start(
+    deps: Deps, adapter: ProtocolAdapter, admitted: Admitted, how: tuple[str, str, str | None]
+) -> StepStart:
+    method, path, traceparent = how
+    return StepStart(
+        id=ids.new_step_id(),
+        trace_id=admitted.placement.trace_id,
+        protocol=adapter.name,
+        method=method,
+        path=path,
+        started_at=deps.clock(),
+        model=admitted.parsed.model,
+        stream=admitted.parsed.stream,
+        input_items=tuple(admitted.placement.new_items),
+        violations=tuple(admitted.violations),
+        budget_max_steps=admitted.admission.limits.max_steps,
+        budget_max_tokens=admitted.admission.limits.max_tokens,
+        traceparent=traceparent,
+        session_id=admitted.session_id,
+        tools=admitted.parsed.tools,
+        upstream_url=admitted.target.url,
+        declared_tools=request_facts.declared_tools(adapter, admitted.body),
+        params=request_facts.request_params(adapter, admitted.body),
+    )
+
+
+def step_end(deps: Deps, facts: StepFacts, budget: Budget | None = None) -> StepEnd:
+    return StepEnd(deps.bus, facts, pricer=deps.pricer, keys=deps.keys, budget=budget)
+
+
+async def off_loop_if_large(size: int, function: Callable[[A], R], argument: A) -> R:
+    """Small bodies are handled inline; a large one in a thread, so others keep moving."""
+    if size < LARGE_BODY:
+        return function(argument)
+    return await asyncio.to_thread(function, argument)
+
+
+def _history_violations(
+    adapter: ProtocolAdapter, parsed: ParsedRequest, placement: Placement, terminal: tuple[str, ...]
+) -> list[Violation]:
+    previous = placement.previous
+    found = pairing.check_request(
+        placement.items,
+        history=adapter.history,
+        new_items=placement.new_items,
+        previous_output=None if previous is None else list(previous.output_items),
+        continues_response=parsed.previous_response_id is not None,
+        unseen_calls=placement.unresolved_references,
+    )
+    if not any(v.kind is ViolationKind.MISSING_TOOL_RESULT for v in found):
+        return found
+    # A terminal output tool's call hands over the run's answer: it needs no result.
+    outputs = [] if previous is None else list(previous.output_items)
+    ended = {
+        i.call_id
+        for i in mark_terminal([*placement.items, *outputs], terminal)
+        if i.attrs.get(TERMINAL)
+    }
+    return [
+        v
+        for v in found
+        if v.kind is not ViolationKind.MISSING_TOOL_RESULT or v.call_id not in ended
+    ]
+
+
+def _pairing_refusal(
+    deps: Deps, adapter: ProtocolAdapter, violations: list[Violation], key: KeyBudget | None
+) -> GatewayError | None:
+    mode = (key.pairing if key is not None else None) or deps.settings.pairing
+    if mode != "enforce":
+        return None
+    first = pairing.first_enforceable(violations)
+    if first is None:
+        return None
+    violations[violations.index(first)] = Violation(
+        first.kind, first.detail, first.call_id, enforced=True
+    )
+    return pairing.to_error(first, history=adapter.history)
+
+
+def request_violation(error: GatewayError) -> Violation:
+    """A request the gateway refused for what it is, not for a rule over a trace."""
+    detail = f"The gateway refused the request ({error.status} {error.code}): {error.message}"
+    return Violation(ViolationKind.INVALID_REQUEST, detail, enforced=True)
+
+
+def unread_refusal(deps: Deps, header: str | None, error: GatewayError) -> str:
+    """Record a request refused before it could be placed in a trace (a body that is not
+    JSON or not an object, too large, an unknown coding, a bad trace header): in the trace
+    its header names when that is a valid id, else in a trace of its own, so a user sees it.
+    """
+    valid = header is not None and ids.TRACE_ID_RE.match(header) is not None
+    trace_id = header if valid and header is not None else ids.new_trace_id()
+    record = RefusalRecord(trace_id, deps.clock(), (request_violation(error),), kind="request")
+    deps.bus.refused(record)
+    return trace_id
+
+
+def _refused(
+    deps: Deps,
+    placement: Placement,
+    session: str | None,
+    violations: list[Violation],
+    kind: str,
+    limits: budgets.Limits | None = None,
+) -> None:
+    """Record a refused request: its violations and the new items it carried."""
+    record = RefusalRecord(
+        placement.trace_id,
+        deps.clock(),
+        tuple(violations),
+        budget_exceeded=kind == "budget",
+        budget_max_steps=None if limits is None else limits.max_steps,
+        budget_max_tokens=None if limits is None else limits.max_tokens,
+        kind=kind,
+        items=tuple(placement.new_items),
+        session_id=session,
+    )
+    deps.bus.refused(record)
