@@ -30,6 +30,7 @@ from gateway.proxy.mcp import ingest as mcp_ingest
 from gateway.proxy.mcp import oauth as mcp_oauth
 from gateway.proxy.mcp import relay as mcp_proxy
 from gateway.proxy.mcp.runtime import McpRuntime, McpSink
+from gateway.proxy.open_responses import OpenResponses
 from gateway.proxy.response_ends import ResponseEnds
 from gateway.proxy.upstream import Upstream
 from gateway.recording.setup import recording as recording_for
@@ -136,6 +137,8 @@ async def _lifecycle(
     app[METRICS] = metrics
     sinks = _step_sinks(settings, exporters, mcp)
     recent = RecentSteps()
+    open_responses = OpenResponses()  # closed after forwarding stops, before the recorder
+    owner.adopt("open responses", open_responses.close)
     app[DEPS] = Deps(
         settings=settings,
         upstream=await _started_upstream(settings, owner),  # started last, stopped first
@@ -149,6 +152,7 @@ async def _lifecycle(
         bus=StepBus(ledger, recording, recent, known_keys, ResponseEnds(), sinks),
         pricer=Pricer(settings.prices),
         loops=TraceCounters(settings.loop_threshold),
+        open_responses=open_responses,
     )
     app[READINESS] = Readiness(engine, recording, settings.recorder_queue_size)
     _start_upkeep(app[DEPS], metrics, owner)

@@ -13,7 +13,7 @@ import time
 from collections.abc import AsyncIterable, Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from aiohttp import web
 
@@ -29,12 +29,13 @@ from gateway.exchange.machine import Exchange
 from gateway.items import Violation, ViolationKind
 from gateway.protocols import request_body, request_facts
 from gateway.protocols.base import ParsedRequest, ProtocolAdapter, provider_request_id
-from gateway.protocols.registry import PASSTHROUGH
+from gateway.protocols.registry import PASSTHROUGH, follow_up
 from gateway.proxy.admission import Admission, admit
 from gateway.proxy.deps import Deps
 from gateway.proxy.finisher import StepEnd
+from gateway.proxy.open_responses import Creating, FollowUp, OpenStep
 from gateway.proxy.placement import Placement, place
-from gateway.proxy.relay import CLIENT_CLOSED, Timing, client_left, execute_now, relay
+from gateway.proxy.relay import CLIENT_CLOSED, Handler, Timing, client_left, execute_now, relay
 from gateway.proxy.upstream import forward_headers
 from gateway.routing import Target, resolve
 from gateway.runs.status import TERMINAL, mark_terminal
@@ -52,6 +53,15 @@ Sending = tuple[str, dict[str, str], bytes | AsyncIterable[bytes] | None]  # url
 
 TRACE_HEADER = "X-Loopwatch-Trace-Id"
 STEP_HEADER = "X-Loopwatch-Step-Id"
+
+
+class StepHandler(Handler, Protocol):
+    """The relay's handler of a step's exchange, and what the proxy tells it before."""
+
+    @property
+    def protocol(self) -> str: ...
+
+    def upstream_answered(self, provider_request_id: str | None) -> None: ...
 
 
 def error_response(
@@ -161,7 +171,9 @@ async def _forward(
     facts = StepFacts(
         start, started, time.perf_counter(), True, threading, None, deps.settings.terminal_tools
     )
-    finisher = _step_end(deps, facts, admission.budget)
+    finisher: StepHandler = _step_end(deps, facts, admission.budget)
+    if admitted.parsed.background:  # the step may end with a later exchange
+        finisher = Creating(_step_end(deps, facts, admission.budget), calls, deps.open_responses)
     sending = (admitted.target.url, headers, payload)
     return await _exchange(request, deps, adapter, exchange, finisher, sending, own)
 
@@ -171,7 +183,7 @@ async def _exchange(
     deps: Deps,
     adapter: ProtocolAdapter,
     exchange: Exchange,
-    finisher: StepEnd,
+    finisher: StepHandler,
     sending: Sending,
     own: dict[str, str],
 ) -> web.StreamResponse:
@@ -197,7 +209,7 @@ async def _exchange(
 def _unreachable(
     adapter: ProtocolAdapter,
     exchange: Exchange,
-    finisher: StepEnd,
+    finisher: StepHandler,
     exc: GatewayError,
     own: dict[str, str],
 ) -> web.Response:
@@ -234,8 +246,12 @@ def _model_start(
 async def handle_passthrough(
     request: web.Request, deps: Deps, adapter: ProtocolAdapter
 ) -> web.StreamResponse:
-    """Any other /v1/* path: forwarded unchanged, streamed both ways, recorded as a plain step."""
+    """Any other /v1/* path: forwarded unchanged, streamed both ways, recorded as a plain step
+    (a request about an open background response ends its step instead)."""
     started = time.perf_counter()
+    about = follow_up(request.method, request.path)
+    if about is not None and (open_step := deps.open_responses.get(about[1])) is not None:
+        return await _follow_up(request, deps, adapter, about, open_step)
     header = request.headers.get(TRACE_HEADER)
     if header is not None and not ids.TRACE_ID_RE.match(header):
         error = BadRequest("invalid X-Loopwatch-Trace-Id", param=TRACE_HEADER)
@@ -263,6 +279,29 @@ async def handle_passthrough(
     finisher = _step_end(deps, StepFacts(start, started, time.perf_counter(), model_call=False))
     sending = (target.url, headers, body)
     return await _exchange(request, deps, adapter, Exchange(None), finisher, sending, own)
+
+
+async def _follow_up(
+    request: web.Request,
+    deps: Deps,
+    adapter: ProtocolAdapter,
+    about: tuple[ProtocolAdapter, str],
+    step: OpenStep,
+) -> web.StreamResponse:
+    """A poll, resumed stream or cancel of an open background response: forwarded unchanged,
+    read by the response's adapter; it ends the step when it sees the response's end."""
+    start = step.end.start
+    own = {TRACE_HEADER: start.trace_id, STEP_HEADER: start.id}
+    try:
+        target = resolve(deps.settings, PASSTHROUGH, None, *_raw_target(request))
+    except GatewayError as exc:
+        return error_response(adapter, exc, own)
+    headers = forward_headers(request.headers, credential=target.credential)
+    body = await request.read() if request.body_exists else None
+    exchange = Exchange(about[0], calls=step.calls)
+    handler = FollowUp(about[1], step, deps.open_responses)
+    sending = (target.url, headers, body)
+    return await _exchange(request, deps, adapter, exchange, handler, sending, own)
 
 
 def _step_end(deps: Deps, facts: StepFacts, budget: Budget | None = None) -> StepEnd:
