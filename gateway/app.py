@@ -30,7 +30,6 @@ from gateway.proxy.mcp import ingest as mcp_ingest
 from gateway.proxy.mcp import oauth as mcp_oauth
 from gateway.proxy.mcp import relay as mcp_proxy
 from gateway.proxy.mcp.runtime import McpRuntime, McpSink
-from gateway.proxy.open_responses import OpenResponses
 from gateway.proxy.response_ends import ResponseEnds
 from gateway.proxy.upstream import Upstream
 from gateway.recording.setup import recording as recording_for
@@ -137,8 +136,6 @@ async def _lifecycle(
     app[METRICS] = metrics
     sinks = _step_sinks(settings, exporters, mcp)
     recent = RecentSteps()
-    open_responses = OpenResponses()  # closed after forwarding stops, before the recorder
-    owner.adopt("open responses", open_responses.close)
     app[DEPS] = Deps(
         settings=settings,
         upstream=await _started_upstream(settings, owner),  # started last, stopped first
@@ -152,7 +149,6 @@ async def _lifecycle(
         bus=StepBus(ledger, recording, recent, known_keys, ResponseEnds(), sinks),
         pricer=Pricer(settings.prices),
         loops=TraceCounters(settings.loop_threshold),
-        open_responses=open_responses,
     )
     app[READINESS] = Readiness(engine, recording, settings.recorder_queue_size)
     _start_upkeep(app[DEPS], metrics, owner)
@@ -249,7 +245,9 @@ async def _dispose(engine: Engine) -> None:
 
 
 def _start_upkeep(deps: Deps, metrics: MetricsSink, owner: Background) -> None:
-    """Retention, then the partition keeper: stopped first, before the store closes."""
+    """Retention, then the partition keeper, then the open background responses (recorded as
+    far as they got at the stop): stopped first, before the recorder and the store close."""
+    owner.adopt("open responses", deps.open_responses.close)
     if deps.settings.retention_days is not None:
         retention = Retention(
             deps.engine,

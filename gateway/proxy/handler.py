@@ -18,9 +18,8 @@ from typing import Any, Protocol, TypeVar
 from aiohttp import web
 
 from gateway import ids, jsoncodec
-from gateway.checks import budgets, loops, pairing
+from gateway.checks import budgets, loops
 from gateway.checks.admission import Refuse
-from gateway.config import KeyBudget
 from gateway.continuation import sessions
 from gateway.errors import BadRequest, GatewayError, RequestTooLarge
 from gateway.exchange.calls import CallRules
@@ -33,12 +32,12 @@ from gateway.protocols.registry import PASSTHROUGH, follow_up
 from gateway.proxy.admission import Admission, admit
 from gateway.proxy.deps import Deps
 from gateway.proxy.finisher import StepEnd
+from gateway.proxy.history import history_violations, pairing_refusal
 from gateway.proxy.open_responses import Creating, FollowUp, OpenStep
 from gateway.proxy.placement import Placement, place
 from gateway.proxy.relay import CLIENT_CLOSED, Handler, Timing, client_left, execute_now, relay
 from gateway.proxy.upstream import forward_headers
 from gateway.routing import Target, resolve
-from gateway.runs.status import TERMINAL, mark_terminal
 from gateway.step import RefusalRecord, StepStart
 from gateway.stream import codings
 
@@ -113,8 +112,8 @@ async def _check(
     session = sessions.session_id(request.headers, body, adapter.session_fields)
     refused = partial(_refused, deps, placement, session)
     key = budgets.key_settings(deps.settings, deps.secret, request.headers)
-    violations = _history_violations(adapter, parsed, placement, deps.settings.terminal_tools)
-    refusal = _pairing_refusal(deps, adapter, violations, key)
+    violations = history_violations(adapter, parsed, placement, deps.settings.terminal_tools)
+    refusal = pairing_refusal(deps.settings.pairing, adapter, violations, key)
     if refusal is not None:
         refused(violations, "pairing")
         return error_response(adapter, refusal, own)
@@ -347,49 +346,6 @@ async def _off_loop_if_large(size: int, function: Callable[[A], R], argument: A)
     if size < LARGE_BODY:
         return function(argument)
     return await asyncio.to_thread(function, argument)
-
-
-def _history_violations(
-    adapter: ProtocolAdapter, parsed: ParsedRequest, placement: Placement, terminal: tuple[str, ...]
-) -> list[Violation]:
-    previous = placement.previous
-    found = pairing.check_request(
-        placement.items,
-        history=adapter.history,
-        new_items=placement.new_items,
-        previous_output=None if previous is None else list(previous.output_items),
-        continues_response=parsed.previous_response_id is not None,
-        unseen_calls=placement.unresolved_references,
-    )
-    if not any(v.kind is ViolationKind.MISSING_TOOL_RESULT for v in found):
-        return found
-    # A terminal output tool's call hands over the run's answer: it needs no result.
-    outputs = [] if previous is None else list(previous.output_items)
-    ended = {
-        i.call_id
-        for i in mark_terminal([*placement.items, *outputs], terminal)
-        if i.attrs.get(TERMINAL)
-    }
-    return [
-        v
-        for v in found
-        if v.kind is not ViolationKind.MISSING_TOOL_RESULT or v.call_id not in ended
-    ]
-
-
-def _pairing_refusal(
-    deps: Deps, adapter: ProtocolAdapter, violations: list[Violation], key: KeyBudget | None
-) -> GatewayError | None:
-    mode = (key.pairing if key is not None else None) or deps.settings.pairing
-    if mode != "enforce":
-        return None
-    first = pairing.first_enforceable(violations)
-    if first is None:
-        return None
-    violations[violations.index(first)] = Violation(
-        first.kind, first.detail, first.call_id, enforced=True
-    )
-    return pairing.to_error(first, history=adapter.history)
 
 
 def request_violation(error: GatewayError) -> Violation:
