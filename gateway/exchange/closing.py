@@ -13,7 +13,7 @@ from typing import Any
 from gateway.checks.budgets import Limits, Reservation, Settlement, cost_used_nano, nano_usd
 from gateway.continuation.keys import ContinuationKeys, StepRef, call_filter_key, real_call_id
 from gateway.exchange.machine import Anomaly, Outcome
-from gateway.items import ItemKind, Usage
+from gateway.items import ItemKind, StopReason, Usage, ViolationKind
 from gateway.runs.pricing import Cost
 from gateway.runs.status import mark_terminal
 from gateway.runs.timing import tool_gap_ms
@@ -127,6 +127,26 @@ def give_back(budget: Budget, *, step: bool = True) -> Settlement | None:
         return None  # nothing was counted: nothing to give back
     nothing_held = replace(reservation, tokens=0, cost_held_nano=0)
     return Settlement(nothing_held, -tokens, -cost, steps_back=int(step))
+
+
+def left_open(outcome: Outcome) -> bool:
+    """The provider answered a background request before the response's end (queued, in
+    progress, or a stream that stopped short): a later exchange about it ends the step."""
+    if outcome.response_id is None or outcome.no_answer or outcome.error is not None:
+        return False
+    return outcome.pending or not outcome.complete
+
+
+def ends_response(outcome: Outcome) -> bool:
+    """A follow-up exchange (a poll, a resumed stream, a cancel) saw the response's end."""
+    return outcome.complete and not outcome.pending and not outcome.no_answer
+
+
+def unended(outcome: Outcome) -> Outcome:
+    """A background response whose end the gateway never saw, as far as it got: its stop is
+    unknown; a stream cut short is no violation (the provider worked on)."""
+    kept = tuple(v for v in outcome.violations if v.kind is not ViolationKind.STREAM_INTERRUPTED)
+    return replace(outcome, stop_reason=StopReason.UNKNOWN, violations=kept)
 
 
 def close(

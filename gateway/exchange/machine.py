@@ -59,6 +59,7 @@ class Outcome:
     anomalies: tuple[Anomaly, ...] = ()  # noted until the outcome was decided
     billing: Billing = NO_BILLING  # what else the provider billed
     refusal_category: str | None = None  # the provider's category of a refusal
+    pending: bool = False  # the provider said it is still working on the response
 
     def __post_init__(self) -> None:
         if type(self.error) is dict:
@@ -385,6 +386,7 @@ class Exchange:
             anomalies=self._noted(tap),
             billing=assembled.billing,
             refusal_category=assembled.refusal_category,
+            pending=assembled.pending,
         )
 
     def _noted(self, tap: ResponseTap | FrameTap | None = None) -> tuple[Anomaly, ...]:

@@ -36,6 +36,9 @@ class ParsedRequest:
     # stored prompt), so calls are not judged against them.
     tools: dict[str, Any] | None = None
     attrs: dict[str, Any] = field(default_factory=dict)
+    # The provider answers at once and works on in the background (Responses `background`):
+    # the step ends with whichever later exchange sees the response's end.
+    background: bool = False
 
 
 @dataclass(slots=True)

@@ -255,6 +255,7 @@ class OpenAIResponsesAdapter:
             previous_response_id=as_str(body.get("previous_response_id")),
             max_output_tokens=as_int(body.get("max_output_tokens")),
             tools=declared_tools(body, entries if isinstance(entries, list) else []),
+            background=body.get("background") is True,
         )
 
     def prepare_body(

@@ -51,6 +51,8 @@ _INCOMPLETE_REASONS = {
     "max_output_tokens": StopReason.LENGTH,
     "content_filter": StopReason.CONTENT_FILTER,
 }
+# A response's statuses before its end (`Response.status`, openai/types/responses/response.py).
+_WORKING = frozenset({"queued", "in_progress"})
 
 
 def as_code(value: Any) -> str | None:
@@ -179,7 +181,8 @@ def finish_of(response: dict[str, Any], facts: OutputFacts) -> FinishDelta:
         return FinishDelta(StopReason.ERROR, code or status)
     if status == "cancelled":
         return FinishDelta(StopReason.CANCELLED, status)
-    return FinishDelta(StopReason.UNKNOWN, status)
+    # A background response answered (or polled) before its end.
+    return FinishDelta(StopReason.UNKNOWN, status, pending=status in _WORKING)
 
 
 class ResponsesEventDecoder:

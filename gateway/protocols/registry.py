@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from gateway.protocols import openai_chat, openai_responses, openai_responses_socket
+from gateway.protocols import (
+    openai_chat,
+    openai_responses,
+    openai_responses_follow_up,
+    openai_responses_socket,
+)
 from gateway.protocols.anthropic import messages as anthropic_messages
 from gateway.protocols.base import ProtocolAdapter, openai_wire
 from gateway.protocols.frames import SocketAdapter
@@ -41,3 +46,17 @@ def wire_of(protocol: str) -> Wire:
     """The wire a step of `protocol` was routed by (before a passthrough path's claim)."""
     adapter = ADAPTERS.get(protocol)
     return PASSTHROUGH if adapter is None else adapter.wire
+
+
+# Requests about a response after its creation (a background response's polls and cancel):
+# the adapter that reads their answers, and how to find the response they are about.
+_FOLLOW_UPS = ((openai_responses.ADAPTER, openai_responses_follow_up.response_id),)
+
+
+def follow_up(method: str, path: str) -> tuple[ProtocolAdapter, str] | None:
+    """The adapter and the response id of a request about an earlier response, if it is one."""
+    for adapter, response_id in _FOLLOW_UPS:
+        found = response_id(method, path)
+        if found is not None:
+            return adapter, found
+    return None

@@ -130,6 +130,7 @@ class Began:
     start: StepStart
     exchange: Exchange
     finisher: StepEnd
+    calls: CallRules  # the checks of its calls, which a later exchange may go on with
 
 
 def begin(
@@ -154,7 +155,7 @@ def begin(
     facts = StepFacts(
         start, started, time.perf_counter(), True, threading, None, deps.settings.terminal_tools
     )
-    return Began(start, exchange, step_end(deps, facts, admitted.admission.budget))
+    return Began(start, exchange, step_end(deps, facts, admitted.admission.budget), calls)
 
 
 def _model_start(

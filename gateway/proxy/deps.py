@@ -16,6 +16,7 @@ from gateway.continuation.keyfilter import KeyFilter
 from gateway.continuation.keys import ContinuationKeys
 from gateway.continuation.recent_steps import RecentSteps
 from gateway.proxy.finisher import StepBus
+from gateway.proxy.open_responses import OpenResponses
 from gateway.proxy.upstream import Upstream
 from gateway.recording.spooler import SpoolRecorder
 from gateway.runs.pricing import Pricer
@@ -39,6 +40,8 @@ class Deps:
     pricer: Pricer = field(default_factory=Pricer)
     tool_checker: ToolChecker = field(default_factory=ToolChecker)
     loops: TraceCounters = field(default_factory=TraceCounters)
+    # Steps of background responses whose end a later exchange brings.
+    open_responses: OpenResponses = field(default_factory=OpenResponses)
 
     @property
     def sinks(self) -> Sinks:

@@ -22,7 +22,7 @@ from gateway.proxy.response_ends import ResponseEnds
 from gateway.recording.spooler import SpoolRecorder
 from gateway.runs.pricing import Cost, Pricer
 from gateway.sinks.base import Sinks
-from gateway.step import RefusalRecord
+from gateway.step import RefusalRecord, StepStart
 from gateway.store.ledger.core import Ledger
 
 log = logging.getLogger(__name__)
@@ -112,6 +112,10 @@ class StepEnd:
     @property
     def protocol(self) -> str:
         return self._facts.start.protocol
+
+    @property
+    def start(self) -> StepStart:
+        return self._facts.start
 
     def upstream_answered(self, provider_request_id: str | None) -> None:
         """The provider's response headers arrived; the record will carry its request id."""

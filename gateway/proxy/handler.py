@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import AsyncIterable, Callable
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -23,7 +23,7 @@ from gateway.exchange.closing import StepFacts
 from gateway.exchange.machine import Exchange
 from gateway.protocols import request_body
 from gateway.protocols.base import ParsedRequest, ProtocolAdapter, provider_request_id
-from gateway.protocols.registry import PASSTHROUGH
+from gateway.protocols.registry import PASSTHROUGH, follow_up
 from gateway.proxy.admitting import (
     STEP_HEADER,
     TRACE_HEADER,
@@ -37,8 +37,8 @@ from gateway.proxy.admitting import (
     unread_refusal,
 )
 from gateway.proxy.deps import Deps
-from gateway.proxy.finisher import StepEnd
-from gateway.proxy.relay import CLIENT_CLOSED, Timing, client_left, execute_now, relay
+from gateway.proxy.open_responses import Creating, FollowUp, OpenStep
+from gateway.proxy.relay import CLIENT_CLOSED, Handler, Timing, client_left, execute_now, relay
 from gateway.proxy.upstream import forward_headers
 from gateway.routing import Target, resolve
 from gateway.step import StepStart
@@ -48,6 +48,15 @@ log = logging.getLogger(__name__)
 
 _READ_CHUNK = 256 * 1024
 Sending = tuple[str, dict[str, str], bytes | AsyncIterable[bytes] | None]  # url, headers, body
+
+
+class StepHandler(Handler, Protocol):
+    """The relay's handler of a step's exchange, and what the proxy tells it before."""
+
+    @property
+    def protocol(self) -> str: ...
+
+    def upstream_answered(self, provider_request_id: str | None) -> None: ...
 
 
 def error_response(
@@ -122,7 +131,10 @@ async def _forward(
         # bytes passed through unchanged, the usage event included (see `gateway.exchange.tap`).
         headers["Accept-Encoding"] = "identity"
     sending = (admitted.target.url, headers, payload)
-    return await _exchange(request, deps, adapter, began.exchange, began.finisher, sending, own)
+    finisher: StepHandler = began.finisher
+    if admitted.parsed.background:  # the step may end with a later exchange
+        finisher = Creating(began.finisher, began.calls, deps.open_responses)
+    return await _exchange(request, deps, adapter, began.exchange, finisher, sending, own)
 
 
 async def _exchange(
@@ -130,7 +142,7 @@ async def _exchange(
     deps: Deps,
     adapter: ProtocolAdapter,
     exchange: Exchange,
-    finisher: StepEnd,
+    finisher: StepHandler,
     sending: Sending,
     own: dict[str, str],
 ) -> web.StreamResponse:
@@ -156,7 +168,7 @@ async def _exchange(
 def _unreachable(
     adapter: ProtocolAdapter,
     exchange: Exchange,
-    finisher: StepEnd,
+    finisher: StepHandler,
     exc: GatewayError,
     own: dict[str, str],
 ) -> web.Response:
@@ -168,7 +180,11 @@ def _unreachable(
 async def handle_passthrough(
     request: web.Request, deps: Deps, adapter: ProtocolAdapter
 ) -> web.StreamResponse:
-    """Any other /v1/* path: forwarded unchanged, streamed both ways, recorded as a plain step."""
+    """Any other /v1/* path: forwarded unchanged, streamed both ways, recorded as a plain step
+    (a request about an open background response ends its step instead)."""
+    about = follow_up(request.method, request.path)
+    if about is not None and (open_step := deps.open_responses.get(about[1])) is not None:
+        return await _follow_up(request, deps, adapter, about, open_step)
     started = time.perf_counter()
     header = request.headers.get(TRACE_HEADER)
     if header is not None and not ids.TRACE_ID_RE.match(header):
@@ -197,6 +213,29 @@ async def handle_passthrough(
     finisher = step_end(deps, StepFacts(start, started, time.perf_counter(), model_call=False))
     sending = (target.url, headers, body)
     return await _exchange(request, deps, adapter, Exchange(None), finisher, sending, own)
+
+
+async def _follow_up(
+    request: web.Request,
+    deps: Deps,
+    adapter: ProtocolAdapter,
+    about: tuple[ProtocolAdapter, str],
+    step: OpenStep,
+) -> web.StreamResponse:
+    """A poll, resumed stream or cancel of an open background response: forwarded unchanged,
+    read by the response's adapter; it ends the step when it sees the response's end."""
+    start = step.end.start
+    own = {TRACE_HEADER: start.trace_id, STEP_HEADER: start.id}
+    try:
+        target = resolve(deps.settings, PASSTHROUGH, None, *_raw_target(request))
+    except GatewayError as exc:
+        return error_response(adapter, exc, own)
+    headers = forward_headers(request.headers, credential=target.credential)
+    body = await request.read() if request.body_exists else None
+    exchange = Exchange(about[0], calls=step.calls)
+    handler = FollowUp(about[1], step, deps.open_responses)
+    sending = (target.url, headers, body)
+    return await _exchange(request, deps, adapter, exchange, handler, sending, own)
 
 
 def _raw_target(request: web.Request) -> tuple[str, str]:

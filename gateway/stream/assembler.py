@@ -56,6 +56,7 @@ class Assembled:
     anomalies: list[str] = field(default_factory=list)  # illegal deltas, for logs and tests
     billing: Billing = NO_BILLING
     refusal_category: str | None = None
+    pending: bool = False  # the provider is still working on it (see FinishDelta)
 
 
 class State(Enum):
@@ -299,6 +300,7 @@ class Assembler:
             anomalies=list(self._anomalies),
             billing=self.billing,
             refusal_category=first.category if first else None,
+            pending=first is not None and first.pending,
         )
 
     def output(self) -> tuple[list[Item], FinishDelta | None]:

@@ -115,6 +115,9 @@ class FinishDelta:
     raw_reason: str | None
     choice: int = 0
     category: str | None = None  # the provider's policy category of a refusal
+    # The provider is still working on the response (a background response queued or in
+    # progress): a later exchange about the same response carries its end.
+    pending: bool = False
 
 
 @dataclass(frozen=True, slots=True)

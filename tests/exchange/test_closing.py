@@ -15,7 +15,16 @@ from gateway.exchange import closing
 from gateway.exchange.closing import Budget, Clocks, StepFacts, Threading
 from gateway.exchange.machine import Anomaly, AnomalyKind, Outcome
 from gateway.exchange.stops import Ending
-from gateway.items import Billing, Item, ItemKind, Share, StopReason, Usage
+from gateway.items import (
+    Billing,
+    Item,
+    ItemKind,
+    Share,
+    StopReason,
+    Usage,
+    Violation,
+    ViolationKind,
+)
 from gateway.runs.pricing import Cost, CostSource
 from gateway.step import StepStart
 
@@ -186,3 +195,49 @@ def test_a_step_answered_by_the_model_it_asked_for_has_no_attrs() -> None:
     assert (
         closing.close(named, CLOCKS, FACTS, budget=None, cost=COST, keys=KEYS).record.attrs is None
     )
+
+
+QUEUED = Outcome(
+    Ending.BODY_ENDED,
+    StopReason.UNKNOWN,
+    http_status=200,
+    raw_stop_reason="queued",
+    response_id="r1",
+    complete=True,
+    pending=True,
+)
+CUT_SHORT = Outcome(
+    Ending.CLIENT_GONE,
+    StopReason.CANCELLED,
+    http_status=200,
+    response_id="r1",
+    violations=(Violation(ViolationKind.STREAM_INTERRUPTED, "cut"),),
+)
+
+
+@pytest.mark.parametrize(
+    ("outcome", "open_", "ends"),
+    [
+        (QUEUED, True, False),
+        (CUT_SHORT, True, False),  # a stream stopped short: the provider works on
+        (ANSWER, False, True),
+        (FAILED, False, False),  # an error status: no answer, nothing ends
+        (UNREACHABLE, False, False),
+        (LEFT_WAITING, False, False),
+        (dataclasses.replace(CUT_SHORT, response_id=None), False, False),
+        (dataclasses.replace(CUT_SHORT, error={"message": "x"}), False, False),
+    ],
+)
+def test_what_a_background_exchange_leaves_open_or_ends(
+    outcome: Outcome, open_: bool, ends: bool
+) -> None:
+    assert closing.left_open(outcome) is open_
+    assert closing.ends_response(outcome) is ends
+
+
+def test_a_response_never_seen_ending_is_unknown_without_its_cut() -> None:
+    kept = Violation(ViolationKind.INVALID_TOOL_ARGUMENTS, "bad")
+    outcome = dataclasses.replace(CUT_SHORT, violations=(*CUT_SHORT.violations, kept))
+    unended = closing.unended(outcome)
+    assert (unended.stop_reason, unended.violations) == (StopReason.UNKNOWN, (kept,))
+    assert unended.response_id == "r1"

@@ -194,6 +194,14 @@ def test_failed_response_without_error_event_reports_its_error() -> None:
     ("response", "event", "expected"),
     [
         ({"status": "cancelled"}, None, FinishDelta(StopReason.CANCELLED, "cancelled")),
+        # A background response before its end (ResponseStatus: queued, in_progress).
+        ({"status": "queued"}, None, FinishDelta(StopReason.UNKNOWN, "queued", pending=True)),
+        (
+            {"status": "in_progress"},
+            None,
+            FinishDelta(StopReason.UNKNOWN, "in_progress", pending=True),
+        ),
+        ({"status": "surprising"}, None, FinishDelta(StopReason.UNKNOWN, "surprising")),
         (
             {"status": "failed", "error": {"code": "server_error", "message": "boom"}},
             "response.failed",
@@ -641,3 +649,11 @@ def test_adapter_identity() -> None:
     assert isinstance(ADAPTER, OpenAIResponsesAdapter) and ADAPTER.name == "responses"
     assert ADAPTER.is_injected_usage_event(_event({"type": "response.completed"})) is False
     assert ADAPTER.new_event_decoder() is not ADAPTER.new_event_decoder()
+
+
+def test_background_is_read_from_the_request() -> None:
+    base = {"model": "gpt-5", "input": "hi"}
+    assert ADAPTER.parse_request({**base, "background": True}).background is True
+    assert ADAPTER.parse_request({**base, "background": False}).background is False
+    assert ADAPTER.parse_request({**base, "background": "yes"}).background is False
+    assert ADAPTER.parse_request(base).background is False
