@@ -747,3 +747,17 @@ def test_no_other_protocol_is_imported() -> None:
         "gateway.protocols.json_values",
         "gateway.protocols.request_body",
     }
+
+
+def test_a_compaction_block_is_provider_held_state() -> None:
+    """anthropic beta `BetaCompactionBlockParam` sent back: the turns before it are the
+    server's summary, and calls may be among them."""
+    compaction = {"type": "compaction", "content": "Summary.", "encrypted_content": "opaque"}
+    messages = [
+        {"role": "user", "content": "Go on."},
+        {"role": "assistant", "content": [compaction]},
+        {"role": "user", "content": "And then?"},
+    ]
+    body = {"model": "claude-opus-4-6", "max_tokens": 64, "messages": messages}
+    assert ADAPTER.parse_request(body).held_state
+    assert not ADAPTER.parse_request({**body, "messages": messages[:1]}).held_state

@@ -641,3 +641,20 @@ def test_adapter_identity() -> None:
     assert isinstance(ADAPTER, OpenAIResponsesAdapter) and ADAPTER.name == "responses"
     assert ADAPTER.is_injected_usage_event(_event({"type": "response.completed"})) is False
     assert ADAPTER.new_event_decoder() is not ADAPTER.new_event_decoder()
+
+
+@pytest.mark.parametrize("conversation", ["conv_1", {"id": "conv_1"}], ids=["id", "object"])
+def test_a_conversation_is_provider_held_state(conversation: Any) -> None:
+    """openai `ResponseCreateParams.conversation`: an id or `ResponseConversationParamParam`."""
+    body = {"model": "gpt-5", "conversation": conversation, "input": "hi"}
+    parsed = ADAPTER.parse_request(body)
+    assert parsed.conversation_id == "conv_1" and parsed.held_state
+
+
+def test_a_compaction_item_is_provider_held_state() -> None:
+    """openai `ResponseCompactionItemParam`, sent back after `responses.compact`."""
+    compaction = {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAAB=="}
+    parsed = ADAPTER.parse_request({"model": "gpt-5", "input": [compaction]})
+    assert parsed.held_state and parsed.conversation_id is None
+    plain = ADAPTER.parse_request({"model": "gpt-5", "input": "hi", "conversation": 7})
+    assert not plain.held_state and plain.conversation_id is None
