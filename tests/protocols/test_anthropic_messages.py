@@ -749,9 +749,9 @@ def test_no_other_protocol_is_imported() -> None:
     }
 
 
-def test_a_compaction_block_is_provider_held_state() -> None:
-    """anthropic beta `BetaCompactionBlockParam` sent back: the turns before it are the
-    server's summary, and calls may be among them."""
+def test_a_compaction_block_is_no_held_state() -> None:
+    """anthropic beta `BetaCompactionBlockParam` sent back: a result answers the assistant
+    turn just before it, which the request holds, so pairing stays whole."""
     compaction = {"type": "compaction", "content": "Summary.", "encrypted_content": "opaque"}
     messages = [
         {"role": "user", "content": "Go on."},
@@ -759,5 +759,6 @@ def test_a_compaction_block_is_provider_held_state() -> None:
         {"role": "user", "content": "And then?"},
     ]
     body = {"model": "claude-opus-4-6", "max_tokens": 64, "messages": messages}
-    assert ADAPTER.parse_request(body).held_state
-    assert not ADAPTER.parse_request({**body, "messages": messages[:1]}).held_state
+    parsed = ADAPTER.parse_request(body)
+    assert not parsed.held_state
+    assert [i.attrs.get("type") for i in parsed.items if i.kind is ItemKind.OTHER] == ["compaction"]

@@ -232,12 +232,6 @@ def _continued_message(thread: Any) -> str | None:
     return as_str(thread.get("previous_message_id"))
 
 
-def _is_compaction(item: Item) -> bool:
-    """A `compaction` block (beta `BetaCompactionBlockParam`): the server summarised the
-    turns before it, and a client may drop them."""
-    return item.kind is ItemKind.OTHER and item.attrs.get("type") == "compaction"
-
-
 def _anthropic_upstream(settings: Settings) -> str:
     return settings.anthropic_upstream_url
 
@@ -283,7 +277,8 @@ class AnthropicMessagesAdapter:
             stream=body.get("stream") is True,
             items=items,
             previous_response_id=_continued_message(body.get("thread")),
-            held_state=any(map(_is_compaction, items)),
+            # A `compaction` block hides no call a result may answer: Anthropic's results
+            # answer the assistant turn just before them, which the request always holds.
             max_output_tokens=as_int(body.get("max_tokens")),
             tools=_declared_tools(body),
         )

@@ -1,14 +1,16 @@
 """Loops whose history the provider holds (a Responses conversation, compaction items) are
-one trace through the gateway and the openai SDK, and never refused for calls held there."""
+one trace through the gateway and the official SDKs, and never refused for calls held there."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import anthropic
 import openai
 import pytest
 
 from tests import harness
+from tests.fakes import anthropic as claude
 from tests.fakes.responses import function_call, message, reply, response, streamed
 from tests.harness import Gateway
 
@@ -150,3 +152,60 @@ async def test_a_result_after_a_compaction_item_is_no_orphan(gateway: Gateway) -
     assert answer.output_text == "Done."
     traces = await gateway.traces()
     assert traces[0]["violation_count"] == 0
+
+
+async def test_an_anthropic_loop_through_a_compaction_block_is_one_trace(gateway: Gateway) -> None:
+    """The server compacts mid-loop: its answer opens with a `compaction` block (anthropic beta
+    `BetaCompactionBlock`), and the client sends it back with the turns before it dropped.
+    The compaction step and the next are one trace; nothing is refused or flagged."""
+    compaction = {
+        "type": "compaction",
+        "content": "The user wants Paris weather; get_weather was called once.",
+        "encrypted_content": "EqQBCkgIARABGAI",
+    }
+    first = claude.message(
+        [compaction, claude.tool_use("toolu_2", "get_weather", {"city": "Paris"})],
+        message_id="msg_compacted",
+    )
+    gateway.provider.queue(
+        claude.reply(first),
+        claude.reply(claude.message([claude.text("Sunny.")], message_id="msg_2")),
+    )
+    sdk = gateway.closing(
+        anthropic.AsyncAnthropic(
+            base_url=gateway.url, api_key="sk-ant-test-1234567890", max_retries=0
+        )
+    )
+    tools = [{"name": "get_weather", "input_schema": {"type": "object"}}]
+    history: list[Any] = [{"role": "user", "content": "Paris weather, again and again?"}]
+    answer = await sdk.beta.messages.create(
+        model=claude.MODEL,
+        max_tokens=256,
+        messages=history,
+        tools=tools,
+        betas=["compact-2026-01-12"],
+        context_management={"edits": [{"type": "compact_20260112"}]},
+    )
+    assert [block.type for block in answer.content] == ["compaction", "tool_use"]
+    history = [
+        {"role": "user", "content": "Paris weather, again and again?"},
+        {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in answer.content]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_2", "content": "sun"}],
+        },
+    ]
+    final = await sdk.beta.messages.create(
+        model=claude.MODEL,
+        max_tokens=256,
+        messages=history,
+        tools=tools,
+        betas=["compact-2026-01-12"],
+    )
+    assert final.content[0].type == "text"
+    traces = await gateway.traces()
+    assert len(traces) == 1
+    trace = await gateway.trace(traces[0]["id"])
+    assert trace["step_count"] == 2 and trace["violations"] == []
+    kinds = [(i["kind"], i["attrs"].get("type")) for i in trace["steps"][0]["output_items"]]
+    assert kinds[0] == ("other", "compaction")
