@@ -74,6 +74,9 @@ class StepRecord:
     # {"requested_model": …, "refusal_category": …, "server_tool_requests": {"web_search":
     # 3}, "iterations": 2}: `gateway.exchange.closing.step_attrs` names them all.
     attrs: Mapping[str, Any] | None = None
+    # The provider-side conversation it belongs to (ParsedRequest.conversation_id): a later
+    # request naming it continues this step's trace.
+    conversation_id: str | None = None
 
     def __post_init__(self) -> None:
         # Liberal in what it takes: any iterable of items or violations is kept as a tuple,
@@ -151,6 +154,7 @@ class StepStart:
     upstream_url: str | None = None  # where it went: names the provider for prices
     declared_tools: tuple[Any, ...] | None = None  # as sent (protocols.request_facts)
     params: Mapping[str, Any] | None = None
+    conversation_id: str | None = None  # the provider-side conversation it belongs to
 
     def __post_init__(self) -> None:
         _freeze(self, ("input_items", "violations", "declared_tools"))
@@ -251,6 +255,7 @@ STEP_FIELDS: tuple[Persisted, ...] = (
     _stored("params", "json"),
     Persisted("tool_ms"),  # the steps row's tool_ms is the store's own
     _stored("attrs", "json"),
+    _stored("conversation_id", "text"),
 )
 # Never spooled: the caller's trace context only goes to export; `ended_at` is derived.
 NOT_SPOOLED = frozenset({"traceparent", "ended_at"})

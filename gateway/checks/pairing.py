@@ -335,9 +335,12 @@ def check_request(
     """Every pairing rule a request is held to, given what its trace's last step emitted.
 
     `continues_response`: the request names a previous response (Responses API, Anthropic
-    message threads), whose turns the provider holds instead of the request.
+    message threads) or a conversation, whose turns the provider holds instead of the
+    request: the calls recorded for its last step are prepended, so a result for one of them
+    pairs and a dropped one is missing.
     `unseen_calls`: the history refers to items the gateway cannot see (an unresolved
-    `item_reference`), so a result answering one of them is no orphan.
+    `item_reference`, a compaction item, a conversation that may hold items added without
+    the gateway), so a result answering none of the calls it saw is no orphan.
     """
     if continues_response:
         if previous_output is not None:

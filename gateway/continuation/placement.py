@@ -45,6 +45,7 @@ class Known:
     scan: Scan  # its continuation keys
     attempt: str  # equal for two requests with the same input, model and mode
     failed: StepRef | None  # the failed attempt this request repeats (taken once)
+    conversation_id: str | None = None  # the provider-side conversation it belongs to
 
 
 # The store lookups placement may ask for; each is answered in `Found`.
@@ -53,6 +54,13 @@ class ByResponse:
     """The (trace, step) that returned this Responses id."""
 
     response_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ByConversation:
+    """The (trace, step) of a provider-side conversation's newest step."""
+
+    conversation_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +86,8 @@ class LastStep:
     trace_id: str
 
 
-NeedsLookup = ByResponse | OutputsOf | Continuing | LastStep
-LOOKUPS = (ByResponse, OutputsOf, Continuing, LastStep)
+NeedsLookup = ByResponse | ByConversation | OutputsOf | Continuing | LastStep
+LOOKUPS = (ByResponse, ByConversation, OutputsOf, Continuing, LastStep)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +105,7 @@ class Found:
     (a slow or dead store places the request as if the store held nothing)."""
 
     responses: dict[ByResponse, tuple[str, str] | None] = field(default_factory=dict)
+    conversations: dict[ByConversation, tuple[str, str] | None] = field(default_factory=dict)
     outputs: dict[OutputsOf, tuple[Item, ...] | None] = field(default_factory=dict)
     continuations: dict[Continuing, StoredRows | None] = field(default_factory=dict)
     last_steps: dict[LastStep, tuple[str, tuple[Item, ...]] | None] = field(default_factory=dict)
@@ -122,10 +131,11 @@ def decide(
     hold this continuation key (others are never looked up).
 
     The rules, in order: the response a Responses request continues (`previous_response_id`);
-    then the recorded step its history continues (see `_continued`); the
-    `X-Loopwatch-Trace-Id` header names the trace over both; the retry of a failed attempt
-    stays in that attempt's trace; else a new trace. Identical runs in parallel share keys:
-    `gateway.continuation.candidates` keeps them apart.
+    the newest recorded step of the provider-side conversation it names; then the recorded
+    step its history continues (see `_continued`); the `X-Loopwatch-Trace-Id` header names
+    the trace over all three; the retry of a failed attempt stays in that attempt's trace;
+    else a new trace. Identical runs in parallel share keys: `gateway.continuation.candidates`
+    keeps them apart.
     """
     header, failed = known.header, known.failed
     if known.previous_response_id:
@@ -134,6 +144,14 @@ def decide(
             return ref
         if ref is not None:
             # The header still names the trace; the response's calls are what results answer.
+            trace_id = header or ref.trace_id
+            return Placed(trace_id, 0, ref, _retry_in(failed, trace_id))
+    if known.conversation_id:
+        ref = _by_conversation(known.conversation_id, recent, found)
+        if isinstance(ref, LOOKUPS):
+            return ref
+        if ref is not None:
+            # The provider prepends the conversation's items: all the request sends is new.
             trace_id = header or ref.trace_id
             return Placed(trace_id, 0, ref, _retry_in(failed, trace_id))
     match = _continued(known, recent, may_hold, found)
@@ -260,6 +278,19 @@ def _by_response(
     if lookup not in found.responses:
         return lookup
     row = found.responses[lookup]
+    return None if row is None else _with_outputs(*row, found)
+
+
+def _by_conversation(
+    conversation_id: str, recent: RecentSteps, found: Found
+) -> StepRef | NeedsLookup | None:
+    ref = recent.by_conversation(conversation_id)
+    if ref is not None:
+        return ref
+    lookup = ByConversation(conversation_id)
+    if lookup not in found.conversations:
+        return lookup
+    row = found.conversations[lookup]
     return None if row is None else _with_outputs(*row, found)
 
 

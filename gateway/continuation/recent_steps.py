@@ -26,6 +26,7 @@ SHARES = {
     "key": 7,
     "input": 2,
     "response": 1,
+    "conversation": 1,
     "trace": 2,
     "call": 1,
     "item": 1,
@@ -78,6 +79,7 @@ class RecentSteps:
         self._by_key = ByteLru[str, tuple[StepRef, ...]](part * SHARES["key"], _refs_bytes)
         self._by_input = ByteLru[str, tuple[StepRef, ...]](part * SHARES["input"], _refs_bytes)
         self._by_response = ByteLru[str, StepRef](part * SHARES["response"], _ref_bytes)
+        self._by_conversation = ByteLru[str, StepRef](part * SHARES["conversation"], _ref_bytes)
         self._last_of_trace = ByteLru[str, StepRef](part * SHARES["trace"], _ref_bytes)
         self._by_call_id = ByteLru[str, StepRef | str](part * SHARES["call"], _ref_bytes)
         self._by_item_id = ByteLru[str, tuple[Item, ...]](part * SHARES["item"], _items_bytes)
@@ -88,15 +90,26 @@ class RecentSteps:
         self._failed_of_trace = ByteLru[str, str](half, _ids_bytes)
 
     def remember(
-        self, key: str | None, response_id: str | None, ref: StepRef, input_key: str | None = None
+        self,
+        key: str | None,
+        response_id: str | None,
+        ref: StepRef,
+        input_key: str | None = None,
+        *,
+        conversation_id: str | None = None,
     ) -> None:
-        """A step that answered: later requests may continue it."""
+        """A step that answered: later requests may continue it (the newest step of a
+        conversation stands for it)."""
         size = ref_bytes(ref)  # once: the same step goes into several indexes
         if key:
             self._add(self._by_key, key, ref, size)
         if input_key:
             self._add(self._by_input, input_key, ref, size)
-        for index, value in ((self._by_response, response_id), (self._last_of_trace, ref.trace_id)):
+        for index, value in (
+            (self._by_response, response_id),
+            (self._by_conversation, conversation_id),
+            (self._last_of_trace, ref.trace_id),
+        ):
             if value:
                 index.put(value, ref, text_bytes(value) + size)
         # An answer after a failed attempt: the trace's next request is no retry of it.
@@ -149,6 +162,10 @@ class RecentSteps:
 
     def by_response(self, response_id: str) -> StepRef | None:
         return self._by_response.get(response_id)
+
+    def by_conversation(self, conversation_id: str) -> StepRef | None:
+        """The newest step this process recorded of a provider-side conversation."""
+        return self._by_conversation.get(conversation_id)
 
     def last_of(self, trace_id: str) -> StepRef | None:
         """The newest step this process recorded for the trace."""

@@ -77,6 +77,7 @@ class Remember:
 
     key: str | None
     response_id: str | None
+    conversation_id: str | None
     ref: StepRef
     input_key: str
     answered: bool  # remembered as a step to continue
@@ -263,6 +264,7 @@ def _remember(record: StepRecord, outcome: Outcome, threading: Threading | None)
     return Remember(
         key=record.continuation_key,
         response_id=record.response_id,
+        conversation_id=record.conversation_id,
         ref=StepRef(record.trace_id, record.id, tuple(record.output_items)),
         input_key=threading.input_state.hex(),
         answered=outcome.continuable and not outcome.no_answer,

@@ -30,6 +30,13 @@ class ParsedRequest:
     # The response this request continues on the provider's side (Responses
     # `previous_response_id`, an Anthropic message thread's `previous_message_id`).
     previous_response_id: str | None = None
+    # The provider-side conversation the request belongs to (Responses `conversation`): the
+    # provider prepends its items, so the request carries only the new ones.
+    conversation_id: str | None = None
+    # The history holds state only the provider can read (a compaction item or block, a
+    # conversation): calls may live there that the gateway never saw, so a result
+    # answering an unknown call is no orphan.
+    held_state: bool = False
     max_output_tokens: int | None = None  # the request's own completion limit, if any
     # The function tools the request declares, by name → JSON Schema of their arguments;
     # None when they are not known here (held by the provider: a continued thread, a

@@ -106,6 +106,19 @@ def _entry_items(entry: dict[str, Any], index: int, shells: set[str]) -> list[It
     return [Item(ItemKind.OTHER, attrs=_attrs(index, type=kind))]
 
 
+def _conversation(value: Any) -> str | None:
+    """The conversation a request belongs to: its id, or an object naming it
+    (openai `ResponseConversationParamParam`)."""
+    if isinstance(value, dict):
+        return as_str(value.get("id"))
+    return as_str(value)
+
+
+def _is_compaction(item: Item) -> bool:
+    """A `compaction` item (`POST /v1/responses/compact`): earlier turns, encrypted."""
+    return item.kind is ItemKind.OTHER and item.attrs.get("type") == "compaction"
+
+
 def _result_item(entry: dict[str, Any], index: int, kind: str) -> Item:
     """The client's result of its own call: a function's output, a built-in tool's, or the
     tools a client-run tool search loaded."""
@@ -248,11 +261,14 @@ class OpenAIResponsesAdapter:
             items.append(Item(ItemKind.INSTRUCTION, role="system", text=instructions, attrs=attrs))
         entries = body.get("input")
         items += _input_items(entries)
+        conversation = _conversation(body.get("conversation"))
         return ParsedRequest(
             model=as_str(body.get("model")),
             stream=body.get("stream") is True,
             items=items,
             previous_response_id=as_str(body.get("previous_response_id")),
+            conversation_id=conversation,
+            held_state=conversation is not None or any(map(_is_compaction, items)),
             max_output_tokens=as_int(body.get("max_output_tokens")),
             tools=declared_tools(body, entries if isinstance(entries, list) else []),
             background=body.get("background") is True,

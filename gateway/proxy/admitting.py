@@ -181,6 +181,7 @@ def _model_start(
         upstream_url=admitted.target.url,
         declared_tools=request_facts.declared_tools(adapter, admitted.body),
         params=request_facts.request_params(adapter, admitted.body),
+        conversation_id=admitted.parsed.conversation_id,
     )
 
 
@@ -204,8 +205,10 @@ def _history_violations(
         history=adapter.history,
         new_items=placement.new_items,
         previous_output=None if previous is None else list(previous.output_items),
-        continues_response=parsed.previous_response_id is not None,
-        unseen_calls=placement.unresolved_references,
+        # A conversation's items are prepended by the provider, like a previous response's.
+        continues_response=parsed.previous_response_id is not None
+        or parsed.conversation_id is not None,
+        unseen_calls=placement.unresolved_references or parsed.held_state,
     )
     if not any(v.kind is ViolationKind.MISSING_TOOL_RESULT for v in found):
         return found

@@ -80,7 +80,13 @@ class StepBus:
     def _remember(self, remember: closing.Remember) -> None:
         ref = remember.ref
         if remember.answered:
-            self.recent.remember(remember.key, remember.response_id, ref, remember.input_key)
+            self.recent.remember(
+                remember.key,
+                remember.response_id,
+                ref,
+                remember.input_key,
+                conversation_id=remember.conversation_id,
+            )
         # After `remember`: a cut stream answered in part, and its retry is still expected.
         if remember.failed_attempt is not None:
             self.recent.failed(remember.failed_attempt, StepRef(ref.trace_id, ref.step_id))

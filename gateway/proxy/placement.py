@@ -16,6 +16,7 @@ from sqlalchemy.engine import Engine
 from gateway import ids
 from gateway.continuation.keys import StepRef, resolve_references
 from gateway.continuation.placement import (
+    ByConversation,
     ByResponse,
     Continuing,
     Found,
@@ -64,7 +65,15 @@ async def place(deps: Deps, header: str | None, parsed: ParsedRequest) -> Placem
         scan = await asyncio.to_thread(deps.keys.scan, items)
     attempt = scan.attempt_key(parsed.model, parsed.stream)
     failed = deps.recent.take_failed(attempt)
-    known = Known(header, parsed.previous_response_id, items, scan, attempt, failed)
+    known = Known(
+        header,
+        parsed.previous_response_id,
+        items,
+        scan,
+        attempt,
+        failed,
+        parsed.conversation_id,
+    )
     found = Found()
     decided = decide(known, deps.recent, deps.known_keys.may_hold, found)
     while not isinstance(decided, Placed):
@@ -90,6 +99,10 @@ async def _look_up(deps: Deps, lookup: NeedsLookup, found: Found) -> None:
     match lookup:
         case ByResponse(response_id):
             found.responses[lookup] = await _lookup(queries.find_by_response_id, deps, response_id)
+        case ByConversation(conversation_id):
+            found.conversations[lookup] = await _lookup(
+                queries.find_by_conversation, deps, conversation_id
+            )
         case OutputsOf(step_id):
             outputs = await _lookup(queries.step_output_items, deps, step_id)
             found.outputs[lookup] = None if outputs is None else tuple(outputs)

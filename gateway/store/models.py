@@ -151,6 +151,8 @@ class StepRow(SQLModel, table=True):
         sa.Index("ix_steps_continuation_key", "key_epoch", "continuation_key"),
         sa.Index("ix_steps_response_id", "key_epoch", "response_id"),
         sa.Index("ix_steps_provider_request_id", "key_epoch", "provider_request_id"),
+        # A request naming a provider-side conversation continues its newest step's trace.
+        sa.Index("ix_steps_conversation_id", "key_epoch", "conversation_id"),
     )
 
     id: str = _id(primary_key=True)
@@ -193,6 +195,8 @@ class StepRow(SQLModel, table=True):
     placed_at: datetime | None = _placed()
     # Facts of the provider's side beyond the columns (gateway.step.StepRecord.attrs).
     attrs: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
+    # The provider-side conversation the step belongs to (revision 0016).
+    conversation_id: str | None = Field(default=None, sa_column=sa.Column(sa.String(256)))
     # Leads the indexes on random keys (gateway.store.key_epochs): 0 for steps stored
     # before revision 0013.
     key_epoch: int = _count()

@@ -16,6 +16,7 @@ import pytest
 
 from gateway.continuation.keys import ContinuationKeys, StepRef
 from gateway.continuation.placement import (
+    ByConversation,
     ByResponse,
     Continuing,
     Found,
@@ -48,6 +49,7 @@ KEY = KEYS.scan(ECHO).boundaries[0].key
 REWRITTEN_KEY = KEYS.scan([USER, REWRITTEN, RESULT]).boundaries[0].key
 S1 = StepRef("t1", "s1", (CALL,))
 S2 = StepRef("t2", "s2", (CALL,))  # the same step in an identical run in parallel
+S1B = StepRef("t1", "s1b", (ANSWER,))  # a later step of t1
 EVERYTHING: Callable[[str], bool] = lambda key: True  # noqa: E731
 NOTHING: Callable[[str], bool] = lambda key: False  # noqa: E731
 
@@ -60,6 +62,7 @@ class Step:
     input: tuple[Item, ...] = (USER,)
     response_id: str | None = None
     claimed_by: str | None = None  # the attempt of a request that already continued it
+    conversation_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,7 @@ class Request:
     previous_response_id: str | None = None
     failed: StepRef | None = None
     may_hold: Callable[[str], bool] = EVERYTHING
+    conversation_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -84,7 +88,9 @@ def remember(steps: tuple[Step, ...]) -> RecentSteps:
     for step in steps:
         state = KEYS.scan(list(step.input)).state
         key = KEYS.step_key(state, list(step.ref.output_items))
-        recent.remember(key, step.response_id, step.ref, state.hex())
+        recent.remember(
+            key, step.response_id, step.ref, state.hex(), conversation_id=step.conversation_id
+        )
         if step.claimed_by is not None:
             recent.claim(step.ref.step_id, step.claimed_by)
     return recent
@@ -94,6 +100,8 @@ def answer(found: Found, lookup: NeedsLookup, value: Any) -> None:
     match lookup:
         case ByResponse():
             found.responses[lookup] = value
+        case ByConversation():
+            found.conversations[lookup] = value
         case OutputsOf():
             found.outputs[lookup] = value
         case Continuing():
@@ -114,6 +122,7 @@ def play(case: Case) -> tuple[RecentSteps, Placed]:
         scan,
         attempt,
         request.failed,
+        request.conversation_id,
     )
     found = Found()
     for expected, value in case.script:
@@ -205,6 +214,31 @@ CASES = {
     "previous_response_id under a header: the header names the trace": Case(
         (Step(S1, response_id="resp_1"),),
         Request([RESULT], header="mine", previous_response_id="resp_1"),
+        placed=Placed("mine", 0, S1),
+    ),
+    "a conversation of a recent step: its newest step is continued": Case(
+        (
+            Step(S1, conversation_id="conv_1"),
+            Step(S1B, input=(OTHER_USER,), conversation_id="conv_1"),
+        ),
+        Request([RESULT], conversation_id="conv_1"),
+        placed=Placed("t1", 0, S1B),
+    ),
+    "a conversation of a stored step": Case(
+        (),
+        Request([RESULT], conversation_id="conv_1"),
+        [(ByConversation("conv_1"), ("t1", "s1")), (OutputsOf("s1"), (CALL,))],
+        Placed("t1", 0, S1),
+    ),
+    "a conversation nothing recorded: the other rules apply": Case(
+        (),
+        Request([RESULT], conversation_id="conv_9", may_hold=NOTHING),
+        [(ByConversation("conv_9"), None)],
+        Placed(None, 0, None),
+    ),
+    "a conversation under a header: the header names the trace": Case(
+        (Step(S1, conversation_id="conv_1"),),
+        Request([RESULT], header="mine", conversation_id="conv_1"),
         placed=Placed("mine", 0, S1),
     ),
     "a header and a history that continues a step of its trace": Case(

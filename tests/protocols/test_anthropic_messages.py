@@ -747,3 +747,18 @@ def test_no_other_protocol_is_imported() -> None:
         "gateway.protocols.json_values",
         "gateway.protocols.request_body",
     }
+
+
+def test_a_compaction_block_is_no_held_state() -> None:
+    """anthropic beta `BetaCompactionBlockParam` sent back: a result answers the assistant
+    turn just before it, which the request holds, so pairing stays whole."""
+    compaction = {"type": "compaction", "content": "Summary.", "encrypted_content": "opaque"}
+    messages = [
+        {"role": "user", "content": "Go on."},
+        {"role": "assistant", "content": [compaction]},
+        {"role": "user", "content": "And then?"},
+    ]
+    body = {"model": "claude-opus-4-6", "max_tokens": 64, "messages": messages}
+    parsed = ADAPTER.parse_request(body)
+    assert not parsed.held_state
+    assert [i.attrs.get("type") for i in parsed.items if i.kind is ItemKind.OTHER] == ["compaction"]

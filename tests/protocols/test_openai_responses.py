@@ -657,3 +657,20 @@ def test_background_is_read_from_the_request() -> None:
     assert ADAPTER.parse_request({**base, "background": False}).background is False
     assert ADAPTER.parse_request({**base, "background": "yes"}).background is False
     assert ADAPTER.parse_request(base).background is False
+
+
+@pytest.mark.parametrize("conversation", ["conv_1", {"id": "conv_1"}], ids=["id", "object"])
+def test_a_conversation_is_provider_held_state(conversation: Any) -> None:
+    """openai `ResponseCreateParams.conversation`: an id or `ResponseConversationParamParam`."""
+    body = {"model": "gpt-5", "conversation": conversation, "input": "hi"}
+    parsed = ADAPTER.parse_request(body)
+    assert parsed.conversation_id == "conv_1" and parsed.held_state
+
+
+def test_a_compaction_item_is_provider_held_state() -> None:
+    """openai `ResponseCompactionItemParam`, sent back after `responses.compact`."""
+    compaction = {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAAB=="}
+    parsed = ADAPTER.parse_request({"model": "gpt-5", "input": [compaction]})
+    assert parsed.held_state and parsed.conversation_id is None
+    plain = ADAPTER.parse_request({"model": "gpt-5", "input": "hi", "conversation": 7})
+    assert not plain.held_state and plain.conversation_id is None

@@ -205,6 +205,29 @@ def test_revision_0015_adds_step_attrs_and_leaves_the_steps_stored_before_withou
     with engine.connect() as conn:
         stored = conn.execute(sa.text("SELECT attrs FROM steps")).scalars().all()
     assert stored and set(stored) == {None}
+    with engine.begin() as conn:  # the read side reads the newest schema
+        command.upgrade(alembic_config(conn), "head")
     trace_id = _rows(engine, "traces")[0].id
     steps = (get_trace(engine, trace_id) or {})["steps"]
     assert steps and all(step["attrs"] == {} for step in steps)  # read as having none
+
+
+def test_revision_0016_adds_an_indexed_conversation_id_null_on_steps_stored_before(
+    database: Database, tmp_path: Path, open_engine: OpenEngine
+) -> None:
+    engine = open_engine(load_database_before_migrations(database, tmp_path))
+    with engine.begin() as conn:
+        command.upgrade(alembic_config(conn), "0015")
+    before = _as_text(engine, "steps", _columns(engine, "steps"))
+    with engine.begin() as conn:
+        command.upgrade(alembic_config(conn), "0016")
+    inspector = sa.inspect(engine)
+    (column,) = [c for c in inspector.get_columns("steps") if c["name"] == "conversation_id"]
+    assert column["nullable"]
+    indexes = {i["name"]: i["column_names"] for i in inspector.get_indexes("steps")}
+    assert indexes["ix_steps_conversation_id"] == ["key_epoch", "conversation_id"]
+    kept = [c for c in _columns(engine, "steps") if c != "conversation_id"]
+    assert _as_text(engine, "steps", kept) == before
+    with engine.connect() as conn:
+        stored = conn.execute(sa.text("SELECT conversation_id FROM steps")).scalars().all()
+    assert stored and set(stored) == {None}

@@ -11,6 +11,7 @@ from sqlalchemy.engine import Engine
 from gateway.items import ItemKind, Violation, ViolationKind
 from gateway.step import RefusalRecord, StepRecord
 from gateway.store.read.queries import (
+    find_by_conversation,
     find_by_response_id,
     find_continuation,
     find_step,
@@ -228,6 +229,14 @@ def test_continuation_prefers_the_latest_step_with_the_same_key(
     new = make_step("t-new", continuation_key="same", at=old.started_at + timedelta(hours=1))
     StoreWriter(engine).write_batch([new, old])
     assert find_continuation(engine, ["same"]) == ("t-new", new.id, "same")
+
+
+def test_the_newest_step_of_a_conversation(engine: Engine, make_step: MakeStep) -> None:
+    old = make_step("t-a", conversation_id="conv_1")
+    new = make_step("t-a", conversation_id="conv_1", at=old.started_at + timedelta(minutes=1))
+    StoreWriter(engine).write_batch([old, new, make_step("t-b", conversation_id="conv_2")])
+    assert find_by_conversation(engine, "conv_1") == ("t-a", new.id)
+    assert find_by_conversation(engine, "conv_9") is None
 
 
 def test_lookups_by_ids(engine: Engine, make_step: MakeStep) -> None:

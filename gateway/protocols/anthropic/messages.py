@@ -277,6 +277,8 @@ class AnthropicMessagesAdapter:
             stream=body.get("stream") is True,
             items=items,
             previous_response_id=_continued_message(body.get("thread")),
+            # A `compaction` block hides no call a result may answer: Anthropic's results
+            # answer the assistant turn just before them, which the request always holds.
             max_output_tokens=as_int(body.get("max_tokens")),
             tools=_declared_tools(body),
         )
