@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from gateway.protocols import (
-    openai_chat,
     openai_responses,
     openai_responses_follow_up,
     openai_responses_socket,
@@ -11,6 +10,7 @@ from gateway.protocols import (
 from gateway.protocols.anthropic import messages as anthropic_messages
 from gateway.protocols.base import ProtocolAdapter, openai_wire
 from gateway.protocols.frames import SocketAdapter
+from gateway.protocols.openai_chat import completions as openai_chat
 from gateway.routing import Wire
 
 ADAPTERS: dict[str, ProtocolAdapter] = {

@@ -11,7 +11,7 @@ from gateway.continuation.keys import ContinuationKeys
 from gateway.errors import BadRequest, BudgetExceeded
 from gateway.items import ItemKind, StopReason, Usage
 from gateway.protocols.base import ProtocolAdapter
-from gateway.protocols.openai_chat import ADAPTER, OpenAIChatAdapter
+from gateway.protocols.openai_chat.completions import ADAPTER, OpenAIChatAdapter
 from gateway.stream.assembler import Assembler
 from gateway.stream.deltas import (
     Delta,

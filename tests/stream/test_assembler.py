@@ -7,7 +7,7 @@ import json
 import pytest
 
 from gateway.items import Item, ItemKind, StopReason, Usage, ViolationKind
-from gateway.protocols.openai_chat import ADAPTER
+from gateway.protocols.openai_chat.completions import ADAPTER
 from gateway.stream.assembler import TRANSITIONS, Assembled, Assembler, State
 from gateway.stream.deltas import (
     Delta,

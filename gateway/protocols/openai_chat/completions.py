@@ -1,6 +1,6 @@
 """OpenAI Chat Completions adapter (`POST /v1/chat/completions`) and its compatibles.
 
-Requests → typed items here; responses → deltas in `openai_chat_decode`.
+Requests → typed items here; responses → deltas in `decode`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import msgspec
 from gateway import jsoncodec
 from gateway.errors import BadRequest, GatewayError
 from gateway.items import Item, ItemKind
-from gateway.protocols import openai_chat_decode as decode
 from gateway.protocols import request_body
 from gateway.protocols.base import (
     OPENAI_SESSION_FIELDS,
@@ -29,6 +28,7 @@ from gateway.protocols.base import (
     shape_of,
     untyped_field,
 )
+from gateway.protocols.openai_chat import decode
 from gateway.routing import Wire
 from gateway.stream.deltas import Delta
 from gateway.stream.sse import SSEEvent
