@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gateway.opaque import Digests
 from gateway.protocols import (
     openai_responses,
     openai_responses_follow_up,
@@ -32,6 +33,13 @@ PASSTHROUGH: Wire = openai_wire(
     "passthrough",
     tuple((path, a.wire) for a in ADAPTERS.values() for path in a.passthrough_paths),
 )
+
+
+def keyed(secret: bytes) -> dict[str, ProtocolAdapter]:
+    """The adapters as an app serves them: payloads a provider wants back are recorded as
+    digests under the app's install secret (`gateway.opaque`)."""
+    digests = Digests(secret)
+    return {name: adapter.keyed(digests) for name, adapter in ADAPTERS.items()}
 
 
 def adapter_for_path(path: str) -> ProtocolAdapter:

@@ -101,7 +101,8 @@ def test_deepseek_reasoning_is_counted_never_kept() -> None:
     assert kinds(result.output_items) == [ItemKind.REASONING, ItemKind.ASSISTANT_TEXT]
     reasoning = result.output_items[0]
     assert reasoning.text is None
-    assert reasoning.attrs == {"chars": 76, "tokens": 22}
+    # DeepSeek wants it back in a tool loop: that is noted, the text is not kept.
+    assert reasoning.attrs == {"chars": 76, "tokens": 22, "returns": "reasoning_content"}
     assert result.output_items[1].text == "Hello! How can I help?"
     assert result.usage.reasoning_tokens == 22
     # Usage arrived inside the finish chunk.
