@@ -20,7 +20,7 @@ from gateway.continuation.keycache import CachedContinuationKeys
 from gateway.continuation.keyfilter import KeyFilter
 from gateway.continuation.recent_steps import RecentSteps
 from gateway.errors import GatewayError, NotFound, Unauthorized
-from gateway.protocols.registry import ADAPTERS, FALLBACK, PATHS, adapter_for_path, wire_of
+from gateway.protocols.registry import FALLBACK, PATHS, adapter_for_path, wire_of
 from gateway.proxy import handler as proxy
 from gateway.proxy import host_check
 from gateway.proxy.deps import Deps
@@ -88,7 +88,7 @@ def create_app(
         )
     )
     for path, protocol in PATHS.items():
-        app.router.add_post(path, _bind(proxy.handle_model, ADAPTERS[protocol]))
+        app.router.add_post(path, _bind(proxy.handle_model, protocol))
     sockets.mount(app, DEPS)  # WebSocket modes (GET /v1/responses upgraded)
     app.router.add_route("*", "/v1/{tail:.*}", _bind(proxy.handle_passthrough, FALLBACK))
     for method in ("POST", "GET", "DELETE"):
@@ -327,9 +327,11 @@ def _start_redacting(
     return redacting
 
 
-def _bind(handler, adapter) -> Handler:  # type: ignore[no-untyped-def]
+def _bind(handler, what) -> Handler:  # type: ignore[no-untyped-def]
+    """`handler(request, deps, what)`: `what` a protocol's name, or the adapter of errors."""
+
     async def bound(request: web.Request) -> web.StreamResponse:
-        return await handler(request, request.app[DEPS], adapter)  # type: ignore[no-any-return]
+        return await handler(request, request.app[DEPS], what)  # type: ignore[no-any-return]
 
     return bound
 

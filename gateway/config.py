@@ -154,6 +154,9 @@ class Settings(_Frozen):
     search_timeout_s: float = Field(default=2.0, gt=0, allow_inf_nan=False)  # a `q=` read, at most
     loop_threshold: int = Field(default=3, ge=2)  # same tool, same arguments, this often
     loops: Literal["observe", "enforce"] = "observe"
+    # A tool-loop request that drops the reasoning its provider requires back: recorded, or
+    # refused before the provider (`reasoning_not_returned`).
+    reasoning_check: Literal["observe", "enforce"] = "observe"
     admin_token: str | None = None
     store_reasoning_summary: bool = True
     recorder_queue_size: int = Field(default=10_000, ge=1)

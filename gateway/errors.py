@@ -54,6 +54,12 @@ class PairingViolation(BadRequest):
         self.call_id = call_id
 
 
+class ReasoningNotReturned(BadRequest):
+    """A tool-loop request drops reasoning its provider requires back, which would refuse it."""
+
+    code = "reasoning_not_returned"
+
+
 class BudgetExceeded(GatewayError):
     status = 429
     type = "budget_exceeded"

@@ -36,6 +36,15 @@ PROVIDER = "provider"
 TOOL_TYPE = "tool_type"
 
 
+# `attrs["returns"]` of an output item carrying what its provider requires back when the next
+# request answers the step's tool calls (a thinking block's signature, a call's thought
+# signature, reasoning text), named as the wire names it; `attrs["digests"]` the short keyed
+# hashes of those payloads, absent when their presence is all that is asked. Never the
+# payloads themselves.
+RETURNS = "returns"
+DIGESTS = "digests"
+
+
 # The attrs of an item that has none: one shared, read-only empty mapping.
 NO_ATTRS: Mapping[str, Any] = MappingProxyType({})
 
@@ -279,6 +288,7 @@ class ViolationKind(StrEnum):
     REPEATED_TOOL_CALL = "repeated_tool_call"
     COST_BUDGET_EXCEEDED = "cost_budget_exceeded"
     TIME_BUDGET_EXCEEDED = "time_budget_exceeded"
+    REASONING_NOT_RETURNED = "reasoning_not_returned"
     INVALID_REQUEST = "invalid_request"  # refused: a body or header the gateway cannot use
 
 

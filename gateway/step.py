@@ -123,7 +123,8 @@ class RefusalRecord:
     budget_max_steps: int | None = None
     budget_max_tokens: int | None = None
     # gateway.runs.status.RefusalKind: pairing | budget | loop; "request" (a body or header
-    # the gateway cannot use) counts as a pairing refusal there: the trace is `refused`.
+    # the gateway cannot use) and "reasoning" (reasoning not sent back) count as a pairing
+    # refusal there: the trace is `refused`.
     kind: str = "pairing"
     items: tuple[Item, ...] = ()
     session_id: str | None = None

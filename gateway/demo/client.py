@@ -83,7 +83,8 @@ async def chat(
 
 def _chat_delta(choice: dict[str, Any], text: list[str], calls: dict[int, dict[str, Any]]) -> None:
     delta = choice.get("delta") or {}
-    # reasoning_content is read and dropped: DeepSeek rejects it when echoed back.
+    # reasoning_content is read and dropped: the demo's chat answers that reason call no
+    # tool, and outside a tool loop DeepSeek ignores it (within one it must go back).
     if delta.get("content"):
         text.append(delta["content"])
     for fragment in delta.get("tool_calls") or []:

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from gateway.config import Settings
 from gateway.errors import GatewayError
 from gateway.items import Item, ItemKind
+from gateway.opaque import Digests
 from gateway.routing import Wire
 from gateway.stream.deltas import Delta
 from gateway.stream.sse import SSEEvent
@@ -42,6 +43,9 @@ class ParsedRequest:
     # None when they are not known here (held by the provider: a continued thread, a
     # stored prompt), so calls are not judged against them.
     tools: dict[str, Any] | None = None
+    # The request turns its provider's reasoning off (Anthropic `thinking.type: disabled`): it
+    # owes back no reasoning of earlier answers (`checks.reasoning`).
+    reasoning_off: bool = False
     attrs: dict[str, Any] = field(default_factory=dict)
     # The provider answers at once and works on in the background (Responses `background`):
     # the step ends with whichever later exchange sees the response's end.
@@ -97,6 +101,11 @@ class ProtocolAdapter(Protocol):
     # The `tool_type`s it gives calls the provider ran (`web_search`, `mcp`, ...): a metric
     # labels them by it, folding any other into `other`.
     provider_tool_types: frozenset[str]
+
+    def keyed(self, digests: Digests) -> ProtocolAdapter:
+        """This adapter recording the payloads a provider wants back as `digests` makes
+        them (an app's adapters use its install secret; see `gateway.opaque`)."""
+        ...
 
     def is_separate_instruction(self, item: Item) -> bool:
         """True for an instruction the wire keeps outside the message history."""

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.errors import BadRequest, GatewayError
 from gateway.items import Item, ItemKind
+from gateway.opaque import Digests
 from gateway.protocols.base import (
     OPENAI_SESSION_FIELDS,
     REFERENCE_TYPE,
@@ -246,6 +247,11 @@ class OpenAIResponsesAdapter:
     # OpenTelemetry's OpenAI conventions name the API a call went to.
     span_attributes: Mapping[str, Mapping[str, str]] = {"openai": {"openai.api.type": "responses"}}
     provider_tool_types: frozenset[str] = TOOL_TYPES
+
+    def keyed(self, digests: Digests) -> OpenAIResponsesAdapter:
+        # No payload of this protocol is recorded as a digest: its reasoning items are
+        # recognised by their ids, and `encrypted_content` is left to the provider.
+        return self
 
     def is_separate_instruction(self, item: Item) -> bool:
         """`instructions` sits outside the `input` history; system messages in it do not."""

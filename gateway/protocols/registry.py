@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from gateway.opaque import Digests
 from gateway.protocols import (
-    openai_chat,
     openai_responses,
     openai_responses_follow_up,
     openai_responses_socket,
@@ -11,6 +11,7 @@ from gateway.protocols import (
 from gateway.protocols.anthropic import messages as anthropic_messages
 from gateway.protocols.base import ProtocolAdapter, openai_wire
 from gateway.protocols.frames import SocketAdapter
+from gateway.protocols.openai_chat import completions as openai_chat
 from gateway.routing import Wire
 
 ADAPTERS: dict[str, ProtocolAdapter] = {
@@ -32,6 +33,13 @@ PASSTHROUGH: Wire = openai_wire(
     "passthrough",
     tuple((path, a.wire) for a in ADAPTERS.values() for path in a.passthrough_paths),
 )
+
+
+def keyed(secret: bytes) -> dict[str, ProtocolAdapter]:
+    """The adapters as an app serves them: payloads a provider wants back are recorded as
+    digests under the app's install secret (`gateway.opaque`)."""
+    digests = Digests(secret)
+    return {name: adapter.keyed(digests) for name, adapter in ADAPTERS.items()}
 
 
 def adapter_for_path(path: str) -> ProtocolAdapter:

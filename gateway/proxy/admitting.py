@@ -1,7 +1,7 @@
 """Everything decided before the provider, for a request however it came (an HTTP body, a
-WebSocket frame): parse → place in a trace → pairing → loops → budgets, then the step's
-start (its record's start, its exchange, its end). A refusal is recorded here; the caller
-answers it in its transport.
+WebSocket frame): parse → place in a trace → history rules (pairing, reasoning sent back) →
+loops → budgets, then the step's start (its record's start, its exchange, its end). A refusal
+is recorded here; the caller answers it in its transport.
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ from functools import partial
 from typing import Any, TypeVar
 
 from gateway import ids
-from gateway.checks import budgets, loops, pairing
+from gateway.checks import budgets, loops
 from gateway.checks.admission import Refuse
-from gateway.config import KeyBudget
 from gateway.continuation import sessions
 from gateway.errors import GatewayError
 from gateway.exchange.calls import CallRules
@@ -29,9 +28,9 @@ from gateway.protocols.frames import FrameDecoder
 from gateway.proxy.admission import Admission, admit
 from gateway.proxy.deps import Deps
 from gateway.proxy.finisher import StepEnd
+from gateway.proxy.history_checks import history_refusal, history_violations
 from gateway.proxy.placement import Placement, place
 from gateway.routing import Target
-from gateway.runs.status import TERMINAL, mark_terminal
 from gateway.step import RefusalRecord, StepStart
 
 # Bodies from this size on are parsed in a thread rather than on the event loop.
@@ -80,7 +79,8 @@ class Request:
 async def check(
     deps: Deps, adapter: ProtocolAdapter, request: Request, body: Any
 ) -> Admitted | Refused:
-    """Parse, place in a trace, pairing, loops, budget: everything decided before the provider."""
+    """Parse, place in a trace, history rules, loops, budget: everything decided before the
+    provider."""
     headers = request.headers
     try:
         parsed = await off_loop_if_large(request.size, adapter.parse_request, body)
@@ -92,11 +92,11 @@ async def check(
     session = sessions.session_id(headers, body, adapter.session_fields)
     refused = partial(_refused, deps, placement, session)
     key = budgets.key_settings(deps.settings, deps.secret, headers)
-    violations = _history_violations(adapter, parsed, placement, deps.settings.terminal_tools)
-    refusal = _pairing_refusal(deps, adapter, violations, key)
+    violations = history_violations(adapter, parsed, placement, deps.settings.terminal_tools)
+    refusal = history_refusal(deps.settings, adapter, violations, key)
     if refusal is not None:
-        refused(violations, "pairing")
-        return Refused(refusal, own)
+        refused(violations, refusal.kind)
+        return Refused(refusal.error, own)
     loop = loops.loop_refusal(deps.loops.loop_of(placement.trace_id), deps.settings.loops)
     if loop is not None:
         refused([loop[1]], "loop")
@@ -194,51 +194,6 @@ async def off_loop_if_large(size: int, function: Callable[[A], R], argument: A) 
     if size < LARGE_BODY:
         return function(argument)
     return await asyncio.to_thread(function, argument)
-
-
-def _history_violations(
-    adapter: ProtocolAdapter, parsed: ParsedRequest, placement: Placement, terminal: tuple[str, ...]
-) -> list[Violation]:
-    previous = placement.previous
-    found = pairing.check_request(
-        placement.items,
-        history=adapter.history,
-        new_items=placement.new_items,
-        previous_output=None if previous is None else list(previous.output_items),
-        # A conversation's items are prepended by the provider, like a previous response's.
-        continues_response=parsed.previous_response_id is not None
-        or parsed.conversation_id is not None,
-        unseen_calls=placement.unresolved_references or parsed.held_state,
-    )
-    if not any(v.kind is ViolationKind.MISSING_TOOL_RESULT for v in found):
-        return found
-    # A terminal output tool's call hands over the run's answer: it needs no result.
-    outputs = [] if previous is None else list(previous.output_items)
-    ended = {
-        i.call_id
-        for i in mark_terminal([*placement.items, *outputs], terminal)
-        if i.attrs.get(TERMINAL)
-    }
-    return [
-        v
-        for v in found
-        if v.kind is not ViolationKind.MISSING_TOOL_RESULT or v.call_id not in ended
-    ]
-
-
-def _pairing_refusal(
-    deps: Deps, adapter: ProtocolAdapter, violations: list[Violation], key: KeyBudget | None
-) -> GatewayError | None:
-    mode = (key.pairing if key is not None else None) or deps.settings.pairing
-    if mode != "enforce":
-        return None
-    first = pairing.first_enforceable(violations)
-    if first is None:
-        return None
-    violations[violations.index(first)] = Violation(
-        first.kind, first.detail, first.call_id, enforced=True
-    )
-    return pairing.to_error(first, history=adapter.history)
 
 
 def request_violation(error: GatewayError) -> Violation:

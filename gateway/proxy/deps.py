@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -15,6 +15,8 @@ from gateway.config import Settings
 from gateway.continuation.keyfilter import KeyFilter
 from gateway.continuation.keys import ContinuationKeys
 from gateway.continuation.recent_steps import RecentSteps
+from gateway.protocols.base import ProtocolAdapter
+from gateway.protocols.registry import keyed
 from gateway.proxy.finisher import StepBus
 from gateway.proxy.open_responses import OpenResponses
 from gateway.proxy.upstream import Upstream
@@ -42,6 +44,11 @@ class Deps:
     loops: TraceCounters = field(default_factory=TraceCounters)
     # Steps of background responses whose end a later exchange brings.
     open_responses: OpenResponses = field(default_factory=OpenResponses)
+    # The protocols' adapters as this app serves them: keyed with `secret` (gateway.opaque).
+    adapters: Mapping[str, ProtocolAdapter] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "adapters", keyed(self.secret))
 
     @property
     def sinks(self) -> Sinks:

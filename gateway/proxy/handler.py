@@ -67,10 +67,10 @@ def error_response(
     )
 
 
-async def handle_model(
-    request: web.Request, deps: Deps, adapter: ProtocolAdapter
-) -> web.StreamResponse:
+async def handle_model(request: web.Request, deps: Deps, protocol: str) -> web.StreamResponse:
+    """A model endpoint, through its protocol's adapter as this app keyed it."""
     started = time.perf_counter()
+    adapter = deps.adapters[protocol]
     admitted = await _check(request, deps, adapter)
     if isinstance(admitted, web.Response):
         return admitted

@@ -285,7 +285,7 @@ class Instruments:
             self.violations.labels(kind.value)
         for budget in BUDGETS.values():
             self.budget_refusals.labels(budget)
-        for reason in ("pairing", "budget", "loop"):
+        for reason in ("pairing", "budget", "loop", "reasoning"):
             self.refusals.labels(reason)
         self.tool_calls.labels(*CLIENT_TOOL)
         for reason in ("queue_full", "failed"):

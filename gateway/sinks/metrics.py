@@ -190,7 +190,7 @@ class MetricsSink:
         for budget in sorted(budgets):
             self._child(self.instruments.budget_refusals, budget).inc()
         is_budget = bool(budgets) or refusal.budget_exceeded
-        known = refusal.kind in ("loop", "request")
+        known = refusal.kind in ("loop", "request", "reasoning")
         reason = "budget" if is_budget else (refusal.kind if known else "pairing")
         self._child(self.instruments.refusals, reason).inc()
         if is_budget:  # the agent cannot go on: its trace is over

@@ -12,6 +12,7 @@ from enum import Enum
 from typing import Any
 
 from gateway.items import (
+    DIGESTS,
     NO_BILLING,
     TOOL_TYPE,
     Billing,
@@ -142,6 +143,7 @@ class _Choice:
     reasoning_attrs: dict[str, Any] = field(default_factory=dict)
     summary: list[str] = field(default_factory=list)
     reasoning_ids: list[str] = field(default_factory=list)
+    reasoning_digests: list[str] = field(default_factory=list)
     calls: dict[int, _Call] = field(default_factory=dict)
     finish: FinishDelta | None = None
 
@@ -181,6 +183,8 @@ class Assembler:
             choice.reasoning_attrs.update(delta.attrs)
             if delta.item_id and delta.item_id not in choice.reasoning_ids:
                 choice.reasoning_ids.append(delta.item_id)
+            if delta.digests:
+                choice.reasoning_digests.extend(delta.digests)
         elif isinstance(delta, RefusalDelta):
             self._content(delta.choice).refusal.append(delta.text)
         elif isinstance(delta, ReasoningSummaryDelta):
@@ -320,6 +324,8 @@ class Assembler:
             attrs = {**base, "chars": choice.reasoning_chars, **choice.reasoning_attrs}
             if choice.reasoning_ids:
                 attrs["item_ids"] = choice.reasoning_ids
+            if choice.reasoning_digests:
+                attrs[DIGESTS] = list(choice.reasoning_digests)
             summary = "".join(choice.summary) or None
             items.append(Item(ItemKind.REASONING, role="assistant", text=summary, attrs=attrs))
         for part in choice.sequence:

@@ -36,13 +36,16 @@ class RefusalDelta:
 class ReasoningDelta:
     """Reasoning happened; `chars` counts its text, which is dropped here, never stored.
 
-    `attrs` carries safe facts such as {"encrypted": True} or {"redacted": True}.
+    `attrs` carries safe facts such as {"encrypted": True} or {"redacted": True}, and
+    {"returns": …} when the provider wants it back in a tool loop; `digests` the keyed
+    digests of the opaque payloads it wants back (`gateway.opaque`), never the payloads.
     """
 
     chars: int = 0
     choice: int = 0
     attrs: dict[str, Any] = field(default_factory=dict)
     item_id: str | None = None  # the provider's id of the reasoning item (Responses `rs_…`)
+    digests: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

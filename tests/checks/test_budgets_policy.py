@@ -27,7 +27,7 @@ from gateway.config import KeyBudget
 from gateway.config_load import load_settings
 from gateway.errors import BadRequest, BudgetExceeded, ConfigError
 from gateway.items import Usage, ViolationKind
-from gateway.protocols.openai_chat import ADAPTER as CHAT
+from gateway.protocols.openai_chat.completions import ADAPTER as CHAT
 from gateway.runs.pricing import Pricer
 
 KEY = KeyBudget(key_fingerprint="0" * 32, max_cost_usd=Decimal("2"), max_duration_s=600)

@@ -17,7 +17,7 @@ from gateway.config_load import load_settings
 from gateway.errors import ConfigError, RepeatedToolCall
 from gateway.items import Item, ItemKind, ViolationKind
 from gateway.protocols.anthropic.messages import ADAPTER as MESSAGES
-from gateway.protocols.openai_chat import ADAPTER as CHAT
+from gateway.protocols.openai_chat.completions import ADAPTER as CHAT
 from tests.factories import tool_call, tool_result
 
 # The tool these loops repeat.

@@ -27,7 +27,7 @@ from gateway.exchange.stops import RULES, Ending, Seen
 from gateway.exchange.tap import MAX_PARSED_BODY
 from gateway.items import StopReason, ViolationKind
 from gateway.protocols.anthropic.messages import ADAPTER as MESSAGES
-from gateway.protocols.openai_chat import ADAPTER
+from gateway.protocols.openai_chat.completions import ADAPTER
 from tests.exchange.playbook import (
     DONE,
     SSE,

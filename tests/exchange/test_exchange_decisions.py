@@ -15,7 +15,7 @@ from gateway.exchange.calls import CallRules, LoopCounter
 from gateway.exchange.machine import Anomaly, AnomalyKind, EndResponse, Exchange
 from gateway.exchange.stops import RULES, Ending, Rule, Seen
 from gateway.items import Item, StopReason, Violation, ViolationKind
-from gateway.protocols.openai_chat import ADAPTER
+from gateway.protocols.openai_chat.completions import ADAPTER
 from tests.exchange.playbook import (
     DONE,
     STOP,

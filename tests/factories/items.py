@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.items import Item, ItemKind
+from gateway.items import DIGESTS, RETURNS, Item, ItemKind
 
 
 def user_text(text: str = "hi") -> Item:
@@ -22,6 +22,15 @@ def assistant_text(text: str = "ok") -> Item:
 def reasoning(tokens: int = 12) -> Item:
     """Reasoning that happened: its token count, never its text."""
     return Item(ItemKind.REASONING, role="assistant", attrs={"tokens": tokens})
+
+
+def returned_reasoning(label: str, *digests: str, **attrs: Any) -> Item:
+    """Reasoning its provider wants back in a tool loop, as the adapters record it: what
+    (`label`) and the digests of its payloads (none: its presence is what counts)."""
+    facts: dict[str, Any] = {RETURNS: label, **attrs}
+    if digests:
+        facts[DIGESTS] = list(digests)
+    return Item(ItemKind.REASONING, role="assistant", attrs=facts)
 
 
 def tool_call(

@@ -27,7 +27,7 @@ from gateway.continuation.recent_steps import RecentSteps
 from gateway.errors import GatewayError
 from gateway.items import Item, ItemKind
 from gateway.protocols.anthropic.messages import ADAPTER as MESSAGES
-from gateway.protocols.openai_chat import ADAPTER as CHAT
+from gateway.protocols.openai_chat.completions import ADAPTER as CHAT
 from gateway.protocols.openai_responses import ADAPTER as RESPONSES
 from gateway.stream.assembler import Assembler
 from gateway.stream.sse import SSEDecoder, SSEEvent

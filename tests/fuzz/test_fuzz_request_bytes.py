@@ -16,7 +16,7 @@ from gateway.errors import BadRequest
 from gateway.protocols import request_body, request_facts
 from gateway.protocols.anthropic.messages import AnthropicMessagesAdapter
 from gateway.protocols.base import ProtocolAdapter
-from gateway.protocols.openai_chat import OpenAIChatAdapter
+from gateway.protocols.openai_chat.completions import OpenAIChatAdapter
 from gateway.protocols.openai_responses import OpenAIResponsesAdapter
 from gateway.recording import codec
 from gateway.routing import resolve

@@ -21,6 +21,7 @@ from gateway.errors import (
     UpstreamError,
 )
 from gateway.items import ItemKind, StopReason
+from gateway.opaque import UNKEYED, Digests
 from gateway.protocols.anthropic.messages import ADAPTER, AnthropicMessagesAdapter
 from gateway.protocols.base import ParsedRequest, ProtocolAdapter
 from gateway.stream.assembler import Assembled, Assembler
@@ -427,12 +428,20 @@ def test_tool_result_roundtrip_request() -> None:
     ]
     items = parsed.items
     assert items[0].text == "You are a support agent.\nUse parallel tool calls."
+    # Of the signature and the redacted data, only keyed digests: the API wants them back.
     assert items[2].attrs == {
         "message_index": 1,
         "chars": len("Two orders, LWMARK-7f3a9c, so two calls."),
+        "returns": "thinking",
+        "digests": [UNKEYED.of("EuYBCkQIBxgCLWMARK-7f3a9cAk0==")],
     }
     assert items[2].text is None
-    assert items[3].attrs == {"message_index": 1, "redacted": True}
+    assert items[3].attrs == {
+        "message_index": 1,
+        "redacted": True,
+        "returns": "thinking",
+        "digests": [UNKEYED.of("EqkECkYIBxgCKkA8LWMARK-7f3a9cAZ4noDfV5VcOJe==")],
+    }
     assert (items[6].call_id, items[6].tool_name, items[6].arguments) == (
         "toolu_01LwNsLookupBBBBBBBBB2",
         "lookup_order",
@@ -762,3 +771,81 @@ def test_a_compaction_block_is_no_held_state() -> None:
     parsed = ADAPTER.parse_request(body)
     assert not parsed.held_state
     assert [i.attrs.get("type") for i in parsed.items if i.kind is ItemKind.OTHER] == ["compaction"]
+
+
+# --- what must come back in a tool loop ---------------------------------------------------------
+
+STREAMED_SIGNATURE = "EroCCmUIDhgCKkCLWMARK-7f3a9cNWw0dWjXDUtFhxyU7T1jL1I74woU7bJADq7xTdoI1tp=="
+
+
+def test_a_thinking_signature_is_recorded_as_its_keyed_digest_only() -> None:
+    deltas = stream_deltas("stream_thinking_text_tool_use.sse")
+    reasoning = assemble(deltas).output_items[0]
+    assert reasoning.attrs["returns"] == "thinking"
+    assert reasoning.attrs["digests"] == [UNKEYED.of(STREAMED_SIGNATURE)]
+    assert_no_marker(deltas, reasoning.to_json())
+    # Keyed: another install's adapter records another digest of the same signature.
+    other = ADAPTER.keyed(Digests(b"another install")).new_event_decoder()
+    data = (FIXTURES / "stream_thinking_text_tool_use.sse").read_bytes()
+    keyed = assemble([d for e in events_of(data) for d in other.decode(e)]).output_items[0]
+    assert keyed.attrs["digests"] != reasoning.attrs["digests"]
+
+
+def test_redacted_thinking_data_is_owed_back_as_a_digest() -> None:
+    reasoning = assemble(stream_deltas("stream_redacted_thinking.sse")).output_items[0]
+    assert reasoning.attrs["returns"] == "thinking" and len(reasoning.attrs["digests"]) == 1
+
+
+def test_the_answer_and_its_echo_carry_the_same_digests() -> None:
+    """What a body records is what the same blocks echoed in a request record: the check
+    compares the two."""
+    blocks = case("nonstream_tool_result_roundtrip.json")["request"]["body"]["messages"][1]
+    answer = {
+        "id": "msg_01LwEcho",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-6",
+        "content": blocks["content"],
+        "stop_reason": "tool_use",
+        "usage": {"input_tokens": 10, "output_tokens": 20},
+    }
+    (reasoning, *_) = assemble(ADAPTER.decode_body(answer)).output_items
+    echoed = ADAPTER.parse_request({"messages": [blocks]}).items
+    assert reasoning.attrs["digests"] == [
+        digest for item in echoed for digest in item.attrs.get("digests", ())
+    ]
+    assert reasoning.attrs["redacted"] is True  # both blocks, in one reasoning item
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        {"type": "thinking", "thinking": "no signature"},
+        {"type": "thinking", "thinking": "", "signature": ""},
+        {"type": "thinking", "thinking": "x", "signature": 42},
+        {"type": "redacted_thinking"},
+    ],
+)
+def test_thinking_without_a_payload_owes_nothing(block: dict[str, Any]) -> None:
+    message = {"role": "assistant", "content": [block]}
+    (item,) = ADAPTER.parse_request({"messages": [message]}).items
+    assert "returns" not in item.attrs and "digests" not in item.attrs
+    answer = {"content": [block], "stop_reason": "end_turn"}
+    assert "returns" not in assemble(ADAPTER.decode_body(answer)).output_items[0].attrs
+
+
+@pytest.mark.parametrize(
+    ("thinking", "off"),
+    [
+        ({"type": "disabled"}, True),
+        ({"type": "enabled", "budget_tokens": 1024}, False),
+        ({"type": "adaptive"}, False),
+        (None, False),  # some models think by default
+        ("disabled", False),  # not the API's shape: the provider judges it
+    ],
+)
+def test_a_request_turning_thinking_off_owes_none_back(thinking: Any, off: bool) -> None:
+    body: dict[str, Any] = {"messages": []}
+    if thinking is not None:
+        body["thinking"] = thinking
+    assert ADAPTER.parse_request(body).reasoning_off is off

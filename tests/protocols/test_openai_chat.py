@@ -10,8 +10,9 @@ import pytest
 from gateway.continuation.keys import ContinuationKeys
 from gateway.errors import BadRequest, BudgetExceeded
 from gateway.items import ItemKind, StopReason, Usage
+from gateway.opaque import UNKEYED
 from gateway.protocols.base import ProtocolAdapter
-from gateway.protocols.openai_chat import ADAPTER, OpenAIChatAdapter
+from gateway.protocols.openai_chat.completions import ADAPTER, OpenAIChatAdapter
 from gateway.stream.assembler import Assembler
 from gateway.stream.deltas import (
     Delta,
@@ -69,7 +70,14 @@ def test_parse_request_items_for_every_message_shape() -> None:
         (ItemKind.INSTRUCTION, "developer", "Be brief.\nUse tools.", None, None, {}),
         (ItemKind.USER, "user", "Roll for me.", None, None, {}),
         (ItemKind.OTHER, "user", None, None, None, {"type": "image_url"}),
-        (ItemKind.REASONING, "assistant", None, None, None, {"chars": 39}),
+        (
+            ItemKind.REASONING,
+            "assistant",
+            None,
+            None,
+            None,
+            {"chars": 39, "returns": "reasoning_content"},
+        ),
         (ItemKind.ASSISTANT_TEXT, "assistant", "Rolling!", None, None, {}),
         (ItemKind.TOOL_CALL, "assistant", None, "call_00_RollRollRollRoll", "roll_dice", {}),
         (
@@ -211,11 +219,12 @@ def test_reasoning_fields_are_counted_once() -> None:
         chunk({"reasoning_details": [{"type": "reasoning.encrypted", "data": "Zm9v"}]}),
         chunk({"reasoning_details": [{"type": "reasoning.summary", "summary": "Plan."}]}),
     )
+    encrypted = {"encrypted": True, "returns": "reasoning_details"}
     assert [d for d in deltas if not isinstance(d, MetaDelta)] == [
-        ReasoningDelta(chars=4),
+        ReasoningDelta(chars=4, attrs={"returns": "reasoning_content"}),
         ReasoningDelta(chars=3),
         ReasoningDelta(chars=2),
-        ReasoningDelta(chars=0, attrs={"encrypted": True}),
+        ReasoningDelta(chars=0, attrs=encrypted, digests=(UNKEYED.of("Zm9v"),)),
         ReasoningSummaryDelta("Plan."),
     ]
 
@@ -459,7 +468,7 @@ def test_streamed_custom_tool_call_is_assembled_as_free_form_text() -> None:
         (
             {"delta": {"content": "hi", "reasoning_content": "hmm"}},
             {},
-            [ReasoningDelta(chars=3), TextDelta("hi")],
+            [ReasoningDelta(chars=3, attrs={"returns": "reasoning_content"}), TextDelta("hi")],
         ),
         (
             {"delta": {"content": "hi"}},

@@ -12,7 +12,7 @@ from gateway import jsoncodec
 from gateway.errors import BadRequest
 from gateway.protocols import request_body
 from gateway.protocols.anthropic.messages import AnthropicMessagesAdapter
-from gateway.protocols.openai_chat import OpenAIChatAdapter
+from gateway.protocols.openai_chat.completions import OpenAIChatAdapter
 from gateway.protocols.openai_responses import OpenAIResponsesAdapter
 
 CALL = {

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from gateway.items import Item, ItemKind, StopReason, Usage, ViolationKind
-from gateway.protocols.openai_chat import ADAPTER
+from gateway.protocols.openai_chat.completions import ADAPTER
 from gateway.stream.assembler import TRANSITIONS, Assembled, Assembler, State
 from gateway.stream.deltas import (
     Delta,
@@ -101,7 +101,8 @@ def test_deepseek_reasoning_is_counted_never_kept() -> None:
     assert kinds(result.output_items) == [ItemKind.REASONING, ItemKind.ASSISTANT_TEXT]
     reasoning = result.output_items[0]
     assert reasoning.text is None
-    assert reasoning.attrs == {"chars": 76, "tokens": 22}
+    # DeepSeek wants it back in a tool loop: that is noted, the text is not kept.
+    assert reasoning.attrs == {"chars": 76, "tokens": 22, "returns": "reasoning_content"}
     assert result.output_items[1].text == "Hello! How can I help?"
     assert result.usage.reasoning_tokens == 22
     # Usage arrived inside the finish chunk.

@@ -79,15 +79,21 @@ async def _weather_loop(client: openai.AsyncOpenAI) -> None:
         model="gpt-4o", messages=messages, tools=TOOLS, stream=True
     )
     calls: dict[int, dict[str, Any]] = {}
+    reasoning: list[str] = []
     async for chunk in stream:
         for choice in chunk.choices:
+            piece = (choice.delta.model_extra or {}).get("reasoning_content")
+            if isinstance(piece, str):
+                reasoning.append(piece)
             for tc in choice.delta.tool_calls or []:
                 entry = calls.setdefault(tc.index, _blank_call(tc.id))
                 if tc.function and tc.function.name:
                     entry["function"]["name"] = tc.function.name
                 if tc.function and tc.function.arguments:
                     entry["function"]["arguments"] += tc.function.arguments
-    messages.append({"role": "assistant", "content": None, "tool_calls": list(calls.values())})
+    # DeepSeek-style reasoning goes back with the calls it led to, as that provider requires.
+    turn = {"role": "assistant", "content": None, "reasoning_content": "".join(reasoning)}
+    messages.append({**turn, "tool_calls": list(calls.values())})
     for tc in calls.values():
         city = json.loads(tc["function"]["arguments"])["city"]
         weather = "sunny" if city == "Paris" else "rainy"

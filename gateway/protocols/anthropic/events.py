@@ -3,7 +3,8 @@
 Stop reasons: end_turn/stop_sequence → completed, tool_use → tool_calls, max_tokens and
 model_context_window_exceeded → length, refusal → refusal, pause_turn and compaction → paused,
 others → unknown.
-Thinking text and signatures never leave this module: only their size and flags do.
+Thinking text and signatures never leave this module: only their size, flags and the keyed
+digests of the signatures (and of redacted thinking's data) the API wants back in a tool loop.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway import jsoncodec
-from gateway.items import Item, ItemKind, StopReason
+from gateway.items import RETURNS, Item, ItemKind, StopReason
+from gateway.opaque import Digests
 from gateway.protocols.anthropic.blocks import (
     caller_attrs,
     is_provider_call,
@@ -55,6 +57,11 @@ _STOP_REASONS = {
 
 ROLE = "assistant"
 
+# A tool-use turn's thinking and redacted_thinking blocks must come back unchanged, with
+# their signature or data, in the request that answers its tool calls.
+THINKING = "thinking"
+_RETURNS_THINKING = {RETURNS: THINKING}
+
 
 def _finish(raw: Any, details: Any = None) -> list[Delta]:
     if not isinstance(raw, str):
@@ -82,16 +89,29 @@ def _whole_args(index: int, value: Any) -> ToolCallArgs:
     return ToolCallArgs(index, compact(value if isinstance(value, dict) else {}))
 
 
-def _block_deltas(index: int, block: dict[str, Any], *, whole: bool) -> list[Delta]:
+def returned_thinking(payload: Any, digests: Digests) -> tuple[str, ...]:
+    """The digest of a thinking block's signature or a redacted block's data, if it has one."""
+    return (digests.of(payload),) if isinstance(payload, str) and payload else ()
+
+
+def _block_deltas(
+    index: int, block: dict[str, Any], digests: Digests, *, whole: bool
+) -> list[Delta]:
     """A content block's opening (stream) or the whole block (body) as deltas."""
     kind = as_str(block.get("type"))
     if kind == "text":
         text = as_str(block.get("text"))
         return [TextDelta(text)] if text else []
     if kind == "thinking":
-        return [ReasoningDelta(chars=len(as_str(block.get("thinking")) or ""))]
+        chars = len(as_str(block.get("thinking")) or "")
+        signed = returned_thinking(block.get("signature"), digests)  # streamed: "" at first
+        if not signed:
+            return [ReasoningDelta(chars=chars)]
+        return [ReasoningDelta(chars=chars, attrs=_RETURNS_THINKING, digests=signed)]
     if kind == "redacted_thinking":
-        return [ReasoningDelta(attrs={"redacted": True})]
+        data = returned_thinking(block.get("data"), digests)
+        attrs = {"redacted": True, RETURNS: THINKING} if data else {"redacted": True}
+        return [ReasoningDelta(attrs=attrs, digests=data)]
     if kind == "tool_use":
         call_id, name = as_str(block.get("id")), as_str(block.get("name"))
         start = ToolCallStart(index, call_id, name, attrs=caller_attrs(block))
@@ -110,7 +130,8 @@ def _block_deltas(index: int, block: dict[str, Any], *, whole: bool) -> list[Del
 class MessagesEventDecoder:
     """Per-stream state: content block types by index, and the running usage."""
 
-    def __init__(self) -> None:
+    def __init__(self, digests: Digests) -> None:
+        self._digests = digests
         self._usage = UsageState()
         self._blocks: dict[int, _Block] = {}
         self._handlers: dict[str, Callable[[dict[str, Any]], list[Delta]]] = {
@@ -146,7 +167,7 @@ class MessagesEventDecoder:
         if index is None:
             return []
         self._blocks[index] = _Block(as_str(block.get("type")), block)
-        return _block_deltas(index, block, whole=False)
+        return _block_deltas(index, block, self._digests, whole=False)
 
     def _block_delta(self, payload: dict[str, Any]) -> list[Delta]:
         index = as_int(payload.get("index"))
@@ -157,7 +178,9 @@ class MessagesEventDecoder:
             return [TextDelta(text)] if text else []
         if kind == "thinking_delta":
             return [ReasoningDelta(chars=len(as_str(delta.get("thinking")) or ""))]
-        # signature_delta carries an opaque reasoning signature: never recorded.
+        if kind == "signature_delta":  # whole in one event: only its digest is recorded
+            signed = returned_thinking(delta.get("signature"), self._digests)
+            return [ReasoningDelta(attrs=_RETURNS_THINKING, digests=signed)] if signed else []
         fragment = as_str(delta.get("partial_json"))
         if kind != "input_json_delta" or index is None or not fragment:
             return []
@@ -195,12 +218,12 @@ class MessagesEventDecoder:
         return [*stop, *self._usage.update(payload.get("usage"))]
 
 
-def decode_message(body: dict[str, Any]) -> list[Delta]:
+def decode_message(body: dict[str, Any], digests: Digests) -> list[Delta]:
     out: list[Delta] = [MetaDelta(as_str(body.get("id")), as_str(body.get("model")))]
     content = body.get("content")
     for index, block in enumerate(content if isinstance(content, list) else []):
         if isinstance(block, dict):
-            out.extend(_block_deltas(index, block, whole=True))
+            out.extend(_block_deltas(index, block, digests, whole=True))
     out.extend(UsageState().update(body.get("usage")))
     out.extend(_finish(body.get("stop_reason"), body.get("stop_details")))
     out.append(EndDelta())

@@ -13,7 +13,8 @@ import msgspec
 
 from gateway.config import Settings
 from gateway.errors import BadRequest, GatewayError
-from gateway.items import Item, ItemKind
+from gateway.items import DIGESTS, RETURNS, Item, ItemKind
+from gateway.opaque import UNKEYED, Digests
 from gateway.protocols.anthropic.blocks import (
     TOOL_TYPES,
     caller_attrs,
@@ -23,9 +24,11 @@ from gateway.protocols.anthropic.blocks import (
     whole_provider_call,
 )
 from gateway.protocols.anthropic.events import (
+    THINKING,
     MessagesEventDecoder,
     decode_message,
     error_delta,
+    returned_thinking,
 )
 from gateway.protocols.base import (
     HistoryRules,
@@ -111,7 +114,7 @@ def _tool_result(role: str, block: dict[str, Any], attrs: dict[str, Any]) -> Ite
     )
 
 
-def _block_item(role: str, block: dict[str, Any], message_index: int) -> Item:
+def _block_item(role: str, block: dict[str, Any], message_index: int, digests: Digests) -> Item:
     kind = as_str(block.get("type")) or "unknown"
     attrs: dict[str, Any] = {"message_index": message_index}
     if kind == "text":
@@ -129,22 +132,29 @@ def _block_item(role: str, block: dict[str, Any], message_index: int) -> Item:
     if kind == "tool_result":
         return _tool_result(role, block, attrs)
     if kind == "thinking":
-        # The size of the thinking, never its text nor its signature.
+        # The size of the thinking, never its text nor its signature: the signature's digest.
         attrs["chars"] = len(as_str(block.get("thinking")) or "")
-        return Item(ItemKind.REASONING, role=role, attrs=attrs)
+        return _thinking(role, attrs, returned_thinking(block.get("signature"), digests))
     if kind == "redacted_thinking":
-        return Item(ItemKind.REASONING, role=role, attrs={**attrs, "redacted": True})
+        attrs["redacted"] = True
+        return _thinking(role, attrs, returned_thinking(block.get("data"), digests))
     if kind in ("image", "document"):
         return Item(ItemKind.OTHER, role=role, attrs={**attrs, **_media_attrs(kind, block)})
     # Search results, container uploads, compaction ...: the type only.
     return Item(ItemKind.OTHER, role=role, attrs={**attrs, "type": kind})
 
 
-def _typed(index: int, message: Any) -> tuple[Item, ...]:
-    return tuple(_message_items(index, message))
+def _thinking(role: str, attrs: dict[str, Any], returned: tuple[str, ...]) -> Item:
+    if returned:
+        attrs.update({RETURNS: THINKING, DIGESTS: list(returned)})
+    return Item(ItemKind.REASONING, role=role, attrs=attrs)
 
 
-def _message_items(index: int, message: Any) -> list[Item]:
+def _typed(digests: Digests, index: int, message: Any) -> tuple[Item, ...]:
+    return tuple(_message_items(index, message, digests))
+
+
+def _message_items(index: int, message: Any, digests: Digests) -> list[Item]:
     """A turn's items. What the gateway cannot type (an unknown role, content of another
     shape) is forwarded as sent and recorded as `other`: the provider judges it."""
     attrs: dict[str, Any] = {"message_index": index}
@@ -162,7 +172,7 @@ def _message_items(index: int, message: Any) -> list[Item]:
     if not isinstance(content, list):
         return [Item(ItemKind.OTHER, role=role, attrs={**attrs, "shape": shape_of(content)})]
     items = [
-        _block_item(role, block, index)
+        _block_item(role, block, index, digests)
         if isinstance(block, dict)
         else Item(ItemKind.OTHER, role=role, attrs={**attrs, "shape": shape_of(block)})
         for block in content
@@ -223,6 +233,12 @@ def _declared_tools(body: dict[str, Any]) -> dict[str, Any] | None:
     )
 
 
+def _thinking_off(body: dict[str, Any]) -> bool:
+    """Thinking turned off: the API asks thinking blocks back only while thinking is on. An
+    absent `thinking` is not off: some models think by default."""
+    return as_dict(body.get("thinking")).get("type") == "disabled"
+
+
 def _continued_message(thread: Any) -> str | None:
     """A message thread's `continue` names the response it resumes from: the server holds
     the earlier turns, so the request carries only the new one (like `previous_response_id`)."""
@@ -255,8 +271,12 @@ class AnthropicMessagesAdapter:
     def is_separate_instruction(self, item: Item) -> bool:
         return item.kind is ItemKind.INSTRUCTION  # `system` sits outside `messages`
 
-    def __init__(self) -> None:
+    def __init__(self, digests: Digests = UNKEYED) -> None:
+        self._digests = digests
         self._remembered = Remembered()
+
+    def keyed(self, digests: Digests) -> AnthropicMessagesAdapter:
+        return AnthropicMessagesAdapter(digests)
 
     def parse_request(self, body: Any) -> ParsedRequest:
         if not isinstance(body, dict):
@@ -266,10 +286,10 @@ class AnthropicMessagesAdapter:
         if isinstance(messages, list):
             for index, message in enumerate(messages):
                 if isinstance(message, msgspec.Raw):  # as the client wrote it: typed once
-                    made = self._remembered.get(index, message, partial(_typed, index))
-                    items.extend(made)
+                    typed = partial(_typed, self._digests, index)
+                    items.extend(self._remembered.get(index, message, typed))
                 else:
-                    items.extend(_message_items(index, message))
+                    items.extend(_message_items(index, message, self._digests))
         else:  # forwarded as sent: the provider answers it
             items.append(untyped_field("messages", messages))
         return ParsedRequest(
@@ -281,6 +301,7 @@ class AnthropicMessagesAdapter:
             # answer the assistant turn just before them, which the request always holds.
             max_output_tokens=as_int(body.get("max_tokens")),
             tools=_declared_tools(body),
+            reasoning_off=_thinking_off(body),
         )
 
     def prepare_body(
@@ -293,7 +314,7 @@ class AnthropicMessagesAdapter:
         return _clamped(body, current, max_tokens)
 
     def new_event_decoder(self) -> MessagesEventDecoder:
-        return MessagesEventDecoder()
+        return MessagesEventDecoder(self._digests)
 
     def is_injected_usage_event(self, event: SSEEvent) -> bool:
         return False
@@ -306,7 +327,7 @@ class AnthropicMessagesAdapter:
             isinstance(body.get("error"), dict) and "content" not in body
         ):
             return [error_delta(body), EndDelta()]
-        return decode_message(body)
+        return decode_message(body, self._digests)
 
     def decode_error(self, body: Any) -> dict[str, Any] | None:
         if not isinstance(body, dict) or not isinstance(body.get("error"), dict):

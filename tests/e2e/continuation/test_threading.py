@@ -10,7 +10,7 @@ import pytest
 
 from gateway.continuation.keys import ContinuationKeys
 from gateway.items import Item, ItemKind
-from gateway.protocols.openai_chat import ADAPTER
+from gateway.protocols.openai_chat.completions import ADAPTER
 from tests.factories import chat_request, tool_message, user_message
 from tests.fakes.chat import call, completion
 from tests.harness import Gateway, gateway, make_gateway, provider  # noqa: F401

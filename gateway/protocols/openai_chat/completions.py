@@ -1,6 +1,6 @@
 """OpenAI Chat Completions adapter (`POST /v1/chat/completions`) and its compatibles.
 
-Requests → typed items here; responses → deltas in `openai_chat_decode`.
+Requests → typed items here; responses → deltas in `decode`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import msgspec
 
 from gateway import jsoncodec
 from gateway.errors import BadRequest, GatewayError
-from gateway.items import Item, ItemKind
-from gateway.protocols import openai_chat_decode as decode
+from gateway.items import DIGESTS, RETURNS, Item, ItemKind
+from gateway.opaque import UNKEYED, Digests
 from gateway.protocols import request_body
 from gateway.protocols.base import (
     OPENAI_SESSION_FIELDS,
@@ -28,6 +28,12 @@ from gateway.protocols.base import (
     openai_wire,
     shape_of,
     untyped_field,
+)
+from gateway.protocols.openai_chat import decode
+from gateway.protocols.openai_chat.reasoning import (
+    REASONING_CONTENT,
+    REASONING_DETAILS,
+    returned_details,
 )
 from gateway.routing import Wire
 from gateway.stream.deltas import Delta
@@ -91,8 +97,12 @@ class OpenAIChatAdapter:
     }
     provider_tool_types: frozenset[str] = frozenset()  # its providers run no tools
 
-    def __init__(self) -> None:
+    def __init__(self, digests: Digests = UNKEYED) -> None:
+        self._digests = digests
         self._remembered = request_body.Remembered()
+
+    def keyed(self, digests: Digests) -> OpenAIChatAdapter:
+        return OpenAIChatAdapter(digests)
 
     def is_separate_instruction(self, item: Item) -> bool:
         return False  # system and developer messages are in the history
@@ -106,9 +116,10 @@ class OpenAIChatAdapter:
             items.append(untyped_field("messages", messages))
         for position, message in enumerate(messages if isinstance(messages, list) else ()):
             if isinstance(message, msgspec.Raw):  # as the client wrote it: typed once
-                items.extend(self._remembered.get(position, message, partial(_typed, position)))
+                typed = partial(_typed, self._digests, position)
+                items.extend(self._remembered.get(position, message, typed))
             else:
-                items.extend(_typed(position, message))
+                items.extend(_typed(self._digests, position, message))
         model = body.get("model")
         return ParsedRequest(
             model=model if isinstance(model, str) else None,
@@ -145,7 +156,7 @@ class OpenAIChatAdapter:
         )
 
     def new_event_decoder(self) -> decode.ChatEventDecoder:
-        return decode.ChatEventDecoder()
+        return decode.ChatEventDecoder(self._digests)
 
     def is_injected_usage_event(self, event: SSEEvent) -> bool:
         data = event.data
@@ -166,7 +177,7 @@ class OpenAIChatAdapter:
         )
 
     def decode_body(self, body: Any) -> list[Delta]:
-        return decode.decode_body(body)
+        return decode.decode_body(body, self._digests)
 
     def decode_error(self, body: Any) -> dict[str, Any] | None:
         if isinstance(body, dict) and "error" in body:
@@ -181,23 +192,25 @@ class OpenAIChatAdapter:
 ADAPTER: OpenAIChatAdapter = OpenAIChatAdapter()
 
 
-def _typed(position: int, message: Any) -> tuple[Item, ...]:
+def _typed(digests: Digests, position: int, message: Any) -> tuple[Item, ...]:
     items: list[Item] = []
     if isinstance(message, dict):
-        _message_items(message, position, items)
+        _message_items(message, position, items, digests)
     else:
         attrs = {"message_index": position, "shape": shape_of(message)}
         items.append(Item(ItemKind.OTHER, attrs=attrs))
     return tuple(items)
 
 
-def _message_items(message: dict[str, Any], position: int, items: list[Item]) -> None:
+def _message_items(
+    message: dict[str, Any], position: int, items: list[Item], digests: Digests
+) -> None:
     role = message.get("role")
     content = message.get("content")
     if role == "user":
         _user_items(content, items)
     elif role == "assistant":
-        _assistant_items(message, position, items)
+        _assistant_items(message, position, items, digests)
     elif role == "tool":
         call_id = message.get("tool_call_id")
         items.append(
@@ -248,12 +261,12 @@ def _user_items(content: Any, items: list[Item]) -> None:
     items.extend(others)
 
 
-def _assistant_items(message: dict[str, Any], position: int, items: list[Item]) -> None:
-    for key in ("reasoning_content", "reasoning"):
-        value = message.get(key)
-        if isinstance(value, str) and value:
-            items.append(Item(ItemKind.REASONING, role="assistant", attrs={"chars": len(value)}))
-            break
+def _assistant_items(
+    message: dict[str, Any], position: int, items: list[Item], digests: Digests
+) -> None:
+    reasoning = _reasoning_attrs(message, digests)
+    if reasoning:
+        items.append(Item(ItemKind.REASONING, role="assistant", attrs=reasoning))
     text = _content_text(message.get("content"))
     if text:
         items.append(Item(ItemKind.ASSISTANT_TEXT, role="assistant", text=text))
@@ -273,11 +286,29 @@ def _assistant_items(message: dict[str, Any], position: int, items: list[Item]) 
         entries = [*entries, {"function": legacy}]
     for k, entry in enumerate(entries):
         if isinstance(entry, dict):
-            items.append(_call_item(entry, position, k))
+            items.append(_call_item(entry, position, k, digests))
 
 
-def _call_item(entry: dict[str, Any], position: int, k: int) -> Item:
-    name, arguments, attrs = decode.call_parts(entry)
+def _reasoning_attrs(message: dict[str, Any], digests: Digests) -> dict[str, Any]:
+    """The size of the message's reasoning and what of it the provider wants back: that
+    `reasoning_content` is there, the digests of signed or encrypted `reasoning_details`."""
+    attrs: dict[str, Any] = {}
+    for key in (REASONING_CONTENT, "reasoning"):
+        value = message.get(key)
+        if isinstance(value, str) and value:
+            attrs["chars"] = len(value)
+            if key == REASONING_CONTENT:
+                attrs[RETURNS] = REASONING_CONTENT
+            break
+    details = message.get(REASONING_DETAILS)
+    signed = returned_details(details, digests) if isinstance(details, list) else ()
+    if signed:
+        attrs.update({RETURNS: REASONING_DETAILS, DIGESTS: list(signed)})
+    return attrs
+
+
+def _call_item(entry: dict[str, Any], position: int, k: int, digests: Digests) -> Item:
+    name, arguments, attrs = decode.call_parts(entry, digests)
     call_id = entry.get("id")
     if not isinstance(arguments, str) and arguments is not None:
         arguments = json.dumps(arguments)

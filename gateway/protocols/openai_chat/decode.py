@@ -11,15 +11,15 @@ from dataclasses import replace
 from typing import Any
 
 from gateway import jsoncodec
-from gateway.items import StopReason, Usage
+from gateway.items import RETURNS, StopReason, Usage
+from gateway.opaque import Digests
+from gateway.protocols.openai_chat.reasoning import reasoning, thought_signature
 from gateway.stream.deltas import (
     Delta,
     EndDelta,
     ErrorDelta,
     FinishDelta,
     MetaDelta,
-    ReasoningDelta,
-    ReasoningSummaryDelta,
     RefusalDelta,
     TextDelta,
     ToolCallArgs,
@@ -45,9 +45,10 @@ class ChatEventDecoder:
     cannot be told apart from a cut connection.
     """
 
-    __slots__ = ("_calls", "_id", "_model")
+    __slots__ = ("_calls", "_digests", "_id", "_model")
 
-    def __init__(self) -> None:
+    def __init__(self, digests: Digests) -> None:
+        self._digests = digests
         self._id: str | None = None
         self._model: str | None = None
         self._calls: dict[int, _CallIndex] = {}
@@ -92,7 +93,7 @@ class ChatEventDecoder:
         number = index if isinstance(index, int) else position
         delta = choice.get("delta")
         if isinstance(delta, dict):
-            message_deltas(delta, number, out)
+            message_deltas(delta, number, out, self._digests)
             calls = delta.get("tool_calls")
             if isinstance(calls, list) and calls:
                 index_map = self._calls.get(number)
@@ -100,7 +101,7 @@ class ChatEventDecoder:
                     index_map = self._calls[number] = _CallIndex()
                 for entry in calls:
                     if isinstance(entry, dict):
-                        index_map.decode(entry, number, out)
+                        index_map.decode(entry, number, out, self._digests)
             legacy = delta.get("function_call")
             if isinstance(legacy, dict):
                 _function_call(legacy, number, out)
@@ -128,16 +129,18 @@ def _plain_text(chunk: dict[str, Any]) -> tuple[str, int] | None:
     return content, index if isinstance(index, int) else 0
 
 
-def call_parts(entry: dict[str, Any]) -> tuple[str | None, Any, dict[str, Any]]:
+def call_parts(entry: dict[str, Any], digests: Digests) -> tuple[str | None, Any, dict[str, Any]]:
     """Name, raw arguments and item attrs of a `tool_calls` entry: a function's JSON
-    `arguments`, or a custom tool's free-form `input` (`{"type": "custom", "custom": {...}}`).
+    `arguments`, or a custom tool's free-form `input` (`{"type": "custom", "custom": {...}}`);
+    the attrs note a thought signature the call carries.
     """
+    attrs = thought_signature(entry, digests) if "extra_content" in entry else {}
     custom = entry.get("custom")
     if isinstance(custom, dict) and not isinstance(entry.get("function"), dict):
-        return _text(custom.get("name")), custom.get("input"), {"free_form": True}
+        return _text(custom.get("name")), custom.get("input"), {"free_form": True, **attrs}
     function = entry.get("function")
     function = function if isinstance(function, dict) else {}
-    return _text(function.get("name")), function.get("arguments"), {}
+    return _text(function.get("name")), function.get("arguments"), attrs
 
 
 class _CallIndex:
@@ -157,11 +160,13 @@ class _CallIndex:
         self._count = 0
         self._last: int | None = None
 
-    def decode(self, entry: dict[str, Any], choice: int, out: list[Delta]) -> None:
-        name, raw_arguments, attrs = call_parts(entry)
+    def decode(
+        self, entry: dict[str, Any], choice: int, out: list[Delta], digests: Digests
+    ) -> None:
+        name, raw_arguments, attrs = call_parts(entry, digests)
         call_id = _text(entry.get("id"))
         index, new = self._index_of(entry.get("index"), call_id, name)
-        if new or call_id or name:
+        if new or call_id or name or RETURNS in attrs:
             start = ToolCallStart(index=index, call_id=call_id, name=name, choice=choice)
             out.append(start if not attrs else replace(start, attrs=attrs))
         arguments = _arguments(raw_arguments)
@@ -204,9 +209,11 @@ class _CallIndex:
         return self._continue(ours, call_id, name)
 
 
-def message_deltas(message: dict[str, Any], choice: int, out: list[Delta]) -> None:
+def message_deltas(
+    message: dict[str, Any], choice: int, out: list[Delta], digests: Digests
+) -> None:
     """Reasoning, text and refusal of a stream delta or a whole message, in that order."""
-    reasoning(message, choice, out)
+    reasoning(message, choice, out, digests)
     content = message.get("content")
     if isinstance(content, str):
         if content:
@@ -218,34 +225,6 @@ def message_deltas(message: dict[str, Any], choice: int, out: list[Delta]) -> No
     refusal = message.get("refusal")
     if isinstance(refusal, str) and refusal:
         out.append(RefusalDelta(refusal, choice))
-
-
-def reasoning(message: dict[str, Any], choice: int, out: list[Delta]) -> None:
-    """Count reasoning text, never keep it: DeepSeek `reasoning_content`, `reasoning`, details."""
-    chars = 0
-    attrs: dict[str, Any] = {}
-    for key in ("reasoning_content", "reasoning"):
-        value = message.get(key)
-        if isinstance(value, str) and value:
-            chars = len(value)
-            break
-    details = message.get("reasoning_details")
-    if isinstance(details, list):
-        detail_chars = 0
-        for detail in details:
-            if not isinstance(detail, dict):
-                continue
-            kind = detail.get("type")
-            if kind == "reasoning.encrypted":
-                attrs["encrypted"] = True
-            elif kind == "reasoning.summary" and isinstance(detail.get("summary"), str):
-                out.append(ReasoningSummaryDelta(detail["summary"], choice))
-            elif isinstance(detail.get("text"), str):
-                detail_chars += len(detail["text"])
-        # OpenRouter repeats `reasoning` inside the details: count the text once.
-        chars = chars or detail_chars
-    if chars or attrs:
-        out.append(ReasoningDelta(chars=chars, choice=choice, attrs=attrs))
 
 
 def finish(choice: dict[str, Any], number: int, out: list[Delta]) -> None:
@@ -310,7 +289,7 @@ def error_fields(error: Any) -> dict[str, Any] | None:
     }
 
 
-def decode_body(body: Any) -> list[Delta]:
+def decode_body(body: Any, digests: Digests) -> list[Delta]:
     """A whole chat.completion body as the deltas its stream would have produced."""
     out: list[Delta] = []
     if not isinstance(body, dict):
@@ -326,21 +305,21 @@ def decode_body(body: Any) -> list[Delta]:
         number = index if isinstance(index, int) else position
         message = choice.get("message")
         if isinstance(message, dict):
-            message_deltas(message, number, out)
-            _whole_calls(message, number, out)
+            message_deltas(message, number, out, digests)
+            _whole_calls(message, number, out, digests)
         finish(choice, number, out)
     usage_and_error(body, out)
     out.append(EndDelta())
     return out
 
 
-def _whole_calls(message: dict[str, Any], choice: int, out: list[Delta]) -> None:
+def _whole_calls(message: dict[str, Any], choice: int, out: list[Delta], digests: Digests) -> None:
     calls = message.get("tool_calls")
     # Positions, not the `index` some servers add: every entry of a message is its own call.
     for position, entry in enumerate(calls if isinstance(calls, list) else []):
         if not isinstance(entry, dict):
             continue
-        name, raw_arguments, attrs = call_parts(entry)
+        name, raw_arguments, attrs = call_parts(entry, digests)
         call_id = _text(entry.get("id"))
         out.append(
             ToolCallStart(index=position, call_id=call_id, name=name, choice=choice, attrs=attrs)
