@@ -61,6 +61,7 @@ class OpenAIResponsesCompactAdapter(OpenAIResponsesAdapter):
     def parse_request(self, body: Any) -> ParsedRequest:
         parsed = super().parse_request(body)
         parsed.stream = False  # the endpoint answers with one JSON object
+        parsed.compaction = True
         parsed.attrs.update(OPERATION)
         return parsed
 

@@ -31,6 +31,7 @@ def test_its_steps_are_responses_steps_marked_compact_and_never_streamed() -> No
     assert ADAPTER.path == "/v1/responses/compact"
     assert parsed.stream is False
     assert parsed.attrs == {"operation": "compact"}
+    assert parsed.compaction is True
     assert [item.kind for item in parsed.items] == [
         ItemKind.INSTRUCTION,
         ItemKind.USER,
@@ -39,7 +40,8 @@ def test_its_steps_are_responses_steps_marked_compact_and_never_streamed() -> No
         ItemKind.ASSISTANT_TEXT,
     ]
     # The Responses adapter's own requests stay unmarked.
-    assert RESPONSES.parse_request(_fixture()["request"]).attrs == {}
+    plain = RESPONSES.parse_request(_fixture()["request"])
+    assert plain.attrs == {} and plain.compaction is False
 
 
 def test_a_token_budget_adds_no_parameter_the_endpoint_does_not_take() -> None:

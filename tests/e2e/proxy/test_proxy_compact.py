@@ -157,6 +157,42 @@ async def test_a_later_step_continues_its_newest_step_not_the_compaction(
     ]
 
 
+async def test_a_call_compacted_before_its_result_is_owed_after_the_compaction(
+    make_gateway: harness.GatewayFactory,
+) -> None:
+    """Compacted mid-turn: the call's result comes after the compaction item, which holds the
+    call; neither request is refused or flagged, even with pairing enforced."""
+    gw = await make_gateway(pairing="enforce")
+    sdk = client(gw)
+    gw.provider.queue(
+        reply(
+            response(
+                [function_call("call_paris", "get_weather", {"city": "Paris"})],
+                response_id="resp_1",
+            )
+        ),
+        reply(compacted()),
+        reply(response([message("Sunny.")], response_id="resp_3")),
+    )
+    first = await sdk.responses.create(model="gpt-5", input=QUESTION, tools=TOOLS)
+    history = [
+        {"role": "user", "content": QUESTION},
+        *[item.model_dump(exclude_none=True) for item in first.output],
+    ]
+    compaction = await sdk.responses.compact(model="gpt-5", input=history)
+    going_on = [
+        *_going_on(compaction)[:-1],
+        {"type": "function_call_output", "call_id": "call_paris", "output": "sunny"},
+    ]
+    await sdk.responses.create(model="gpt-5", input=going_on, tools=TOOLS)
+    assert len(gw.provider.received) == 3
+    traces = await gw.traces()
+    assert len(traces) == 1
+    trace = await gw.trace(traces[0]["id"])
+    assert trace["step_count"] == 3 and trace["violations"] == []
+    assert trace["status"] == "completed"
+
+
 async def test_a_step_budget_refuses_the_compaction_in_the_responses_shape(
     gateway: Gateway,
 ) -> None:
