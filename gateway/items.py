@@ -45,6 +45,12 @@ RETURNS = "returns"
 DIGESTS = "digests"
 
 
+# `attrs["held_state"]` of an item standing for history only its provider can read (a
+# Responses `compaction` item): its id. A request whose history carries it continues the
+# trace of the step whose output held it.
+HELD_STATE = "held_state"
+
+
 # The attrs of an item that has none: one shared, read-only empty mapping.
 NO_ATTRS: Mapping[str, Any] = MappingProxyType({})
 

@@ -77,6 +77,9 @@ class StepRecord:
     # The provider-side conversation it belongs to (ParsedRequest.conversation_id): a later
     # request naming it continues this step's trace.
     conversation_id: str | None = None
+    # The mark (`items.HELD_STATE`) of the provider-held history its output holds (a
+    # compaction item): a later request carrying it continues this step's trace.
+    held_state: str | None = None
 
     def __post_init__(self) -> None:
         # Liberal in what it takes: any iterable of items or violations is kept as a tuple,
@@ -156,10 +159,13 @@ class StepStart:
     declared_tools: tuple[Any, ...] | None = None  # as sent (protocols.request_facts)
     params: Mapping[str, Any] | None = None
     conversation_id: str | None = None  # the provider-side conversation it belongs to
+    # What the request asked beside a model's answer (ParsedRequest.attrs), e.g.
+    # {"operation": "compact"}: merged into the record's attrs.
+    attrs: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         _freeze(self, ("input_items", "violations", "declared_tools"))
-        _read_only(self, ("tools", "params"))
+        _read_only(self, ("tools", "params", "attrs"))
 
 
 # The step's shape, declared once
@@ -257,6 +263,7 @@ STEP_FIELDS: tuple[Persisted, ...] = (
     Persisted("tool_ms"),  # the steps row's tool_ms is the store's own
     _stored("attrs", "json"),
     _stored("conversation_id", "text"),
+    _stored("held_state"),
 )
 # Never spooled: the caller's trace context only goes to export; `ended_at` is derived.
 NOT_SPOOLED = frozenset({"traceparent", "ended_at"})

@@ -5,8 +5,9 @@ store lookup to make next (the proxy makes it and asks again).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from gateway import ids
 from gateway.continuation.candidates import choose, echo_text
@@ -22,7 +23,7 @@ from gateway.continuation.keys import (
 )
 from gateway.continuation.recent_steps import RecentSteps
 from gateway.errors import BadRequest
-from gateway.items import Item
+from gateway.items import HELD_STATE, Item
 
 
 def trace_header(header: str | None) -> str | None:
@@ -33,6 +34,16 @@ def trace_header(header: str | None) -> str | None:
             param="X-Loopwatch-Trace-Id",
         )
     return header
+
+
+def held_in(items: list[Item]) -> tuple[int, str] | None:
+    """The last provider-held history (a compaction item) a history carries: the position
+    right after it, and its mark."""
+    for position in range(len(items) - 1, -1, -1):
+        mark = items[position].attrs.get(HELD_STATE)
+        if isinstance(mark, str):
+            return position + 1, mark
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +57,9 @@ class Known:
     attempt: str  # equal for two requests with the same input, model and mode
     failed: StepRef | None  # the failed attempt this request repeats (taken once)
     conversation_id: str | None = None  # the provider-side conversation it belongs to
+    # The last provider-held history the request carries (a compaction item): the position
+    # right after it and its mark (`items.HELD_STATE`).
+    held: tuple[int, str] | None = None
 
 
 # The store lookups placement may ask for; each is answered in `Found`.
@@ -61,6 +75,13 @@ class ByConversation:
     """The (trace, step) of a provider-side conversation's newest step."""
 
     conversation_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ByHeldState:
+    """The (trace, step) whose output held this provider-held history (a compaction)."""
+
+    held_state: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,8 +107,8 @@ class LastStep:
     trace_id: str
 
 
-NeedsLookup = ByResponse | ByConversation | OutputsOf | Continuing | LastStep
-LOOKUPS = (ByResponse, ByConversation, OutputsOf, Continuing, LastStep)
+NeedsLookup = ByResponse | ByConversation | ByHeldState | OutputsOf | Continuing | LastStep
+LOOKUPS = (ByResponse, ByConversation, ByHeldState, OutputsOf, Continuing, LastStep)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +127,7 @@ class Found:
 
     responses: dict[ByResponse, tuple[str, str] | None] = field(default_factory=dict)
     conversations: dict[ByConversation, tuple[str, str] | None] = field(default_factory=dict)
+    held_states: dict[ByHeldState, tuple[str, str] | None] = field(default_factory=dict)
     outputs: dict[OutputsOf, tuple[Item, ...] | None] = field(default_factory=dict)
     continuations: dict[Continuing, StoredRows | None] = field(default_factory=dict)
     last_steps: dict[LastStep, tuple[str, tuple[Item, ...]] | None] = field(default_factory=dict)
@@ -132,29 +154,17 @@ def decide(
 
     The rules, in order: the response a Responses request continues (`previous_response_id`);
     the newest recorded step of the provider-side conversation it names; then the recorded
-    step its history continues (see `_continued`); the `X-Loopwatch-Trace-Id` header names
-    the trace over all three; the retry of a failed attempt stays in that attempt's trace;
-    else a new trace. Identical runs in parallel share keys: `gateway.continuation.candidates`
-    keeps them apart.
+    step its history continues (see `_continued`), else the step whose output held the
+    compaction it carries (what follows that item is new); the `X-Loopwatch-Trace-Id`
+    header names the trace over all of them; the retry of a failed attempt stays in that
+    attempt's trace; else a new trace. Identical runs in parallel share keys:
+    `gateway.continuation.candidates` keeps them apart.
     """
     header, failed = known.header, known.failed
-    if known.previous_response_id:
-        ref = _by_response(known.previous_response_id, recent, found)
-        if isinstance(ref, LOOKUPS):
-            return ref
-        if ref is not None:
-            # The header still names the trace; the response's calls are what results answer.
-            trace_id = header or ref.trace_id
-            return Placed(trace_id, 0, ref, _retry_in(failed, trace_id))
-    if known.conversation_id:
-        ref = _by_conversation(known.conversation_id, recent, found)
-        if isinstance(ref, LOOKUPS):
-            return ref
-        if ref is not None:
-            # The provider prepends the conversation's items: all the request sends is new.
-            trace_id = header or ref.trace_id
-            return Placed(trace_id, 0, ref, _retry_in(failed, trace_id))
-    match = _continued(known, recent, may_hold, found)
+    named = _named(known, recent, found)
+    if named is not None:
+        return named
+    match = _matched(known, recent, may_hold, found)
     if isinstance(match, LOOKUPS):
         return match
     if header is not None:
@@ -175,11 +185,45 @@ def decide(
     return Placed(None, 0, None)
 
 
+def _named(known: Known, recent: RecentSteps, found: Found) -> Placed | NeedsLookup | None:
+    """After the response the request continues, else after the newest recorded step of
+    the conversation it names: the provider prepends what they hold, so all the request
+    sends is new. The header still names the trace; that step's calls are what results
+    answer."""
+    ref: StepRef | NeedsLookup | None = None
+    if known.previous_response_id:
+        response = known.previous_response_id
+        ref = _by_id(recent.by_response(response), ByResponse(response), found.responses, found)
+    if ref is None and known.conversation_id:
+        conversation = known.conversation_id
+        lookup = ByConversation(conversation)
+        ref = _by_id(recent.by_conversation(conversation), lookup, found.conversations, found)
+    if ref is None or isinstance(ref, LOOKUPS):
+        return ref
+    trace_id = known.header or ref.trace_id
+    return Placed(trace_id, 0, ref, _retry_in(known.failed, trace_id))
+
+
 def _retry_in(failed: StepRef | None, trace_id: str) -> str | None:
     return failed.step_id if failed is not None and failed.trace_id == trace_id else None
 
 
 Match = tuple[int, StepRef] | None
+
+
+def _matched(
+    known: Known, recent: RecentSteps, may_hold: Callable[[str], bool], found: Found
+) -> Match | NeedsLookup:
+    """The step the history continues, else the step whose output held the compaction it
+    carries: only then, as every later request of the run still carries the compaction
+    and continues its newest step by its history."""
+    match = _continued(known, recent, may_hold, found)
+    if match is not None or known.held is None:
+        return match
+    position, mark = known.held
+    rows = found.held_states
+    ref = _by_id(recent.by_held_state(mark), ByHeldState(mark), rows, found)
+    return ref if ref is None or isinstance(ref, LOOKUPS) else (position, ref)
 
 
 def _continued(
@@ -268,29 +312,18 @@ def _stored_continuation(
     return None if ref is None else (turn.end, ref.trace_id, ref.step_id)
 
 
-def _by_response(
-    response_id: str, recent: RecentSteps, found: Found
+def _by_id(
+    ref: StepRef | None,
+    lookup: ByResponse | ByConversation | ByHeldState,
+    rows: Mapping[Any, tuple[str, str] | None],
+    found: Found,
 ) -> StepRef | NeedsLookup | None:
-    ref = recent.by_response(response_id)
+    """The step an id names: `ref` from memory, else the store's answer to `lookup`."""
     if ref is not None:
         return ref
-    lookup = ByResponse(response_id)
-    if lookup not in found.responses:
+    if lookup not in rows:
         return lookup
-    row = found.responses[lookup]
-    return None if row is None else _with_outputs(*row, found)
-
-
-def _by_conversation(
-    conversation_id: str, recent: RecentSteps, found: Found
-) -> StepRef | NeedsLookup | None:
-    ref = recent.by_conversation(conversation_id)
-    if ref is not None:
-        return ref
-    lookup = ByConversation(conversation_id)
-    if lookup not in found.conversations:
-        return lookup
-    row = found.conversations[lookup]
+    row = rows[lookup]
     return None if row is None else _with_outputs(*row, found)
 
 

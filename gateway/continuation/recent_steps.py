@@ -27,6 +27,7 @@ SHARES = {
     "input": 2,
     "response": 1,
     "conversation": 1,
+    "held": 1,
     "trace": 2,
     "call": 1,
     "item": 1,
@@ -80,6 +81,7 @@ class RecentSteps:
         self._by_input = ByteLru[str, tuple[StepRef, ...]](part * SHARES["input"], _refs_bytes)
         self._by_response = ByteLru[str, StepRef](part * SHARES["response"], _ref_bytes)
         self._by_conversation = ByteLru[str, StepRef](part * SHARES["conversation"], _ref_bytes)
+        self._by_held_state = ByteLru[str, StepRef](part * SHARES["held"], _ref_bytes)
         self._last_of_trace = ByteLru[str, StepRef](part * SHARES["trace"], _ref_bytes)
         self._by_call_id = ByteLru[str, StepRef | str](part * SHARES["call"], _ref_bytes)
         self._by_item_id = ByteLru[str, tuple[Item, ...]](part * SHARES["item"], _items_bytes)
@@ -97,9 +99,11 @@ class RecentSteps:
         input_key: str | None = None,
         *,
         conversation_id: str | None = None,
+        held_state: str | None = None,
     ) -> None:
         """A step that answered: later requests may continue it (the newest step of a
-        conversation stands for it)."""
+        conversation stands for it, and the step whose output holds a compaction for
+        the requests carrying it)."""
         size = ref_bytes(ref)  # once: the same step goes into several indexes
         if key:
             self._add(self._by_key, key, ref, size)
@@ -108,6 +112,7 @@ class RecentSteps:
         for index, value in (
             (self._by_response, response_id),
             (self._by_conversation, conversation_id),
+            (self._by_held_state, held_state),
             (self._last_of_trace, ref.trace_id),
         ):
             if value:
@@ -166,6 +171,10 @@ class RecentSteps:
     def by_conversation(self, conversation_id: str) -> StepRef | None:
         """The newest step this process recorded of a provider-side conversation."""
         return self._by_conversation.get(conversation_id)
+
+    def by_held_state(self, held_state: str) -> StepRef | None:
+        """The step this process recorded whose output holds this provider-held history."""
+        return self._by_held_state.get(held_state)
 
     def last_of(self, trace_id: str) -> StepRef | None:
         """The newest step this process recorded for the trace."""

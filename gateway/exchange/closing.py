@@ -6,6 +6,7 @@ Nothing here writes, awaits or logs; `gateway.proxy.finisher.StepBus` performs t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 from gateway.checks.budgets import Limits, Reservation, Settlement, cost_used_nano, nano_usd
 from gateway.continuation.keys import ContinuationKeys, StepRef, call_filter_key, real_call_id
 from gateway.exchange.machine import Anomaly, Outcome
-from gateway.items import ItemKind, StopReason, Usage, ViolationKind
+from gateway.items import HELD_STATE, Item, ItemKind, StopReason, Usage, ViolationKind
 from gateway.runs.pricing import Cost
 from gateway.runs.status import mark_terminal
 from gateway.runs.timing import tool_gap_ms
@@ -24,7 +25,7 @@ from gateway.step import StepRecord, StepStart, response_end
 _CARRIED = tuple(
     sorted(
         {f.name for f in fields(StepStart)}
-        & {f.name for f in fields(StepRecord)} - {"model", "violations"}
+        & {f.name for f in fields(StepRecord)} - {"model", "violations", "attrs"}
     )
 )
 
@@ -78,6 +79,7 @@ class Remember:
     key: str | None
     response_id: str | None
     conversation_id: str | None
+    held_state: str | None
     ref: StepRef
     input_key: str
     answered: bool  # remembered as a step to continue
@@ -207,9 +209,26 @@ def _record(
         cost_nano=None if cost is None or cost.usd is None else nano_usd(cost.usd),
         cost_source=None if cost is None else cost.source.value,
         retry_of=None if threading is None else threading.retry_of,
-        attrs=step_attrs(outcome, start.model),
+        attrs=_merged(start.attrs, step_attrs(outcome, start.model)),
+        held_state=held_state(outputs),
         **times,
     )
+
+
+def _merged(asked: Any, answered: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The request's own facts (an operation) beside the provider's."""
+    if not asked:
+        return answered
+    return {**asked, **(answered or {})}
+
+
+def held_state(outputs: Sequence[Item]) -> str | None:
+    """The mark of the last provider-held history (a compaction item) the output holds."""
+    for item in reversed(outputs):
+        mark = item.attrs.get(HELD_STATE)
+        if isinstance(mark, str):
+            return mark
+    return None
 
 
 def step_attrs(outcome: Outcome, requested: str | None) -> dict[str, Any] | None:
@@ -265,6 +284,7 @@ def _remember(record: StepRecord, outcome: Outcome, threading: Threading | None)
         key=record.continuation_key,
         response_id=record.response_id,
         conversation_id=record.conversation_id,
+        held_state=record.held_state,
         ref=StepRef(record.trace_id, record.id, tuple(record.output_items)),
         input_key=threading.input_state.hex(),
         answered=outcome.continuable and not outcome.no_answer,

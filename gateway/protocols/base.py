@@ -50,6 +50,10 @@ class ParsedRequest:
     # The provider answers at once and works on in the background (Responses `background`):
     # the step ends with whichever later exchange sees the response's end.
     background: bool = False
+    # The request asks the provider to compact its history, not to answer it (Responses
+    # `/responses/compact`): a call it leaves unanswered is owed by the request that goes
+    # on from the compaction, not by this one.
+    compaction: bool = False
 
 
 @dataclass(slots=True)

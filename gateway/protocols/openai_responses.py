@@ -32,7 +32,13 @@ from gateway.protocols.openai_responses_events import (
     caller_attrs,
     decode_response_body,
 )
-from gateway.protocols.openai_responses_hosted import TOOL_TYPES, TYPED, typed_items
+from gateway.protocols.openai_responses_hosted import (
+    COMPACTION,
+    TOOL_TYPES,
+    TYPED,
+    held_state,
+    typed_items,
+)
 from gateway.protocols.openai_responses_outcomes import loaded_tools
 from gateway.protocols.openai_responses_tools import (
     BUILTIN_CALLS,
@@ -83,7 +89,7 @@ def _input_items(value: Any) -> list[Item]:
 def _entry_items(entry: dict[str, Any], index: int, shells: set[str]) -> list[Item]:
     raw_kind = entry.get("type")
     if raw_kind == "message" or (raw_kind is None and "role" in entry):
-        return _message_items(entry, index)
+        return message_items(entry, index)
     kind = as_str(raw_kind) or "unknown"  # sets below need a hashable type name
     if kind in _CALL_TYPES:
         return [_call_item(entry, index, free_form=kind == "custom_tool_call")]
@@ -104,6 +110,11 @@ def _entry_items(entry: dict[str, Any], index: int, shells: set[str]) -> list[It
         tools = entry.get("tools")
         count = len(tools) if isinstance(tools, list) else None
         return [Item(ItemKind.OTHER, attrs=_attrs(index, type=kind, tools=count))]
+    if kind == COMPACTION:
+        item_id = as_str(entry.get("id"))
+        return [
+            Item(ItemKind.OTHER, attrs=_attrs(index, type=kind, id=item_id, **held_state(entry)))
+        ]
     return [Item(ItemKind.OTHER, attrs=_attrs(index, type=kind))]
 
 
@@ -117,7 +128,7 @@ def _conversation(value: Any) -> str | None:
 
 def _is_compaction(item: Item) -> bool:
     """A `compaction` item (`POST /v1/responses/compact`): earlier turns, encrypted."""
-    return item.kind is ItemKind.OTHER and item.attrs.get("type") == "compaction"
+    return item.kind is ItemKind.OTHER and item.attrs.get("type") == COMPACTION
 
 
 def _result_item(entry: dict[str, Any], index: int, kind: str) -> Item:
@@ -183,7 +194,8 @@ def _call_item(entry: dict[str, Any], index: int, *, free_form: bool) -> Item:
     )
 
 
-def _message_items(entry: dict[str, Any], index: int) -> list[Item]:
+def message_items(entry: dict[str, Any], index: int) -> list[Item]:
+    """A message of the history (or a compacted history's kept one) as typed items."""
     role = as_str(entry.get("role"))
     kind = _MESSAGE_KINDS.get(role or "")
     if kind is None:

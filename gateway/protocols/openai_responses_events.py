@@ -17,6 +17,7 @@ from gateway.protocols.openai_responses_hosted import (
     EITHER_END,
     ROLE,
     TYPED,
+    held_state,
     runs_at_provider,
     typed_items,
 )
@@ -93,7 +94,7 @@ def asks_client(item: dict[str, Any]) -> bool:
 def other_item(item: dict[str, Any]) -> Item:
     """An output item of a type not known here, kept in its place as its echo is typed."""
     kind = as_str(item.get("type")) or "unknown"
-    return Item(ItemKind.OTHER, role=ROLE, attrs=_ids({"type": kind}, item))
+    return Item(ItemKind.OTHER, role=ROLE, attrs=_ids({"type": kind, **held_state(item)}, item))
 
 
 def _ids(attrs: dict[str, Any], item: dict[str, Any]) -> dict[str, Any]:

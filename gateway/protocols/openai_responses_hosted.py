@@ -9,13 +9,17 @@ lists hold a call the provider ran and its outcome in one item: a `tool_call` wi
 are two items sharing a `call_id`. An `mcp_approval_request` is a call the client answers
 with an `mcp_approval_response`. Results are a short account (queries and source URLs,
 logs, the MCP tool's output, an error), never image data or encrypted content.
+
+A `compaction` item (history the provider compacted, encrypted) is marked the same in both
+too, so the request carrying it back continues the step that made it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from gateway.items import EXECUTED_BY, PROVIDER, TOOL_TYPE, Item, ItemKind
+from gateway.items import EXECUTED_BY, HELD_STATE, PROVIDER, TOOL_TYPE, Item, ItemKind
+from gateway.opaque import Digests
 from gateway.protocols.json_values import as_dict, as_list, as_str, compact
 from gateway.protocols.openai_responses_outcomes import Outcome, outcome_of, search_query
 
@@ -181,3 +185,18 @@ def _approval_response(item: dict[str, Any], attrs: dict[str, Any]) -> Item:
         call_id=as_str(item.get("approval_request_id")),
         attrs={**attrs, TOOL_TYPE: _APPROVAL, "type": "mcp_approval_response"},
     )
+
+
+COMPACTION = "compaction"
+# One key everywhere: the mark of a compaction must be the same whichever gateway, process
+# or transport recorded it and parses its echo. It hashes the provider's ciphertext, so it
+# tells a reader of the store nothing a keyed one would hide.
+_HELD = Digests(b"loopwatch responses compaction")
+
+
+def held_state(item: dict[str, Any]) -> dict[str, Any]:
+    """A compaction item's mark (`items.HELD_STATE`): a digest of its `encrypted_content`,
+    which its echo always carries (clients such as Codex send back no id); the content
+    itself is never kept."""
+    content = item.get("encrypted_content") if item.get("type") == COMPACTION else None
+    return {HELD_STATE: _HELD.of(content)} if isinstance(content, str) and content else {}

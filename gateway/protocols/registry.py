@@ -5,6 +5,7 @@ from __future__ import annotations
 from gateway.opaque import Digests
 from gateway.protocols import (
     openai_responses,
+    openai_responses_compact,
     openai_responses_follow_up,
     openai_responses_socket,
 )
@@ -21,8 +22,13 @@ ADAPTERS: dict[str, ProtocolAdapter] = {
 # The adapter answering errors on any other path, in the format most clients read.
 FALLBACK: ProtocolAdapter = openai_chat.ADAPTER
 
-# The path each protocol is served on.
-PATHS = {adapter.path: name for name, adapter in ADAPTERS.items()}
+# Other endpoints of a protocol whose requests are its steps (the adapter's name is the
+# protocol's), by the key they are served under.
+ENDPOINTS: dict[str, ProtocolAdapter] = {"responses.compact": openai_responses_compact.ADAPTER}
+_SERVED = {**ADAPTERS, **ENDPOINTS}
+
+# The key of the adapter serving each path.
+PATHS = {adapter.path: key for key, adapter in _SERVED.items()}
 # The protocols a client may also speak over a WebSocket, by the path it upgrades.
 SOCKETS: dict[str, SocketAdapter] = {
     socket.path: socket for socket in (openai_responses_socket.SOCKET,)
@@ -39,7 +45,7 @@ def keyed(secret: bytes) -> dict[str, ProtocolAdapter]:
     """The adapters as an app serves them: payloads a provider wants back are recorded as
     digests under the app's install secret (`gateway.opaque`)."""
     digests = Digests(secret)
-    return {name: adapter.keyed(digests) for name, adapter in ADAPTERS.items()}
+    return {key: adapter.keyed(digests) for key, adapter in _SERVED.items()}
 
 
 def adapter_for_path(path: str) -> ProtocolAdapter:

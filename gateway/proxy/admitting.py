@@ -182,6 +182,7 @@ def _model_start(
         declared_tools=request_facts.declared_tools(adapter, admitted.body),
         params=request_facts.request_params(adapter, admitted.body),
         conversation_id=admitted.parsed.conversation_id,
+        attrs=admitted.parsed.attrs or None,
     )
 
 

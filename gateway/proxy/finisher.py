@@ -86,6 +86,7 @@ class StepBus:
                 ref,
                 remember.input_key,
                 conversation_id=remember.conversation_id,
+                held_state=remember.held_state,
             )
         # After `remember`: a cut stream answered in part, and its retry is still expected.
         if remember.failed_attempt is not None:

@@ -71,6 +71,8 @@ def _pairing_violations(
     )
     if not any(v.kind is ViolationKind.MISSING_TOOL_RESULT for v in found):
         return found
+    if parsed.compaction:  # the results are owed after it
+        return [v for v in found if v.kind is not ViolationKind.MISSING_TOOL_RESULT]
     # A terminal output tool's call hands over the run's answer: it needs no result.
     outputs = [] if previous is None else list(previous.output_items)
     ended = {

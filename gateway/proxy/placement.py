@@ -17,6 +17,7 @@ from gateway import ids
 from gateway.continuation.keys import StepRef, resolve_references
 from gateway.continuation.placement import (
     ByConversation,
+    ByHeldState,
     ByResponse,
     Continuing,
     Found,
@@ -27,6 +28,7 @@ from gateway.continuation.placement import (
     Placed,
     StoredRows,
     decide,
+    held_in,
     trace_header,
 )
 from gateway.items import Item
@@ -73,6 +75,7 @@ async def place(deps: Deps, header: str | None, parsed: ParsedRequest) -> Placem
         attempt,
         failed,
         parsed.conversation_id,
+        held_in(items) if parsed.held_state else None,
     )
     found = Found()
     decided = decide(known, deps.recent, deps.known_keys.may_hold, found)
@@ -103,6 +106,8 @@ async def _look_up(deps: Deps, lookup: NeedsLookup, found: Found) -> None:
             found.conversations[lookup] = await _lookup(
                 queries.find_by_conversation, deps, conversation_id
             )
+        case ByHeldState(held_state):
+            found.held_states[lookup] = await _lookup(queries.find_by_held_state, deps, held_state)
         case OutputsOf(step_id):
             outputs = await _lookup(queries.step_output_items, deps, step_id)
             found.outputs[lookup] = None if outputs is None else tuple(outputs)

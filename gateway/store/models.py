@@ -153,6 +153,8 @@ class StepRow(SQLModel, table=True):
         sa.Index("ix_steps_provider_request_id", "key_epoch", "provider_request_id"),
         # A request naming a provider-side conversation continues its newest step's trace.
         sa.Index("ix_steps_conversation_id", "key_epoch", "conversation_id"),
+        # A request carrying a compaction item continues the trace of the step that made it.
+        sa.Index("ix_steps_held_state", "key_epoch", "held_state"),
     )
 
     id: str = _id(primary_key=True)
@@ -197,6 +199,8 @@ class StepRow(SQLModel, table=True):
     attrs: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
     # The provider-side conversation the step belongs to (revision 0016).
     conversation_id: str | None = Field(default=None, sa_column=sa.Column(sa.String(256)))
+    # The mark of the provider-held history its output holds (revision 0017).
+    held_state: str | None = Field(default=None, sa_column=sa.Column(sa.String(64)))
     # Leads the indexes on random keys (gateway.store.key_epochs): 0 for steps stored
     # before revision 0013.
     key_epoch: int = _count()

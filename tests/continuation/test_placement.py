@@ -17,6 +17,7 @@ import pytest
 from gateway.continuation.keys import ContinuationKeys, StepRef
 from gateway.continuation.placement import (
     ByConversation,
+    ByHeldState,
     ByResponse,
     Continuing,
     Found,
@@ -27,11 +28,12 @@ from gateway.continuation.placement import (
     Placed,
     StoredRows,
     decide,
+    held_in,
     trace_header,
 )
 from gateway.continuation.recent_steps import RecentSteps
 from gateway.errors import BadRequest
-from gateway.items import Item, ItemKind
+from gateway.items import HELD_STATE, Item, ItemKind
 
 KEYS = ContinuationKeys(b"k" * 32)
 USER = Item(ItemKind.USER, role="user", text="list the files")
@@ -50,6 +52,11 @@ REWRITTEN_KEY = KEYS.scan([USER, REWRITTEN, RESULT]).boundaries[0].key
 S1 = StepRef("t1", "s1", (CALL,))
 S2 = StepRef("t2", "s2", (CALL,))  # the same step in an identical run in parallel
 S1B = StepRef("t1", "s1b", (ANSWER,))  # a later step of t1
+# A compaction the provider made (its mark), the compact step that made it, and the history
+# that goes on from it: the kept user message, the compaction, a new turn.
+COMPACTION = Item(ItemKind.OTHER, attrs={"type": "compaction", HELD_STATE: "mark_1"})
+S_COMPACT = StepRef("t1", "s_compact", (USER, COMPACTION))
+AFTER_COMPACTION = [USER, COMPACTION, OTHER_USER]
 EVERYTHING: Callable[[str], bool] = lambda key: True  # noqa: E731
 NOTHING: Callable[[str], bool] = lambda key: False  # noqa: E731
 
@@ -63,6 +70,7 @@ class Step:
     response_id: str | None = None
     claimed_by: str | None = None  # the attempt of a request that already continued it
     conversation_id: str | None = None
+    held_state: str | None = None
 
 
 @dataclass(frozen=True)
@@ -89,7 +97,12 @@ def remember(steps: tuple[Step, ...]) -> RecentSteps:
         state = KEYS.scan(list(step.input)).state
         key = KEYS.step_key(state, list(step.ref.output_items))
         recent.remember(
-            key, step.response_id, step.ref, state.hex(), conversation_id=step.conversation_id
+            key,
+            step.response_id,
+            step.ref,
+            state.hex(),
+            conversation_id=step.conversation_id,
+            held_state=step.held_state,
         )
         if step.claimed_by is not None:
             recent.claim(step.ref.step_id, step.claimed_by)
@@ -102,6 +115,8 @@ def answer(found: Found, lookup: NeedsLookup, value: Any) -> None:
             found.responses[lookup] = value
         case ByConversation():
             found.conversations[lookup] = value
+        case ByHeldState():
+            found.held_states[lookup] = value
         case OutputsOf():
             found.outputs[lookup] = value
         case Continuing():
@@ -123,6 +138,7 @@ def play(case: Case) -> tuple[RecentSteps, Placed]:
         attempt,
         request.failed,
         request.conversation_id,
+        held_in(request.history),
     )
     found = Found()
     for expected, value in case.script:
@@ -240,6 +256,31 @@ CASES = {
         (Step(S1, conversation_id="conv_1"),),
         Request([RESULT], header="mine", conversation_id="conv_1"),
         placed=Placed("mine", 0, S1),
+    ),
+    "a compaction of a recent step: what follows it is new": Case(
+        (Step(S1), Step(S_COMPACT, input=tuple(ECHO), held_state="mark_1")),
+        Request(AFTER_COMPACTION),
+        placed=Placed("t1", 2, S_COMPACT, claim="s_compact"),
+    ),
+    "a compaction of a stored step": Case(
+        (),
+        Request(AFTER_COMPACTION, may_hold=NOTHING),
+        [(ByHeldState("mark_1"), ("t1", "s_compact")), (OutputsOf("s_compact"), (USER,))],
+        Placed("t1", 2, StepRef("t1", "s_compact", (USER,)), claim="s_compact"),
+    ),
+    "a compaction nothing recorded: a new trace": Case(
+        (),
+        Request(AFTER_COMPACTION, may_hold=NOTHING),
+        [(ByHeldState("mark_1"), None)],
+        Placed(None, 0, None),
+    ),
+    "a history after a compaction continues its newest step, not the compaction": Case(
+        (
+            Step(S_COMPACT, input=tuple(ECHO), held_state="mark_1"),
+            Step(S1B, input=tuple(AFTER_COMPACTION)),
+        ),
+        Request([*AFTER_COMPACTION, ANSWER, OTHER_USER]),
+        placed=Placed("t1", 4, S1B, claim="s1b"),
     ),
     "a header and a history that continues a step of its trace": Case(
         (Step(S1),), Request(ECHO, header="t1"), placed=Placed("t1", 2, S1)

@@ -231,3 +231,24 @@ def test_revision_0016_adds_an_indexed_conversation_id_null_on_steps_stored_befo
     with engine.connect() as conn:
         stored = conn.execute(sa.text("SELECT conversation_id FROM steps")).scalars().all()
     assert stored and set(stored) == {None}
+
+
+def test_revision_0017_adds_an_indexed_held_state_null_on_steps_stored_before(
+    database: Database, tmp_path: Path, open_engine: OpenEngine
+) -> None:
+    engine = open_engine(load_database_before_migrations(database, tmp_path))
+    with engine.begin() as conn:
+        command.upgrade(alembic_config(conn), "0016")
+    before = _as_text(engine, "steps", _columns(engine, "steps"))
+    with engine.begin() as conn:
+        command.upgrade(alembic_config(conn), "0017")
+    inspector = sa.inspect(engine)
+    (column,) = [c for c in inspector.get_columns("steps") if c["name"] == "held_state"]
+    assert column["nullable"]
+    indexes = {i["name"]: i["column_names"] for i in inspector.get_indexes("steps")}
+    assert indexes["ix_steps_held_state"] == ["key_epoch", "held_state"]
+    kept = [c for c in _columns(engine, "steps") if c != "held_state"]
+    assert _as_text(engine, "steps", kept) == before
+    with engine.connect() as conn:
+        stored = conn.execute(sa.text("SELECT held_state FROM steps")).scalars().all()
+    assert stored and set(stored) == {None}

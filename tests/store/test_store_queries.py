@@ -12,6 +12,7 @@ from gateway.items import ItemKind, Violation, ViolationKind
 from gateway.step import RefusalRecord, StepRecord
 from gateway.store.read.queries import (
     find_by_conversation,
+    find_by_held_state,
     find_by_response_id,
     find_continuation,
     find_step,
@@ -237,6 +238,13 @@ def test_the_newest_step_of_a_conversation(engine: Engine, make_step: MakeStep) 
     StoreWriter(engine).write_batch([old, new, make_step("t-b", conversation_id="conv_2")])
     assert find_by_conversation(engine, "conv_1") == ("t-a", new.id)
     assert find_by_conversation(engine, "conv_9") is None
+
+
+def test_the_step_whose_output_held_a_compaction(engine: Engine, make_step: MakeStep) -> None:
+    compact = make_step("t-a", held_state="mark_1")
+    StoreWriter(engine).write_batch([make_step("t-a"), compact, make_step("t-b")])
+    assert find_by_held_state(engine, "mark_1") == ("t-a", compact.id)
+    assert find_by_held_state(engine, "mark_9") is None
 
 
 def test_lookups_by_ids(engine: Engine, make_step: MakeStep) -> None:

@@ -351,6 +351,20 @@ def find_by_conversation(engine: Engine, conversation_id: str) -> tuple[str, str
     return None if row is None else (row.trace_id, row.id)
 
 
+def find_by_held_state(engine: Engine, held_state: str) -> tuple[str, str] | None:
+    """The (trace_id, step_id) whose output held this provider-held history (a compaction)."""
+    s = STEPS.c
+    with reading(engine) as conn:
+        statement = (
+            sa.select(s.trace_id, s.id)
+            .where(s.key_epoch.in_(stored_epochs(conn)), s.held_state == held_state)
+            .order_by(s.started_at.desc())
+            .limit(1)
+        )
+        row = conn.execute(statement).first()
+    return None if row is None else (row.trace_id, row.id)
+
+
 def step_output_items(engine: Engine, step_id: str) -> list[Item]:
     """A step's output as typed items, to compare with the history a request echoes."""
     i = ITEMS.c
