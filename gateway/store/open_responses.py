@@ -66,3 +66,10 @@ def take(engine: Engine, response_id: str) -> str | None:
     with _writing(engine) as conn, conn.begin():
         taken: str | None = conn.scalar(statement)
     return taken
+
+
+def forget_older(conn: Connection, cutoff: datetime) -> int:
+    """Retention: the open steps of responses opened before `cutoff` and never ended (the
+    provider keeps a response for polling far less long) go unrecorded."""
+    old = OPEN_RESPONSES.delete().where(OPEN_RESPONSES.c.opened_at < cutoff)
+    return conn.execute(old).rowcount or 0

@@ -6,8 +6,8 @@ An open step is held here and written to the store (gateway.proxy.background.sha
 exchange that sees the end ends it whichever gateway on the store runs it: here from what
 this process holds, elsewhere from the stored row. Ending takes the row first; of exchanges
 racing to end one step, one gets it and records the step, once. A step this process still
-holds when the gateway stops is recorded then with what its creation saw (stop `unknown`);
-one pushed out of memory by `LIMIT` newer ones stays in the store alone, for its end.
+holds when the gateway stops, or pushes out by `LIMIT` newer ones, is recorded then with
+what its creation saw (stop `unknown`), its budget settled: unless another gateway ended it.
 """
 
 from __future__ import annotations
@@ -50,17 +50,12 @@ class OpenStep:
 
 class OpenResponses:
     """The open steps of background responses, by response id: those this process opened in
-    memory, every gateway's in the store (`shared`; None: this process alone)."""
+    memory, every gateway's in the store once `sharing` (the app wires it so)."""
 
-    def __init__(
-        self,
-        shared: SharedSteps | None = None,
-        work: Background | None = None,
-        limit: int = LIMIT,
-    ) -> None:
+    def __init__(self, limit: int = LIMIT) -> None:
         self._steps: OrderedDict[str, OpenStep] = OrderedDict()
-        self._shared = shared
-        self._work = work
+        self._shared: SharedSteps | None = None  # until `sharing`: this process alone
+        self._work: Background | None = None
         self._limit = limit
         self._writes: dict[str, asyncio.Task[None]] = {}  # rows being opened, by response id
         self._pending: set[asyncio.Task[Any]] = set()
@@ -96,9 +91,12 @@ class OpenResponses:
             write = self._shared.put(response_id, opened)
             self._writes[response_id] = self._start("open background response", write)
         while len(self._steps) > self._limit:
-            _, oldest = self._steps.popitem(last=False)
-            if self._shared is None:  # the store holds it for its end otherwise
+            oldest_id, oldest = self._steps.popitem(last=False)
+            if self._shared is None:
                 _end_unseen(oldest)
+            else:  # unless another gateway on the store ended it meanwhile
+                ending = self._taken(oldest_id, partial(_taken_unseen, oldest))
+                self._start("end background response unseen", ending)
 
     def end(self, response_id: str, outcome: Outcome, timing: Timing, spent: Settle | None) -> None:
         """The response ended: its step ends with this outcome, once (a second exchange that
@@ -137,11 +135,8 @@ class OpenResponses:
             then(taken)
 
     def _start(self, name: str, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        task = (
-            asyncio.get_running_loop().create_task(coro, name=name)
-            if self._work is None
-            else self._work.task(name, coro, finish=True)
-        )
+        assert self._work is not None, "only shared steps are ended off the exchange"
+        task = self._work.task(name, coro, finish=True)
         self._pending.add(task)
         task.add_done_callback(self._done)
         return task
