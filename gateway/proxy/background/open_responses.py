@@ -59,6 +59,7 @@ class OpenResponses:
         self._limit = limit
         self._writes: dict[str, asyncio.Task[None]] = {}  # rows being opened, by response id
         self._pending: set[asyncio.Task[Any]] = set()
+        self._unshared: set[str] = set()  # held steps whose row the store never got
 
     def sharing(
         self, engine: Engine, clock: Callable[[], datetime], owner: Background
@@ -88,14 +89,14 @@ class OpenResponses:
     def open(self, response_id: str, step: OpenStep, opened: Opened) -> None:
         self._steps[response_id] = step
         if self._shared is not None:
-            write = self._shared.put(response_id, opened)
+            write = self._put(response_id, opened)
             self._writes[response_id] = self._start("open background response", write)
         while len(self._steps) > self._limit:
             oldest_id, oldest = self._steps.popitem(last=False)
             if self._shared is None:
                 _end_unseen(oldest)
             else:  # unless another gateway on the store ended it meanwhile
-                ending = self._taken(oldest_id, partial(_taken_unseen, oldest))
+                ending = self._end_if_ours(oldest_id, partial(_end_unseen, oldest))
                 self._start("end background response unseen", ending)
 
     def end(self, response_id: str, outcome: Outcome, timing: Timing, spent: Settle | None) -> None:
@@ -107,32 +108,51 @@ class OpenResponses:
         if self._shared is None:
             _end_held(step, outcome, timing, spent)
             return
-        ending = self._taken(response_id, lambda _: _end_held(step, outcome, timing, spent))
+        ending = self._end_if_ours(response_id, partial(_end_held, step, outcome, timing, spent))
         self._start("end background response", ending)
 
     def end_stored(self, ends: Callable[[Opened, Outcome, Timing], None]) -> Ending:
         """The ending of a step found in the store: taken from it, then ended by `ends`."""
 
+        async def ending(response_id: str, outcome: Outcome, timing: Timing) -> None:
+            taken = await self._take(response_id)
+            if taken is not None:
+                ends(taken, outcome, timing)
+
         def end(response_id: str, outcome: Outcome, timing: Timing, _: Settle | None) -> None:
             self._steps.pop(response_id, None)
-            ending = self._taken(response_id, lambda step: ends(step, outcome, timing))
-            self._start("end background response", ending)
+            self._start("end background response", ending(response_id, outcome, timing))
 
         return end
 
-    async def _taken(self, response_id: str, then: Callable[[Opened], None]) -> None:
-        """Take the step's row, then end the step, if this exchange got it."""
+    async def _put(self, response_id: str, opened: Opened) -> None:
+        assert self._shared is not None
+        try:
+            await self._shared.put(response_id, opened)
+        except Exception:
+            log.exception("storing the open background response %s failed", response_id)
+            self._unshared.add(response_id)  # this process alone can end its step
+
+    async def _take(self, response_id: str) -> Opened | None:
+        """The step's row, taken from the store: None when another exchange took it."""
         assert self._shared is not None
         opening = self._writes.get(response_id)
         if opening is not None:
             await asyncio.wait([opening])  # its row must be there to be taken
         try:
-            taken = await self._shared.take(response_id)
+            return await self._shared.take(response_id)
         except Exception:
             log.exception("taking the open background response %s failed", response_id)
-            return
-        if taken is not None:
-            then(taken)
+            return None
+
+    async def _end_if_ours(self, response_id: str, end: Callable[[], None]) -> None:
+        """A step held here ends here if this exchange took its row, or if its row never
+        reached the store (no other gateway can end it then)."""
+        taken = await self._take(response_id)
+        unshared = response_id in self._unshared
+        self._unshared.discard(response_id)
+        if taken is not None or unshared:
+            end()
 
     def _start(self, name: str, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         assert self._work is not None, "only shared steps are ended off the exchange"
@@ -163,7 +183,7 @@ class OpenResponses:
             if self._shared is None:
                 _end_unseen(step)
             else:
-                await self._taken(response_id, partial(_taken_unseen, step))
+                await self._end_if_ours(response_id, partial(_end_unseen, step))
 
 
 def _end_held(step: OpenStep, outcome: Outcome, timing: Timing, spent: Settle | None) -> None:
@@ -171,10 +191,6 @@ def _end_held(step: OpenStep, outcome: Outcome, timing: Timing, spent: Settle | 
     observed = step.timing.observe_seconds + timing.observe_seconds
     step.end.settle(spent or Settle(outcome.usage, outcome.billing, outcome.model))
     step.end.finished(outcome, Timing(first, observed))
-
-
-def _taken_unseen(step: OpenStep, _: Opened) -> None:
-    _end_unseen(step)
 
 
 def _end_unseen(step: OpenStep) -> None:

@@ -11,6 +11,7 @@ import openai
 import pytest
 
 from tests import harness
+from tests.conftest import Database
 from tests.fakes.responses import function_call, message, reply, usage
 from tests.fakes.responses_background import at, background, events, sse_reply
 from tests.harness import Gateway
@@ -197,3 +198,19 @@ async def test_a_response_never_seen_ending_is_recorded_unknown_at_stop(gateway:
     traces = [await gateway.trace(summary["id"]) for summary in await gateway.traces()]
     protocols = sorted(step["protocol"] for trace in traces for step in trace["steps"])
     assert protocols == ["passthrough", "responses"]
+
+
+async def test_a_step_the_store_could_not_share_is_ended_by_its_own_gateway(
+    gateway: Gateway, database: Database
+) -> None:
+    conn = database.raw_connect()
+    conn.execute("DROP TABLE open_responses")  # the store refuses the open step
+    conn.close()
+    body = background([message("Kept here.")], "resp_bg8", use=usage(9, 3))
+    gateway.provider.queue(reply(at(body, "queued")), reply(at(body, "completed")))
+    created = await client(gateway).responses.create(model="gpt-5", input="Go.", background=True)
+    await gateway.deps.open_responses.settled()
+    done = await client(gateway).responses.retrieve(created.id)
+    assert done.status == "completed"
+    step = await only_step(gateway)
+    assert (step["stop_reason"], step["usage"]["total_tokens"]) == ("completed", 12)
