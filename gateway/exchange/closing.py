@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from gateway.checks.budgets import Limits, Reservation, Settlement, cost_used_nano, nano_usd
+from gateway.checks.tools import DeclaredTools
 from gateway.continuation.keys import ContinuationKeys, StepRef, call_filter_key, real_call_id
 from gateway.exchange.machine import Anomaly, Outcome
 from gateway.items import ItemKind, StopReason, Usage, ViolationKind
@@ -160,6 +161,7 @@ class Opened:
     terminal_tools: tuple[str, ...] = ()
     budget: Budget | None = None  # its reservation, unsettled
     upstream_url: str | None = None  # names the provider for prices
+    tools: DeclaredTools | None = None  # what its calls are judged by
 
 
 def opened(
@@ -176,7 +178,8 @@ def opened(
     record = close(begun, clocks, facts, budget=None, cost=cost, keys=keys).record
     threading = facts.threading
     state = None if threading is None else threading.input_state
-    return Opened(record, state, facts.terminal_tools, budget, facts.start.upstream_url)
+    start = facts.start
+    return Opened(record, state, facts.terminal_tools, budget, start.upstream_url, start.tools)
 
 
 def ended_elsewhere(

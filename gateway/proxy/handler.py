@@ -237,7 +237,9 @@ async def _open_step(deps: Deps, response_id: str) -> _Following | None:
     if stored is None:
         return None
     elsewhere = EndElsewhere(deps.bus, deps.pricer, deps.keys, deps.clock)
-    return _Following(stored.record, None, open_responses.end_stored(elsewhere))
+    loops = deps.loops.for_trace(stored.record.trace_id)
+    calls = CallRules(stored.tools, deps.tool_checker, loops)
+    return _Following(stored.record, calls, open_responses.end_stored(elsewhere))
 
 
 async def _follow_up(

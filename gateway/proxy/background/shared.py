@@ -60,6 +60,7 @@ def encode(step: Opened) -> str:
         "terminal_tools": list(step.terminal_tools),
         "budget": None if step.budget is None else _budget_json(step.budget),
         "upstream_url": step.upstream_url,
+        "tools": None if step.tools is None else dict(step.tools),
     }
     return jsoncodec.dumps(fields).decode()
 
@@ -76,6 +77,7 @@ def decode(text: str) -> Opened:
         tuple(fields["terminal_tools"]),
         None if budget is None else _budget_of(budget),
         fields["upstream_url"],
+        fields["tools"],
     )
 
 

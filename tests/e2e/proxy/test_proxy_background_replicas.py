@@ -14,7 +14,7 @@ import pytest
 from tests import harness
 from tests.conftest import Database
 from tests.fakes.provider import Received, Reply
-from tests.fakes.responses import message, reply, usage
+from tests.fakes.responses import function_call, message, reply, usage
 from tests.fakes.responses_background import at, background, events, sse_reply
 from tests.harness import Gateway
 
@@ -113,6 +113,25 @@ async def test_a_stream_resumed_through_another_gateway_ends_the_step(
     assert (step["stream"], step["stop_reason"]) == (True, "completed")
     assert [i["text"] for i in step["output_items"]] == ["Streamed on elsewhere."]
     assert step["usage"]["total_tokens"] == 35
+
+
+async def test_calls_seen_through_another_gateway_are_judged_by_the_declared_tools(
+    make_gateway: harness.GatewayFactory,
+) -> None:
+    creating, polling = await replicas(make_gateway)
+    tools: list[Any] = [{"type": "function", "name": "get_weather", "parameters": {}}]
+    call = function_call("call_1", "get_wether", {"city": "Oslo"})  # no tool of that name
+    body = background([call], "resp_rep6", use=usage(25, 6))
+    creating.provider.queue(reply(at(body, "queued")), reply(at(body, "completed")))
+    response_id = await created_on(creating, tools=tools)
+    await client(polling).responses.retrieve(response_id)
+
+    (summary,) = await polling.traces()
+    trace = await polling.trace(summary["id"])
+    assert [s["stop_reason"] for s in trace["steps"]] == ["tool_calls"]
+    assert [(v["kind"], v["call_id"]) for v in trace["violations"]] == [
+        ("undeclared_tool", "call_1")
+    ]
 
 
 @pytest.mark.parametrize("creator_polls", [True, False], ids=["creator-and-other", "two-others"])

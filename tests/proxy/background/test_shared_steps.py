@@ -37,7 +37,8 @@ BUDGET = Budget(Limits(max_tokens=1000, max_cost_usd=Decimal("0.25")), HELD)
 
 
 def test_an_open_step_survives_its_row() -> None:
-    step = Opened(RECORD, b"\x01\xff", ("finish",), BUDGET, "https://api.openai.com/v1")
+    tools = {"get_weather": {"type": "object"}, "anything": None}
+    step = Opened(RECORD, b"\x01\xff", ("finish",), BUDGET, "https://api.openai.com/v1", tools)
     assert decode(encode(step)) == step
 
 
