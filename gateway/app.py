@@ -247,9 +247,9 @@ async def _dispose(engine: Engine) -> None:
 
 
 def _start_upkeep(deps: Deps, metrics: MetricsSink, owner: Background) -> None:
-    """Retention, then the partition keeper, then the open background responses (recorded as
-    far as they got at the stop): stopped first, before the recorder and the store close."""
-    owner.adopt("open responses", deps.open_responses.close)
+    """Retention, then the partition keeper, then the open background responses (shared by
+    the store; recorded as far as they got at the stop): stopped first, before the store."""
+    owner.adopt("open responses", deps.open_responses.sharing(deps.engine, deps.clock, owner))
     if deps.settings.retention_days is not None:
         retention = Retention(
             deps.engine,

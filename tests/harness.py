@@ -45,6 +45,7 @@ class Gateway:
         return f"{self.url}/v1"
 
     async def flush(self) -> None:
+        await self.deps.open_responses.settled()  # step ends taken from the store
         await self.deps.recorder.flush(timeout=10)
 
     async def get(self, path: str, **kwargs: Any) -> Any:

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from gateway.checks.budgets import Limits, Reservation, Settlement, cost_used_nano, nano_usd
+from gateway.checks.tools import DeclaredTools
 from gateway.continuation.keys import ContinuationKeys, StepRef, call_filter_key, real_call_id
 from gateway.exchange.machine import Anomaly, Outcome
 from gateway.items import HELD_STATE, Item, ItemKind, StopReason, Usage, ViolationKind
@@ -150,6 +151,81 @@ def unended(outcome: Outcome) -> Outcome:
     unknown; a stream cut short is no violation (the provider worked on)."""
     kept = tuple(v for v in outcome.violations if v.kind is not ViolationKind.STREAM_INTERRUPTED)
     return replace(outcome, stop_reason=StopReason.UNKNOWN, violations=kept)
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """A background response's step its creation left open, as far as it saw it: what any
+    gateway on the store needs to end it when a later exchange sees the response's end."""
+
+    record: StepRecord  # stop unknown, nothing of its output yet, the start's violations
+    input_state: bytes | None  # the chain over its input, for the continuation key
+    terminal_tools: tuple[str, ...] = ()
+    budget: Budget | None = None  # its reservation, unsettled
+    upstream_url: str | None = None  # names the provider for prices
+    tools: DeclaredTools | None = None  # what its calls are judged by
+
+
+def opened(
+    seen: Outcome,
+    clocks: Clocks,
+    facts: StepFacts,
+    *,
+    budget: Budget | None,
+    cost: Cost | None,
+    keys: ContinuationKeys,
+) -> Opened:
+    """The step of a response its creation saw begin, not end."""
+    begun = replace(unended(seen), violations=())
+    record = close(begun, clocks, facts, budget=None, cost=cost, keys=keys).record
+    threading = facts.threading
+    state = None if threading is None else threading.input_state
+    start = facts.start
+    return Opened(record, state, facts.terminal_tools, budget, start.upstream_url, start.tools)
+
+
+def ended_elsewhere(
+    step: Opened,
+    outcome: Outcome,
+    ended_at: datetime,
+    *,
+    cost: Cost | None,
+    keys: ContinuationKeys,
+) -> Closed:
+    """The end of an open step that an exchange which did not create it saw (the creation's
+    memory is another process's): its record completed with the response's end, its budget
+    settled once with what the end reports."""
+    begun = step.record
+    requested = (begun.attrs or {}).get("requested_model", begun.model)
+    key = None
+    if step.input_state is not None and outcome.continuable:
+        key = keys.step_key(step.input_state, outcome.output_items)
+    latency_ms = round((ended_at - begun.started_at).total_seconds() * 1000, 3)
+    record = replace(
+        begun,
+        model=outcome.model or requested,
+        stop_reason=outcome.stop_reason,
+        raw_stop_reason=outcome.raw_stop_reason,
+        usage=outcome.usage,
+        response_id=outcome.response_id or begun.response_id,
+        output_items=tuple(mark_terminal(outcome.output_items, step.terminal_tools)),
+        error=outcome.error,
+        violations=(*begun.violations, *outcome.violations),
+        continuation_key=key,
+        cost_nano=None if cost is None or cost.usd is None else nano_usd(cost.usd),
+        cost_source=None if cost is None else cost.source.value,
+        attrs=step_attrs(outcome, requested),
+        latency_ms=latency_ms,
+        ended_at=response_end(begun.started_at, latency_ms),
+    )
+    settlement = None
+    if step.budget is not None:
+        _, settlement = settle(step.budget, outcome.usage, cost)
+    remember = None
+    if step.input_state is not None:  # a later request of the run continues it here too
+        remember = _remember(record, outcome, Threading(step.input_state, attempt=""))
+        remember = None if remember is None else replace(remember, failed_attempt=None)
+    return Closed(record, 0.0, settlement, remember, anomalies=outcome.anomalies)
 
 
 def close(

@@ -17,8 +17,8 @@ from gateway.continuation.keys import ContinuationKeys
 from gateway.continuation.recent_steps import RecentSteps
 from gateway.protocols.base import ProtocolAdapter
 from gateway.protocols.registry import keyed
+from gateway.proxy.background.open_responses import OpenResponses
 from gateway.proxy.finisher import StepBus
-from gateway.proxy.open_responses import OpenResponses
 from gateway.proxy.upstream import Upstream
 from gateway.recording.spooler import SpoolRecorder
 from gateway.runs.pricing import Pricer

@@ -154,6 +154,17 @@ class StepEnd:
         except Exception:  # recording must never break the request
             log.exception("finishing a step failed; the step is not recorded")
 
+    def opened(self, seen: Outcome, timing: Timing) -> closing.Opened:
+        """The step as far as a background response's creation saw it (gateway.proxy.
+        background), for whichever gateway on the store sees the response's end."""
+        facts = self._facts
+        previous = self._bus.ends.last(facts.start.trace_id) if facts.model_call else None
+        clocks = closing.Clocks(
+            time.perf_counter(), timing.first_chunk_at, timing.observe_seconds, previous
+        )
+        cost = self._cost(seen.usage, seen.model, seen.billing) if facts.model_call else None
+        return closing.opened(seen, clocks, facts, budget=self._budget, cost=cost, keys=self._keys)
+
     def _cost(self, usage: Usage, model: str | None, billing: Billing) -> Cost:
         """The step's cost; settling and the record usually price the same usage, model and
         billing, so the second asks the pricer nothing."""

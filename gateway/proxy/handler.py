@@ -12,6 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterable, Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
 
@@ -19,6 +20,7 @@ from aiohttp import web
 
 from gateway import ids, jsoncodec
 from gateway.errors import BadRequest, GatewayError, RequestTooLarge
+from gateway.exchange.calls import CallRules
 from gateway.exchange.closing import StepFacts
 from gateway.exchange.machine import Exchange
 from gateway.protocols import request_body
@@ -36,12 +38,13 @@ from gateway.proxy.admitting import (
     step_end,
     unread_refusal,
 )
+from gateway.proxy.background.open_responses import Creating, Ending, FollowUp
+from gateway.proxy.background.shared import EndElsewhere
 from gateway.proxy.deps import Deps
-from gateway.proxy.open_responses import Creating, FollowUp, OpenStep
 from gateway.proxy.relay import CLIENT_CLOSED, Handler, Timing, client_left, execute_now, relay
 from gateway.proxy.upstream import forward_headers
 from gateway.routing import Target, resolve
-from gateway.step import StepStart
+from gateway.step import StepRecord, StepStart
 from gateway.stream import codings
 
 log = logging.getLogger(__name__)
@@ -183,8 +186,8 @@ async def handle_passthrough(
     """Any other /v1/* path: forwarded unchanged, streamed both ways, recorded as a plain step
     (a request about an open background response ends its step instead)."""
     about = follow_up(request.method, request.path)
-    if about is not None and (open_step := deps.open_responses.get(about[1])) is not None:
-        return await _follow_up(request, deps, adapter, about, open_step)
+    if about is not None and (following := await _open_step(deps, about[1])) is not None:
+        return await _follow_up(request, deps, adapter, about, following)
     started = time.perf_counter()
     header = request.headers.get(TRACE_HEADER)
     if header is not None and not ids.TRACE_ID_RE.match(header):
@@ -215,16 +218,40 @@ async def handle_passthrough(
     return await _exchange(request, deps, adapter, Exchange(None), finisher, sending, own)
 
 
+@dataclass(frozen=True, slots=True)
+class _Following:
+    """An open step a follow-up exchange is about, and how that exchange ends it."""
+
+    start: StepStart | StepRecord
+    calls: CallRules | None
+    ending: Ending
+
+
+async def _open_step(deps: Deps, response_id: str) -> _Following | None:
+    """The open step of a response: held here, else opened by a gateway on the store."""
+    open_responses = deps.open_responses
+    held = open_responses.get(response_id)
+    if held is not None:
+        return _Following(held.end.start, held.calls, open_responses.end)
+    stored = await open_responses.find(response_id)
+    if stored is None:
+        return None
+    elsewhere = EndElsewhere(deps.bus, deps.pricer, deps.keys, deps.clock)
+    loops = deps.loops.for_trace(stored.record.trace_id)
+    calls = CallRules(stored.tools, deps.tool_checker, loops)
+    return _Following(stored.record, calls, open_responses.end_stored(elsewhere))
+
+
 async def _follow_up(
     request: web.Request,
     deps: Deps,
     adapter: ProtocolAdapter,
     about: tuple[ProtocolAdapter, str],
-    step: OpenStep,
+    step: _Following,
 ) -> web.StreamResponse:
     """A poll, resumed stream or cancel of an open background response: forwarded unchanged,
     read by the response's adapter; it ends the step when it sees the response's end."""
-    start = step.end.start
+    start = step.start
     own = {TRACE_HEADER: start.trace_id, STEP_HEADER: start.id}
     try:
         target = resolve(deps.settings, PASSTHROUGH, None, *_raw_target(request))
@@ -233,7 +260,7 @@ async def _follow_up(
     headers = forward_headers(request.headers, credential=target.credential)
     body = await request.read() if request.body_exists else None
     exchange = Exchange(about[0], calls=step.calls)
-    handler = FollowUp(about[1], step, deps.open_responses)
+    handler = FollowUp(about[1], start.protocol, step.ending)
     sending = (target.url, headers, body)
     return await _exchange(request, deps, adapter, exchange, handler, sending, own)
 

@@ -24,6 +24,7 @@ from sqlmodel import SQLModel
 from gateway.errors import StartupError
 from gateway.store import mcp_tables as _mcp_tables  # noqa: F401  (registers the MCP tables)
 from gateway.store import models as _models  # noqa: F401  (registers the trace tables)
+from gateway.store import open_responses as _open  # noqa: F401  (registers open_responses)
 from gateway.store.ledger import core as _ledger  # noqa: F401  (registers budget_ledger)
 from gateway.store.models import UTCDateTime
 

@@ -241,3 +241,21 @@ def test_a_response_never_seen_ending_is_unknown_without_its_cut() -> None:
     unended = closing.unended(outcome)
     assert (unended.stop_reason, unended.violations) == (StopReason.UNKNOWN, (kept,))
     assert unended.response_id == "r1"
+
+
+def test_a_step_ended_elsewhere_is_recorded_as_its_creating_gateway_would() -> None:
+    # Created (queued: no output yet), then a poll through another gateway sees the end
+    # 500 ms after the request arrived, as ANSWER says.
+    queued = dataclasses.replace(
+        ANSWER, output_items=(), usage=Usage(), pending=True, complete=False
+    )
+    opened = closing.opened(queued, CLOCKS, FACTS, budget=BUDGET, cost=None, keys=KEYS)
+    assert (opened.record.stop_reason, opened.record.output_items) == (StopReason.UNKNOWN, ())
+    assert opened.budget == BUDGET and opened.input_state == THREADING.input_state
+
+    ended_at = T0 + timedelta(milliseconds=500)
+    closed = closing.ended_elsewhere(opened, ANSWER, ended_at, cost=COST, keys=KEYS)
+    here = closing.close(ANSWER, CLOCKS, FACTS, budget=BUDGET, cost=COST, keys=KEYS).record
+    assert closed.record == here
+    assert closed.settlement == Settlement(HELD, 15, 2000)  # settled once, with the end's usage
+    assert closed.remember is not None and closed.remember.failed_attempt is None

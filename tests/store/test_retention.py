@@ -15,6 +15,7 @@ from sqlalchemy.engine import Engine
 from gateway.background import Background
 from gateway.items import Violation, ViolationKind
 from gateway.step import RefusalRecord
+from gateway.store import open_responses
 from gateway.store.migrate import METADATA
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
 from gateway.store.retention import sweep as retention
@@ -42,6 +43,7 @@ UNOWNED = {"meta", "mcp_tools"}
 SUMMARIES = {"sessions"}  # their traces' sums: adjusted when traces go (test_session_summary)
 # Purged with their trace, or by age when they belong to none (tests/mcp/test_mcp_retention.py).
 MCP_OWNED = {"mcp_executions", "mcp_methods", "mcp_violations"}
+BY_AGE = {"open_responses"}  # background responses never seen ending, by when they opened
 TOOLS_OLD = [{"type": "function", "function": {"name": "only_old_runs_had_this"}}]
 TOOLS_BOTH = [{"type": "function", "function": {"name": "every_run_has_this"}}]
 
@@ -102,7 +104,7 @@ def assert_no_orphans(engine: Engine) -> None:
 
 
 def test_every_table_is_known_to_retention() -> None:
-    tables = {*OWNED, *BY_STEP, *SHARED, *UNOWNED, *MCP_OWNED, *SUMMARIES}
+    tables = {*OWNED, *BY_STEP, *SHARED, *UNOWNED, *MCP_OWNED, *SUMMARIES, *BY_AGE}
     assert set(METADATA.tables) == tables, "teach retention the new table"
 
 
@@ -129,6 +131,15 @@ def test_purge_deletes_old_traces_with_all_their_rows(engine: Engine) -> None:
     names = [row["tools"][0]["function"]["name"] for row in after["tool_sets"]]
     assert len(before["tool_sets"]) == 2 and names == ["every_run_has_this"]
     assert_no_orphans(engine)
+
+
+def test_purge_forgets_background_responses_left_open_past_the_cutoff(engine: Engine) -> None:
+    for response_id, at in (("resp_old", OLD), ("resp_recent", RECENT)):
+        open_responses.put(engine, response_id, "trace-bg", f"step-{response_id}", at, "{}")
+
+    assert purge_batch(engine, NOW - timedelta(days=30), 10) == 0  # no trace went
+
+    assert [row["response_id"] for row in _rows(engine)["open_responses"]] == ["resp_recent"]
 
 
 def test_purge_commits_a_bounded_number_of_steps_at_a_time(

@@ -25,6 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from gateway.background import Background
+from gateway.store import open_responses
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
 from gateway.store.partitions import ranges as partitions
 from gateway.store.retention import mcp as mcp_purge
@@ -54,6 +55,7 @@ def purge_batch(engine: Engine, cutoff: datetime, limit: int) -> int:
         traceless = partial(mcp_purge.purge_traceless, cutoff=cutoff, limit=TRACELESS_ROWS)
         while bounded(engine, traceless):
             pass
+        bounded(engine, partial(open_responses.forget_older, cutoff=cutoff))  # a few rows
         return purged
     # Those of the deleted steps; one of a rolled-back delete is still used, so kept.
     tool_sets: set[str] = set()

@@ -11,6 +11,7 @@ import openai
 import pytest
 
 from tests import harness
+from tests.conftest import Database
 from tests.fakes.responses import function_call, message, reply, usage
 from tests.fakes.responses_background import at, background, events, sse_reply
 from tests.harness import Gateway
@@ -179,32 +180,37 @@ async def test_a_background_tool_loop_is_one_trace(gateway: Gateway) -> None:
     assert trace["usage"]["total_tokens"] == 59 + 74
 
 
-async def test_a_response_never_seen_ending_is_recorded_unknown_at_stop(
-    make_gateway: harness.GatewayFactory,
+async def test_a_response_never_seen_ending_is_recorded_unknown_at_stop(gateway: Gateway) -> None:
+    body = background([message("Never polled.")], "resp_bg7")
+    gateway.provider.queue(reply(at(body, "queued")))
+    await client(gateway).responses.create(model="gpt-5", input="Go.", background=True)
+    await gateway.deps.open_responses.settled()
+    assert len(gateway.deps.open_responses) == 1
+    # The gateway stops: the step it holds is recorded as far as its creation saw it.
+    await gateway.deps.open_responses.close()
+    step = await only_step(gateway)
+    assert (step["stop_reason"], step["raw_stop_reason"]) == ("unknown", "queued")
+    assert step["response_id"] == "resp_bg7"
+    assert step["output_items"] == []
+    # Nobody else can end it now: a late poll is a plain step.
+    gateway.provider.queue(reply(at(body, "completed")))
+    await client(gateway).responses.retrieve("resp_bg7")
+    traces = [await gateway.trace(summary["id"]) for summary in await gateway.traces()]
+    protocols = sorted(step["protocol"] for trace in traces for step in trace["steps"])
+    assert protocols == ["passthrough", "responses"]
+
+
+async def test_a_step_the_store_could_not_share_is_ended_by_its_own_gateway(
+    gateway: Gateway, database: Database
 ) -> None:
-    # Two gateways on one store, as two replicas: the poll that sees the end reaches the other.
-    creating, other = await make_gateway(), await make_gateway()
-    body = background([message("Elsewhere.")], "resp_bg7")
-    creating.provider.queue(reply(at(body, "queued")), reply(at(body, "completed")))
-    created = await client(creating).responses.create(model="gpt-5", input="Go.", background=True)
-    done = await client(other).responses.retrieve(created.id)
+    conn = database.raw_connect()
+    conn.execute("DROP TABLE open_responses")  # the store refuses the open step
+    conn.close()
+    body = background([message("Kept here.")], "resp_bg8", use=usage(9, 3))
+    gateway.provider.queue(reply(at(body, "queued")), reply(at(body, "completed")))
+    created = await client(gateway).responses.create(model="gpt-5", input="Go.", background=True)
+    await gateway.deps.open_responses.settled()
+    done = await client(gateway).responses.retrieve(created.id)
     assert done.status == "completed"
-    # The other replica holds no open step: the poll is a plain step there, as any request.
-    polls = await other.traces()
-    assert len(polls) == 1
-    poll = (await other.trace(polls[0]["id"]))["steps"][0]
-    assert poll["protocol"] == "passthrough"
-    # The creating replica records its step when it stops, as far as it saw it.
-    assert len(creating.deps.open_responses) == 1
-    await creating.deps.open_responses.close()
-    await creating.flush()
-    steps = [
-        step
-        for summary in await creating.traces()
-        for step in (await creating.trace(summary["id"]))["steps"]
-        if step["protocol"] == "responses"
-    ]
-    assert len(steps) == 1
-    assert (steps[0]["stop_reason"], steps[0]["raw_stop_reason"]) == ("unknown", "queued")
-    assert steps[0]["response_id"] == "resp_bg7"
-    assert steps[0]["output_items"] == []
+    step = await only_step(gateway)
+    assert (step["stop_reason"], step["usage"]["total_tokens"]) == ("completed", 12)
