@@ -112,7 +112,7 @@ TABLES_OF_LATER_REVISIONS = {
     "mcp_violations",
     "trace_models",  # 0007
     "sessions",
-    "open_responses",  # 0017
+    "open_responses",  # 0018
 }
 
 

@@ -1,8 +1,8 @@
 """The background responses whose step is open, shared by every gateway on the store, so the
 exchange that sees a response's end ends its step whichever gateway created it.
 
-Revision ID: 0017
-Revises: 0016
+Revision ID: 0018
+Revises: 0017
 Create Date: 2026-12-04
 
 A new table of its own, small (a row a response in progress), nothing else touched.
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0017"
-down_revision: str | Sequence[str] | None = "0016"
+revision: str = "0018"
+down_revision: str | Sequence[str] | None = "0017"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
