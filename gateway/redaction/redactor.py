@@ -228,7 +228,7 @@ class Redactor:
     def redact_items(self, items: Iterable[Item]) -> tuple[Item, ...]:
         return tuple(self.redact_item(item) for item in items)
 
-    def _json(self, value: Any) -> Any:
+    def redact_json(self, value: Any) -> Any:
         """Errors, tools and parameters: values under keys named like credentials and in
         headers objects (redaction.credentials), then every string and key. A value met
         before (a run's tools, its parameters) gives the copy made then: nothing changes a
@@ -280,7 +280,7 @@ class Redactor:
             "text": self.redact_text,
             "items": self.redact_items,
             "violations": self.redact_violations,
-            "json": self._json,
+            "json": self.redact_json,
         }
         changes = {}
         for f in table:
