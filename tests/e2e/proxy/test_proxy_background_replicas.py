@@ -11,6 +11,7 @@ from typing import Any
 import openai
 import pytest
 
+from gateway.config import RedactionPattern, RedactionSettings
 from tests import harness
 from tests.conftest import Database
 from tests.fakes.provider import Received, Reply
@@ -175,6 +176,9 @@ async def test_the_budget_is_settled_once_by_the_gateway_that_saw_the_end(
     headers = {"X-Loopwatch-Trace-Id": "bg-budget-run"}
     response_id = await created_on(creating, extra_headers=headers)
     await client(polling).responses.retrieve(response_id)
+    # The poll's end is taken off its exchange: done before the creating gateway stops, or
+    # the stop could take the row first and record the step unended.
+    await polling.deps.open_responses.settled()
     await creating.deps.open_responses.close()
     for gw in (polling, creating):
         await gw.flush()
@@ -216,7 +220,7 @@ async def created_with_secret(gw: Gateway, response_id: str) -> str:
     ]
     sdk = gw.closing(openai.AsyncOpenAI(base_url=gw.openai_base, api_key=CLIENT_KEY, max_retries=0))
     created = await sdk.responses.create(
-        model="gpt-5", input=f"Rotate {SECRET} please.", background=True, tools=tools
+        model="gpt-5", input=f"Rotate {SECRET} to passwordHunter2.", background=True, tools=tools
     )
     await gw.deps.open_responses.settled()
     return created.id
@@ -237,11 +241,15 @@ async def step_of(gw: Gateway, response_id: str) -> dict[str, Any]:
 async def test_an_open_row_holds_only_what_redaction_lets_through(
     make_gateway: harness.GatewayFactory, database: Database
 ) -> None:
-    creating, polling, single = await replicas(make_gateway, 3)
+    # A configured pattern that matches its own marker ("password]"): a step redacted twice
+    # would show it.
+    own = RedactionPattern(name="password", regex=r"password\S*")
+    redaction = RedactionSettings(patterns=(own,))
+    creating, polling, single = await replicas(make_gateway, 3, redaction=redaction)
     response_id = await created_with_secret(creating, "resp_secret_shared")
     (row,) = open_rows(database)
     assert response_id in row  # the step is open in the store, written as stored steps are
-    assert SECRET not in row and CLIENT_KEY not in row
+    assert SECRET not in row and CLIENT_KEY not in row and "Hunter2" not in row
     assert "[REDACTED:api_key]" in row
     await client(polling).responses.retrieve(response_id)
     shared = await step_of(polling, response_id)
@@ -252,4 +260,6 @@ async def test_an_open_row_holds_only_what_redaction_lets_through(
     alone = await created_with_secret(single, "resp_secret_single")
     await client(single).responses.retrieve(alone)
     assert shared == await step_of(single, alone)
-    assert [i["text"] for i in shared["input_items"]] == ["Rotate [REDACTED:api_key] please."]
+    assert [i["text"] for i in shared["input_items"]] == [
+        "Rotate [REDACTED:api_key] to [REDACTED:password]"
+    ]
