@@ -23,6 +23,7 @@ from gateway.errors import GatewayError, NotFound, Unauthorized
 from gateway.protocols.registry import FALLBACK, PATHS, adapter_for_path, wire_of
 from gateway.proxy import handler as proxy
 from gateway.proxy import host_check
+from gateway.proxy.background.shared import SharedSteps
 from gateway.proxy.deps import Deps
 from gateway.proxy.finisher import StepBus
 from gateway.proxy.known_keys import start_loading
@@ -153,7 +154,7 @@ async def _lifecycle(
         loops=TraceCounters(settings.loop_threshold),
     )
     app[READINESS] = Readiness(engine, recording, settings.recorder_queue_size)
-    _start_upkeep(app[DEPS], metrics, owner)
+    _start_upkeep(app[DEPS], redactor, metrics, owner)
     try:
         yield
     finally:
@@ -246,17 +247,15 @@ async def _dispose(engine: Engine) -> None:
     engine.dispose()
 
 
-def _start_upkeep(deps: Deps, metrics: MetricsSink, owner: Background) -> None:
+def _start_upkeep(deps: Deps, redactor: Redactor, metrics: MetricsSink, owner: Background) -> None:
     """Retention, then the partition keeper, then the open background responses (shared by
-    the store; recorded as far as they got at the stop): stopped first, before the store."""
-    owner.adopt("open responses", deps.open_responses.sharing(deps.engine, deps.clock, owner))
+    the store, redacted as stored steps are; recorded as far as they got at the stop):
+    stopped first, before the store."""
+    shared = SharedSteps(deps.engine, deps.clock, redactor, deps.settings.store_reasoning_summary)
+    owner.adopt("open responses", deps.open_responses.sharing(shared, owner))
     if deps.settings.retention_days is not None:
-        retention = Retention(
-            deps.engine,
-            deps.settings.retention_days,
-            clock=deps.clock,
-            on_purged=metrics.instruments.retention_purged.inc,
-        )
+        days, purged = deps.settings.retention_days, metrics.instruments.retention_purged.inc
+        retention = Retention(deps.engine, days, clock=deps.clock, on_purged=purged)
         retention.start(owner)
     keeper = PartitionKeeper(deps.engine, deps.settings.retention_days, clock=deps.clock)
     keeper.start(owner)

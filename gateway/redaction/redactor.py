@@ -64,6 +64,10 @@ class Redactor:
     def __init__(self, settings: RedactionSettings) -> None:
         self.enabled = settings.enabled
         self.max_text_chars = settings.max_text_chars
+        # The markers rules write: a configured pattern leaves them whole.
+        kinds = sorted({rule.kind for rule in BUILTIN_RULES} | {p.name for p in settings.patterns})
+        self._markers = re.compile("|".join(re.escape(marker(kind)) for kind in kinds))
+        self._marker_chars = max(len(marker(kind)) for kind in kinds)
         # Configured patterns run first: they are the operator's more specific knowledge.
         custom = tuple(
             TextRule(p.name, re.compile(p.regex), self._custom_replacement(p.name))
@@ -82,11 +86,31 @@ class Redactor:
         self._values: dict[bytes, Any] = {}
         self._values_held = 0
 
-    @staticmethod
-    def _custom_replacement(kind: str) -> Callable[[re.Match[str]], str]:
+    def _custom_replacement(self, kind: str) -> Callable[[re.Match[str]], str]:
         text = marker(kind)
-        # A pattern that can match the empty string must not sprinkle markers everywhere.
-        return lambda match: text if match.group() else ""
+
+        def replacement(match: re.Match[str]) -> str:
+            # A pattern that can match the empty string must not sprinkle markers everywhere.
+            if not match.group():
+                return ""
+            # Nor rewrite a marker (say a pattern matching its own name): redacting a redacted
+            # text again changes nothing, as a background step's row, redacted before its
+            # record is, needs.
+            return match.group() if self._in_marker(match) else text
+
+        return replacement
+
+    def _in_marker(self, match: re.Match[str]) -> bool:
+        """Whether the match lies within one marker: it touches a rule's name, nothing more."""
+        start, end = match.span()
+        if "[REDACTED:" not in match.string:
+            return False
+        for found in self._markers.finditer(match.string, max(0, end - self._marker_chars)):
+            if found.start() > start:
+                return False
+            if end <= found.end():
+                return True
+        return False
 
     # Texts and JSON
 
@@ -228,7 +252,7 @@ class Redactor:
     def redact_items(self, items: Iterable[Item]) -> tuple[Item, ...]:
         return tuple(self.redact_item(item) for item in items)
 
-    def _json(self, value: Any) -> Any:
+    def redact_json(self, value: Any) -> Any:
         """Errors, tools and parameters: values under keys named like credentials and in
         headers objects (redaction.credentials), then every string and key. A value met
         before (a run's tools, its parameters) gives the copy made then: nothing changes a
@@ -280,7 +304,7 @@ class Redactor:
             "text": self.redact_text,
             "items": self.redact_items,
             "violations": self.redact_violations,
-            "json": self._json,
+            "json": self.redact_json,
         }
         changes = {}
         for f in table:

@@ -334,6 +334,42 @@ def test_redacting_twice_gives_the_same_result() -> None:
     assert redactor.redact_items(once) == once
 
 
+def test_a_redacted_step_redacted_again_is_unchanged() -> None:
+    """A background step's row is redacted before its record goes through the recording
+    pipeline's redaction (gateway.proxy.background.shared): the second pass changes nothing,
+    configured patterns that match a marker (their own name) included."""
+    settings = RedactionSettings(
+        max_text_chars=96,
+        patterns=(
+            RedactionPattern(name="password", regex=r"password\S*"),
+            RedactionPattern(name="ticket", regex=r"[A-Z]+-\d+"),
+        ),
+        json_keys=("x_secret",),
+    )
+    redactor = Redactor(settings)
+    step = bare_step(
+        path="/v1/responses?user=jane@example.com",
+        session_id=f"s-{OPENAI_KEY}",
+        input_items=[
+            user_text(f"use {ANTHROPIC_KEY} passwordHunter2 for OPS-4217"),
+            user_text("passwordW " + "z" * 120 + " OPS-1"),  # cut
+            Item(ItemKind.TOOL_RESULT, call_id="c1", text='{"x_secret": "v", "n": "passwordX'),
+        ],
+        output_items=[assistant_text(f"Bearer abc123def456ghi {JWT} +1 415 555 2671")],
+        error={"message": f"bad key {OPENAI_KEY}", "param": {"api_key": "sk-short"}},
+        params={"metadata": {"password": "passwordY"}, "headers": {"X-Trace": "t-1"}},
+        declared_tools=({"name": "rotate", "description": "rotates passwordZ, OPS-1"},),
+        violations=[Violation(ViolationKind.INVALID_TOOL_ARGUMENTS, "near passwordQ")],
+    )
+    once = redactor.redact_step(step)
+    assert (
+        once.input_items[0].text
+        == "use [REDACTED:api_key] [REDACTED:password] for [REDACTED:ticket]"
+    )
+    assert once.input_items[1].attrs["truncated"]
+    assert redactor.redact_step(once) == once
+
+
 def test_deeply_nested_json_is_redacted_as_text() -> None:
     secret = "sk-proj-abcdefghijklmnopqrstuvwxyz012345"
     deep = '{"a":' * 900 + json.dumps({"token": secret}) + "}" * 900  # parses, too deep to walk

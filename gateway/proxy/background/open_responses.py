@@ -17,11 +17,8 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from datetime import datetime
 from functools import partial
 from typing import Any
-
-from sqlalchemy.engine import Engine
 
 from gateway.background import Background
 from gateway.exchange.calls import CallRules
@@ -62,11 +59,11 @@ class OpenResponses:
         self._unshared: set[str] = set()  # held steps whose row the store never got
 
     def sharing(
-        self, engine: Engine, clock: Callable[[], datetime], owner: Background
+        self, shared: SharedSteps, owner: Background
     ) -> Callable[[], Coroutine[Any, Any, None]]:
         """From now on the open steps are shared through the store, their writes and ends
         started by a child of `owner`: the close returned, adopted after it, runs first."""
-        self._shared = SharedSteps(engine, clock)
+        self._shared = shared
         self._work = owner.child("open responses work")
         return self.close
 

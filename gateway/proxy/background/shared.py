@@ -1,6 +1,10 @@
 """Open background steps in the store, shared by every gateway on it: an open step as the
 text of its row and back, the store's calls off the event loop, and the end of a step that
 another gateway (or this one before a restart) opened.
+
+A row holds only what redaction lets through, as a stored step does: the gateway that ends
+the step records it through the recording pipeline, which redacts it again (redaction gives
+the same result on its own output, so the step is stored as one gateway would store it).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from gateway.exchange.machine import Outcome
 from gateway.proxy.finisher import StepBus
 from gateway.proxy.relay import Timing
 from gateway.recording import codec
+from gateway.redaction.redactor import Redactor, without_reasoning_summaries
 from gateway.runs.pricing import Pricer
 from gateway.step import StepRecord
 from gateway.store import open_responses as rows
@@ -32,16 +37,44 @@ log = logging.getLogger(__name__)
 
 
 class SharedSteps:
-    """The store's open steps, each call in a worker thread."""
+    """The store's open steps, each call in a worker thread; `redactor` and `keep_summaries`
+    are the recording pipeline's, applied before a step reaches its row."""
 
-    def __init__(self, engine: Engine, clock: Callable[[], datetime]) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        clock: Callable[[], datetime],
+        redactor: Redactor,
+        keep_summaries: bool,
+    ) -> None:
         self._engine = engine
         self._clock = clock
+        self._redactor = redactor
+        self._keep_summaries = keep_summaries
 
     async def put(self, response_id: str, step: Opened) -> None:
-        record, text = step.record, encode(step)
-        args = (response_id, record.trace_id, record.id, self._clock(), text)
-        await asyncio.to_thread(rows.put, self._engine, *args)
+        await asyncio.to_thread(self._put, response_id, step, self._clock())
+
+    def _put(self, response_id: str, step: Opened, at: datetime) -> None:
+        """Runs in the worker thread: redaction is CPU work the loop should not do."""
+        record, text = step.record, encode(self.redacted(step))
+        rows.put(self._engine, response_id, record.trace_id, record.id, at, text)
+
+    def redacted(self, step: Opened) -> Opened:
+        """What of the step may be stored: its record as the recording pipeline stores it,
+        its declared tools as the record's, the provider's URL (the client's query) as the
+        record's path. The continuation state is a digest; the budget holds counts."""
+        record = step.record
+        if not self._keep_summaries:
+            record = without_reasoning_summaries(record)
+        redactor = self._redactor
+        url, tools = step.upstream_url, step.tools
+        return replace(
+            step,
+            record=redactor.redact_step(record),
+            upstream_url=None if url is None else redactor.redact_text(url),
+            tools=None if tools is None else redactor.redact_json(tools),
+        )
 
     async def find(self, response_id: str) -> Opened | None:
         text = await asyncio.to_thread(rows.find, self._engine, response_id)

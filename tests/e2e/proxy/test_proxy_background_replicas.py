@@ -11,6 +11,7 @@ from typing import Any
 import openai
 import pytest
 
+from gateway.config import RedactionPattern, RedactionSettings
 from tests import harness
 from tests.conftest import Database
 from tests.fakes.provider import Received, Reply
@@ -175,6 +176,9 @@ async def test_the_budget_is_settled_once_by_the_gateway_that_saw_the_end(
     headers = {"X-Loopwatch-Trace-Id": "bg-budget-run"}
     response_id = await created_on(creating, extra_headers=headers)
     await client(polling).responses.retrieve(response_id)
+    # The poll's end is taken off its exchange: done before the creating gateway stops, or
+    # the stop could take the row first and record the step unended.
+    await polling.deps.open_responses.settled()
     await creating.deps.open_responses.close()
     for gw in (polling, creating):
         await gw.flush()
@@ -189,3 +193,73 @@ async def test_the_budget_is_settled_once_by_the_gateway_that_saw_the_end(
     finally:
         conn.close()
     assert tuple(row) == (1, 48, 0)
+
+
+# A key the built-in rules redact (tests/redaction/test_redaction.py's form).
+SECRET = "sk-proj-Bg7mQ2xV9nL4kJ8hG3fD6sA1pZ0wE5rTy"
+CLIENT_KEY = "sk-proj-ClientKeyOfTheRun0123456789abcd"
+
+
+def open_rows(database: Database) -> list[str]:
+    """The `open_responses` table's rows, every column as stored, read by the driver."""
+    conn = database.raw_connect()
+    try:
+        rows = conn.execute("SELECT * FROM open_responses").fetchall()
+    finally:
+        conn.close()
+    return [" ".join(str(value) for value in row) for row in rows]
+
+
+async def created_with_secret(gw: Gateway, response_id: str) -> str:
+    """A background response whose input and declared tool hold a key, created through `gw`
+    with a key of its own; the provider answers `completed` to the next poll."""
+    body = background([message("Rotated.")], response_id, use=usage(30, 4))
+    gw.provider.queue(reply(at(body, "queued")), reply(at(body, "completed")))
+    tools: list[Any] = [
+        {"type": "function", "name": "rotate", "description": f"Old: {SECRET}", "parameters": {}}
+    ]
+    sdk = gw.closing(openai.AsyncOpenAI(base_url=gw.openai_base, api_key=CLIENT_KEY, max_retries=0))
+    created = await sdk.responses.create(
+        model="gpt-5", input=f"Rotate {SECRET} to passwordHunter2.", background=True, tools=tools
+    )
+    await gw.deps.open_responses.settled()
+    return created.id
+
+
+async def step_of(gw: Gateway, response_id: str) -> dict[str, Any]:
+    await gw.deps.open_responses.settled()
+    await gw.flush()
+    (step,) = [s for s in await all_steps(gw) if s["response_id"] == response_id]
+    # What differs between any two runs of one exchange.
+    for name in ("id", "trace_id", "started_at", "ended_at", "latency_ms", "ttft_ms"):
+        step.pop(name, None)
+    for name in ("response_id", "provider_request_id"):
+        step[name] = step[name].removesuffix("_single").removesuffix("_shared")
+    return step
+
+
+async def test_an_open_row_holds_only_what_redaction_lets_through(
+    make_gateway: harness.GatewayFactory, database: Database
+) -> None:
+    # A configured pattern that matches its own marker ("password]"): a step redacted twice
+    # would show it.
+    own = RedactionPattern(name="password", regex=r"password\S*")
+    redaction = RedactionSettings(patterns=(own,))
+    creating, polling, single = await replicas(make_gateway, 3, redaction=redaction)
+    response_id = await created_with_secret(creating, "resp_secret_shared")
+    (row,) = open_rows(database)
+    assert response_id in row  # the step is open in the store, written as stored steps are
+    assert SECRET not in row and CLIENT_KEY not in row and "Hunter2" not in row
+    assert "[REDACTED:api_key]" in row
+    await client(polling).responses.retrieve(response_id)
+    shared = await step_of(polling, response_id)
+    assert open_rows(database) == []  # taken by the gateway that saw the end
+
+    # The same exchange created and ended through one gateway: the step is recorded alike,
+    # its redacted parts redacted once.
+    alone = await created_with_secret(single, "resp_secret_single")
+    await client(single).responses.retrieve(alone)
+    assert shared == await step_of(single, alone)
+    assert [i["text"] for i in shared["input_items"]] == [
+        "Rotate [REDACTED:api_key] to [REDACTED:password]"
+    ]

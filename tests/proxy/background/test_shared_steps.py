@@ -1,16 +1,21 @@
 """An open background step as its store row's text and back: what another gateway needs to
 end it (the record as far as its creation saw it, the continuation state, the terminal tools,
-the budget reservation, where it went for prices) survives the round trip."""
+the budget reservation, where it went for prices) survives the round trip, redacted first."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from decimal import Decimal
 
+from sqlalchemy import create_engine
+
 from gateway.checks.budgets import Limits, Reservation
+from gateway.config import RedactionSettings
 from gateway.exchange.closing import Budget, Opened
 from gateway.items import Item, ItemKind, StopReason, Usage, Violation, ViolationKind
-from gateway.proxy.background.shared import decode, encode
+from gateway.proxy.background.shared import SharedSteps, decode, encode
+from gateway.redaction.redactor import Redactor
 from gateway.step import StepRecord
 
 T0 = datetime(2026, 12, 4, 12, tzinfo=UTC)
@@ -45,3 +50,32 @@ def test_an_open_step_survives_its_row() -> None:
 def test_an_open_step_without_budget_or_threading_survives_its_row() -> None:
     step = Opened(RECORD, None)
     assert decode(encode(step)) == step
+
+
+def test_a_row_holds_the_step_as_redaction_lets_it_through() -> None:
+    # A Responses input item with a reasoning summary, and a key the built-in rules catch.
+    key = "sk-proj-Bg7mQ2xV9nL4kJ8hG3fD6sA1pZ0wE5rTy"
+    items = (
+        Item(ItemKind.USER, "user", f"Rotate {key}."),
+        Item(ItemKind.REASONING, text=f"Thinking of {key}"),
+    )
+    record = replace(RECORD, input_items=items, params={"metadata": {"api_key": key}})
+    tools = {"rotate": {"type": "object", "properties": {"key": {"default": key}}}}
+    url = f"https://api.openai.com/v1/responses?note={key}"
+    step = Opened(record, b"\x01\xff", ("finish",), BUDGET, url, tools)
+    redactor = Redactor(RedactionSettings())
+    shared = SharedSteps(create_engine("sqlite://"), lambda: T0, redactor, keep_summaries=False)
+
+    stored = shared.redacted(step)
+    assert key not in encode(stored)
+    assert [i.text for i in stored.record.input_items] == ["Rotate [REDACTED:api_key].", None]
+    assert stored.upstream_url == "https://api.openai.com/v1/responses?note=[REDACTED:api_key]"
+    assert stored.tools == {
+        "rotate": {"type": "object", "properties": {"key": {"default": "[REDACTED:api_key]"}}}
+    }
+    # What its end needs beside the record is no text of the request's.
+    assert (stored.input_state, stored.terminal_tools, stored.budget) == (
+        step.input_state,
+        step.terminal_tools,
+        step.budget,
+    )
