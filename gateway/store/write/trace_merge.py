@@ -145,6 +145,25 @@ def lineage_columns(trace_id: str, lineage: Lineage | None) -> dict[str, Any]:
     }
 
 
+def touch_ancestors(conn: Connection, runs: Sequence[tuple[Lineage, datetime]]) -> None:
+    """A sub-agent's activity is its parent's and its root's (`runs`: the batch's places in
+    trees and their last activity): a run waiting on a running child is not idle, nor
+    abandoned. Only ever later, so replicas and late writes agree; ids in order, as every
+    lock here."""
+    latest: dict[str, datetime] = {}
+    for lineage, at in runs:
+        if lineage.parent_trace_id is None:
+            continue
+        for trace_id in {lineage.parent_trace_id, lineage.root_trace_id}:
+            latest[trace_id] = max(latest.get(trace_id, at), at)
+    if not latest:
+        return
+    mark = placeholder(conn)
+    sql = f"UPDATE traces SET updated_at = {mark} WHERE id = {mark} AND updated_at < {mark}"
+    convert = converter(conn, TRACES.c["updated_at"].type)
+    conn.exec_driver_sql(sql, [(convert(at), i, convert(at)) for i, at in sorted(latest.items())])
+
+
 def insert_new(conn: Connection, rows: Sequence[dict[str, Any]]) -> set[str]:
     """Insert the rows (`_NEW` columns, sorted by id) of traces not stored yet; the stored
     ones are locked, not changed. Returns the ids inserted.

@@ -279,6 +279,7 @@ def _merge_traces(
         before[trace_id] = stored[trace_id].step_count - len(delta.steps)
     trace_merge.add_to_stored(conn, additions)
     trace_models.record(conn, deltas)
+    trace_merge.touch_ancestors(conn, [(d.lineage, d.updated_at) for d in deltas if d.lineage])
     session_summary.record(conn, ((delta, stored[delta.trace_id]) for delta in deltas))
     return before, folds, stored
 
