@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from gateway import ids
 from gateway.continuation.keys import real_call_id
 from gateway.items import Item, ItemKind
 from gateway.memory import ByteLru, text_bytes
@@ -126,6 +127,10 @@ def match(
     return next(iter(found.values()), None)
 
 
+def _span_bytes(_: int, call: RecentCall) -> int:
+    return 160 + text_bytes(call.trace_id) + text_bytes(call.call_id)
+
+
 def _lineage_bytes(trace_id: str, lineage: Lineage) -> int:
     ids = (lineage.root_trace_id, lineage.parent_trace_id, lineage.parent_call_id)
     return text_bytes(trace_id) + 96 + sum(map(text_bytes, ids))
@@ -139,6 +144,8 @@ class Lineages:
         self._clock = clock
         self._calls: deque[RecentCall] = deque(maxlen=RECENT_CALLS)
         self._linked = ByteLru[str, Lineage](LINKED_BYTES, _lineage_bytes)
+        # Each recent call by its `execute_tool` span id (ids.tool_span_id).
+        self._spans = ByteLru[int, RecentCall](LINKED_BYTES, _span_bytes)
 
     def step_ended(
         self, client: str | None, trace_id: str, lineage: Lineage | None, outputs: Sequence[Item]
@@ -146,8 +153,20 @@ class Lineages:
         """A step answered: its tool calls may start sub-agents (cheap when it made none)."""
         if not any(item.kind is ItemKind.TOOL_CALL for item in outputs):
             return
-        place = lineage or Lineage(trace_id)
-        self._calls.extend(recent_calls(self._clock(), client, trace_id, place, outputs))
+        place, at = lineage or Lineage(trace_id), self._clock()
+        for item in outputs:
+            call_id = real_call_id(item) if item.kind is ItemKind.TOOL_CALL else None
+            if call_id is not None and item.attrs.get("executed_by") != "provider":
+                call = RecentCall(at, client, trace_id, call_id, (), place)
+                self._spans.put(ids.tool_span_id(trace_id, call_id), call)
+        self._calls.extend(recent_calls(at, client, trace_id, place, outputs))
+
+    def by_span(self, span_id: int) -> RecentCall | None:
+        """The recent call whose `execute_tool` span a sub-agent's `traceparent` names."""
+        call = self._spans.get(span_id)
+        if call is None or call.at < self._clock() - self._window:
+            return None
+        return call
 
     def by_content(self, client: str | None, text: str) -> RecentCall | Ambiguous | None:
         """The one recent call of this client whose task the run's first user turn holds."""

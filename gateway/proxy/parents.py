@@ -17,6 +17,7 @@ from gateway.continuation.lineage import (
     HEADER,
     PARENT_CALL_HEADER,
     PARENT_TRACE_HEADER,
+    TRACEPARENT,
     RecentCall,
     first_user_turn,
 )
@@ -65,13 +66,26 @@ async def lineage_of(
         parent = await _place_of(deps, named[0])
         lineage = parent.child(named[0], named[1], HEADER)
     elif placement.new:
-        found = deps.lineages.by_content(client, first_user_turn(placement.items))
-        if isinstance(found, RecentCall):
-            lineage = found.lineage.child(found.trace_id, found.call_id, CONTENT)
+        lineage = _found(deps, headers.get("traceparent"), client, placement)
     if lineage is not None:
         deps.lineages.linked(trace_id, lineage)
         deps.sinks.subagent_linked(lineage.via or HEADER)
     return lineage
+
+
+def _found(
+    deps: Deps, traceparent: str | None, client: str | None, placement: Placement
+) -> Lineage | None:
+    """A new run's parent: the call whose `execute_tool` span its traceparent names, else
+    the one recent call of its client whose task its first user turn holds."""
+    span_id = ids.traceparent_span_id(traceparent)
+    named = None if span_id is None else deps.lineages.by_span(span_id)
+    if named is not None and named.trace_id != placement.trace_id:
+        return named.lineage.child(named.trace_id, named.call_id, TRACEPARENT)
+    found = deps.lineages.by_content(client, first_user_turn(placement.items))
+    if isinstance(found, RecentCall):
+        return found.lineage.child(found.trace_id, found.call_id, CONTENT)
+    return None
 
 
 async def _place_of(deps: Deps, trace_id: str) -> Lineage:
