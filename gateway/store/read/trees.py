@@ -33,6 +33,24 @@ def lineage_of(engine: Engine, trace_id: str) -> Lineage | None:
     return Lineage(root_of(row), row["depth"], row["parent_trace_id"], row["parent_call_id"])
 
 
+MAX_ANCESTORS = 16  # breadcrumbs deeper than this start at the root, then "…"
+
+
+def ancestors(engine: Engine, trace_id: str) -> list[str]:
+    """The runs above a run, root first (its parent last), as far as MAX_ANCESTORS."""
+    t = TRACES.c
+    found: list[str] = []
+    with engine.connect() as conn:
+        current = trace_id
+        for _ in range(MAX_ANCESTORS):
+            parent = conn.scalar(sa.select(t.parent_trace_id).where(t.id == current))
+            if parent is None or parent in found or parent == trace_id:
+                break
+            found.append(parent)
+            current = parent
+    return found[::-1]
+
+
 def place_json(
     conn: Connection,
     row: RowMapping,
