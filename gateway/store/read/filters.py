@@ -50,7 +50,8 @@ def trace_conditions(
     t = TRACES.c
     conditions: list[Any] = []
     if not filters.include_children and not filters.q:
-        conditions.append(t.parent_trace_id.is_(None))
+        # Roots: a condition no index serves, so the list keeps seeking its own order's.
+        conditions.append(sa.func.coalesce(t.parent_trace_id, "") == "")
     if filters.status:
         status = TraceStatus(filters.status)
         conditions.append(status_condition(status, now, idle_seconds, below))
