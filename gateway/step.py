@@ -104,6 +104,9 @@ class StepRecord:
     # The run's place in a tree of runs as admission knew it (None: a root, or not known);
     # the trace row takes it from its first stored step.
     lineage: Lineage | None = None
+    # The client's keyed API key fingerprint (StepStart.client): another replica finds a
+    # sub-agent's parent call among this client's stored calls.
+    client: str | None = None
 
     def __post_init__(self) -> None:
         # Liberal in what it takes: any iterable of items or violations is kept as a tuple,
@@ -186,7 +189,7 @@ class StepStart:
     conversation_id: str | None = None  # the provider-side conversation it belongs to
     lineage: Lineage | None = None  # the run's place in its tree (StepRecord.lineage)
     # The client's keyed key fingerprint: a later run of the same client may be this
-    # step's calls' sub-agent (gateway.continuation.lineage). Never stored.
+    # step's calls' sub-agent (gateway.continuation.lineage).
     client: str | None = None
 
     def __post_init__(self) -> None:
@@ -290,6 +293,7 @@ STEP_FIELDS: tuple[Persisted, ...] = (
     _stored("attrs", "json"),
     _stored("conversation_id", "text"),
     Persisted("lineage", lambda v: None if v is None else v.to_json(), lineage_of),
+    Persisted("client"),  # stored on the trace row
 )
 # Never spooled: the caller's trace context only goes to export; `ended_at` is derived.
 NOT_SPOOLED = frozenset({"traceparent", "ended_at"})

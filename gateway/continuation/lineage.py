@@ -110,6 +110,15 @@ def recent_calls(
     return calls
 
 
+def stored_call(
+    at: float, client: str | None, stored: tuple[str, str, str | None, Lineage]
+) -> RecentCall | None:
+    """A call another replica stored, as a recent call; None when it carries no task."""
+    trace_id, call_id, arguments, lineage = stored
+    texts = task_texts(arguments)
+    return RecentCall(at, client, trace_id, call_id, texts, lineage) if texts else None
+
+
 def match(
     calls: Iterable[RecentCall], client: str | None, text: str, since: float
 ) -> RecentCall | Ambiguous | None:
@@ -168,9 +177,24 @@ class Lineages:
             return None
         return call
 
-    def by_content(self, client: str | None, text: str) -> RecentCall | Ambiguous | None:
-        """The one recent call of this client whose task the run's first user turn holds."""
-        return match(self._calls, client, text, self._clock() - self._window)
+    def by_content(
+        self, client: str | None, text: str, stored: Iterable[RecentCall] = ()
+    ) -> RecentCall | Ambiguous | None:
+        """The one recent call of this client whose task the run's first user turn holds,
+        among those seen here and `stored` (another replica's, from the store)."""
+        return match((*self._calls, *stored), client, text, self._clock() - self._window)
+
+    @property
+    def window_s(self) -> float:
+        """How long a call may start a sub-agent found by its task (seconds)."""
+        return self._window
+
+    def stored(
+        self, client: str | None, rows: Iterable[tuple[str, str, str | None, Lineage]]
+    ) -> list[RecentCall]:
+        """Calls another replica stored in the window, as recent calls of this client."""
+        now = self._clock()
+        return [call for row in rows if (call := stored_call(now, client, row)) is not None]
 
     def linked(self, trace_id: str, lineage: Lineage) -> None:
         """A run was linked to its parent here: its later requests know their tree."""

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import Any, TypeVar
 
 from gateway import ids
 from gateway.checks.budgets import client_key, key_fingerprint
 from gateway.continuation.lineage import (
     CONTENT,
     HEADER,
+    MIN_TASK_CHARS,
     PARENT_CALL_HEADER,
     PARENT_TRACE_HEADER,
     TRACEPARENT,
@@ -30,6 +33,7 @@ from gateway.store.read import trees
 log = logging.getLogger(__name__)
 
 STORE_LOOKUP_SECONDS = 0.25
+T = TypeVar("T")
 _CALL_ID_CHARS = 256
 
 
@@ -66,26 +70,44 @@ async def lineage_of(
         parent = await _place_of(deps, named[0])
         lineage = parent.child(named[0], named[1], HEADER)
     elif placement.new:
-        lineage = _found(deps, headers.get("traceparent"), client, placement)
+        lineage = await _found(deps, headers.get("traceparent"), client, placement)
     if lineage is not None:
         deps.lineages.linked(trace_id, lineage)
         deps.sinks.subagent_linked(lineage.via or HEADER)
     return lineage
 
 
-def _found(
+async def _found(
     deps: Deps, traceparent: str | None, client: str | None, placement: Placement
 ) -> Lineage | None:
     """A new run's parent: the call whose `execute_tool` span its traceparent names, else
-    the one recent call of its client whose task its first user turn holds."""
+    the one recent call of its client whose task its first user turn holds (seen here, or
+    when none was, stored by another replica)."""
     span_id = ids.traceparent_span_id(traceparent)
     named = None if span_id is None else deps.lineages.by_span(span_id)
     if named is not None and named.trace_id != placement.trace_id:
         return named.lineage.child(named.trace_id, named.call_id, TRACEPARENT)
-    found = deps.lineages.by_content(client, first_user_turn(placement.items))
+    text = first_user_turn(placement.items)
+    found = deps.lineages.by_content(client, text)
+    if found is None and len(text) >= MIN_TASK_CHARS:
+        since = deps.clock() - timedelta(seconds=deps.lineages.window_s)
+        rows = await _looked_up(deps, trees.stored_calls, client, since) or []
+        found = deps.lineages.by_content(client, text, deps.lineages.stored(client, rows))
     if isinstance(found, RecentCall):
         return found.lineage.child(found.trace_id, found.call_id, CONTENT)
     return None
+
+
+async def _looked_up(deps: Deps, function: Callable[..., T], *args: Any) -> T | None:
+    """A store read within STORE_LOOKUP_SECONDS; None when the store is slow or failing
+    (the run is then linked as if the store held nothing)."""
+    try:
+        return await asyncio.wait_for(
+            asyncio.to_thread(function, deps.engine, *args), STORE_LOOKUP_SECONDS
+        )
+    except Exception as exc:
+        log.warning("a sub-agent's store lookup failed: %r", exc)
+        return None
 
 
 async def _place_of(deps: Deps, trace_id: str) -> Lineage:
@@ -93,11 +115,4 @@ async def _place_of(deps: Deps, trace_id: str) -> Lineage:
     known = deps.lineages.of(trace_id)
     if known is not None:
         return known
-    try:
-        stored = await asyncio.wait_for(
-            asyncio.to_thread(trees.lineage_of, deps.engine, trace_id), STORE_LOOKUP_SECONDS
-        )
-    except Exception as exc:  # a slow or failing store: the parent counts as a root
-        log.warning("looking up the parent run %s failed: %r", trace_id, exc)
-        stored = None
-    return stored or Lineage(trace_id)
+    return await _looked_up(deps, trees.lineage_of, trace_id) or Lineage(trace_id)

@@ -136,6 +136,9 @@ class TraceRow(SQLModel, table=True):
     parent_call_id: str | None = Field(default=None, sa_column=sa.Column(sa.String(256)))
     root_trace_id: str | None = _id(nullable=True)
     depth: int = _count()
+    # The client's keyed API key fingerprint (gateway.checks.budgets.key_fingerprint): a
+    # sub-agent's first request looks its parent's call up among the same client's runs.
+    client: str | None = Field(default=None, sa_column=sa.Column(sa.String(64)))
 
 
 def _placed() -> Any:

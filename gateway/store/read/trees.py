@@ -12,7 +12,7 @@ from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from gateway.runs.status import DEFAULT_IDLE_SECONDS
 from gateway.step import Lineage
-from gateway.store.models import TRACES
+from gateway.store.models import ITEMS, STEPS, TRACES
 from gateway.store.read.shapes import cost_usd, ms_between, trace_status
 
 MAX_CHILDREN = 500  # a run's children listed on its page, oldest first
@@ -31,6 +31,32 @@ def lineage_of(engine: Engine, trace_id: str) -> Lineage | None:
     if row is None:
         return None
     return Lineage(root_of(row), row["depth"], row["parent_trace_id"], row["parent_call_id"])
+
+
+STORED_CALLS = 500  # a client's newest stored tool calls a sub-agent's first request reads
+
+
+def stored_calls(
+    engine: Engine, client: str | None, since: datetime
+) -> list[tuple[str, str, str | None, Lineage]]:
+    """The client's tool calls stored since `since`, newest first: each call's trace, id,
+    arguments and its run's place (as another replica recorded them)."""
+    t, s, i = TRACES.c, STEPS.c, ITEMS.c
+    who = t.client.is_(None) if client is None else t.client == client
+    query = (
+        sa.select(t.id, i.call_id, i.arguments, t.root_trace_id, t.depth, t.parent_trace_id)
+        .select_from(TRACES.join(STEPS, s.trace_id == t.id).join(ITEMS, i.step_id == s.id))
+        .where(t.updated_at >= since, who, s.started_at >= since)
+        .where(i.direction == "output", i.kind == "tool_call", i.call_id.is_not(None))
+        .order_by(s.started_at.desc())
+        .limit(STORED_CALLS)
+    )
+    with engine.connect() as conn:
+        rows = conn.execute(query).all()
+    return [
+        (trace_id, call_id, arguments, Lineage(root or trace_id, depth, parent))
+        for trace_id, call_id, arguments, root, depth, parent in rows
+    ]
 
 
 MAX_ANCESTORS = 16  # breadcrumbs deeper than this start at the root, then "…"

@@ -65,6 +65,7 @@ _INSERTED = (
     "parent_call_id",
     "root_trace_id",
     "depth",
+    "client",
 )
 # What the fold reads of a stored row, and session_summary of a trace joining its session.
 # `placed_at` is set when the row is made and never merged: every batch of a trace places

@@ -59,10 +59,12 @@ class TraceDelta:
     model_ms: float = 0.0
     session_id: str | None = None
     lineage: Lineage | None = None  # of the batch's first step that knew one
+    client: str | None = None
 
     def add_step(self, record: StepRecord) -> None:
         self.steps.append(record)
         self.lineage = self.lineage or record.lineage
+        self.client = self.client or record.client
         self._widen(record.started_at, record.ended_at)
         usage = record.usage
         for name in _SUMMED_AS_IS:
@@ -243,6 +245,7 @@ def _trace_row(delta: TraceDelta) -> dict[str, Any]:
         **dict.fromkeys(SUMMARY_COLUMNS),
         "open_calls": 0,
         **trace_merge.lineage_columns(delta.trace_id, delta.lineage),
+        "client": delta.client,
     }
 
 

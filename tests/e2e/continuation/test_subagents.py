@@ -335,3 +335,24 @@ async def _chat(gw: Gateway, headers: dict[str, str]) -> int:
     ):
         await r.read()
         return r.status
+
+
+@pytest.mark.postgres
+async def test_a_sub_agent_reaching_another_replica_is_linked_from_the_store(
+    make_gateway: Any, database_url: str
+) -> None:
+    """The parent ran through one replica, its sub-agent's first request reaches another,
+    which never saw the call: it finds it among the same client's stored calls."""
+    if database_url.startswith("sqlite"):
+        pytest.skip("replicas share a PostgreSQL store")
+    first: Gateway = await make_gateway()
+    second: Gateway = await make_gateway()
+    _, parent = await launch(first, sdk(first), agent_call("toolu_01R"))
+    await first.flush()
+    second.provider.responder = by_task
+    _, child = await ask(sdk(second), [{"role": "user", "content": child_turn(PROMPT)}])
+    assert (await second.trace(child))["parent"] == {"id": parent, "call_id": "toolu_01R"}
+    # Another client's run with the same task is nobody's sub-agent there either.
+    other = sdk(second, key="sk-ant-api03-someone-else-entirely-0000")
+    _, run = await ask(other, [{"role": "user", "content": child_turn(PROMPT)}])
+    assert (await second.trace(run))["parent"] is None

@@ -1,4 +1,5 @@
-"""Agents that spawn agents: a trace's parent run and call, its tree's root and its depth.
+"""Agents that spawn agents: a trace's parent run and call, its tree's root and its depth,
+and its client's keyed key fingerprint (a sub-agent's parent is one of the same client's).
 
 Revision ID: 0017
 Revises: 0016
@@ -27,6 +28,7 @@ def upgrade() -> None:
     op.add_column("traces", sa.Column("parent_call_id", sa.String(256), nullable=True))
     op.add_column("traces", sa.Column("root_trace_id", sa.String(128), nullable=True))
     op.add_column("traces", sa.Column("depth", sa.Integer(), nullable=False, server_default="0"))
+    op.add_column("traces", sa.Column("client", sa.String(64), nullable=True))
     op.create_index("ix_traces_parent", "traces", ["parent_trace_id"])
     op.create_index("ix_traces_root", "traces", ["root_trace_id"])
 
