@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from gateway import ids
 from gateway.continuation.keys import real_call_id
 from gateway.items import Item, ItemKind
-from gateway.memory import ByteLru, text_bytes
+from gateway.memory import SLOTS, ByteLru, text_bytes
 from gateway.step import Lineage
 
 PARENT_TRACE_HEADER = "X-Loopwatch-Parent-Trace-Id"
@@ -27,6 +27,9 @@ PARENT_CALL_HEADER = "X-Loopwatch-Parent-Call-Id"
 # A task text shorter than this names no run: "main", "yes" or a path could be anyone's.
 MIN_TASK_CHARS = 16
 RECENT_CALLS = 4096  # the newest tool calls kept for matching, whatever the window
+RECENT_CALL_BYTES = 16 * 1024 * 1024  # and no more text than this, the oldest dropped first
+MAX_TASK_CHARS = 32 * 1024  # a longer string is a file's content, not a task
+_MAX_ARGUMENTS = 256 * 1024  # arguments longer than this are not parsed for tasks
 LINKED_BYTES = 4 * 1024 * 1024  # the places of runs linked here (a run's later requests)
 _STRINGS_PER_CALL = 64  # a call's string arguments looked at (a task is one of the first)
 _DEPTH = 8  # how deep into an argument's JSON its strings are looked for
@@ -56,7 +59,7 @@ class Ambiguous:
 def task_texts(arguments: str | None) -> tuple[str, ...]:
     """The string values of a call's JSON arguments long enough to be a task, nested ones
     included (bounded); none when they do not parse."""
-    if not arguments or len(arguments) < MIN_TASK_CHARS:
+    if not arguments or not MIN_TASK_CHARS <= len(arguments) <= _MAX_ARGUMENTS:
         return ()
     try:
         value = json.loads(arguments)
@@ -65,7 +68,7 @@ def task_texts(arguments: str | None) -> tuple[str, ...]:
     found: list[str] = []
     for text in _strings(value, _DEPTH):
         text = text.strip()
-        if len(text) >= MIN_TASK_CHARS and text not in found:
+        if MIN_TASK_CHARS <= len(text) <= MAX_TASK_CHARS and text not in found:
             found.append(text)
             if len(found) >= _STRINGS_PER_CALL:
                 break
@@ -136,6 +139,10 @@ def match(
     return next(iter(found.values()), None)
 
 
+def _call_bytes(call: RecentCall) -> int:
+    return SLOTS + sum(map(text_bytes, call.texts))
+
+
 def _span_bytes(_: int, call: RecentCall) -> int:
     return 160 + text_bytes(call.trace_id) + text_bytes(call.call_id)
 
@@ -151,7 +158,8 @@ class Lineages:
     def __init__(self, window_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         self._window = window_s
         self._clock = clock
-        self._calls: deque[RecentCall] = deque(maxlen=RECENT_CALLS)
+        self._calls: deque[RecentCall] = deque()
+        self._call_bytes = 0
         self._linked = ByteLru[str, Lineage](LINKED_BYTES, _lineage_bytes)
         # Each recent call by its `execute_tool` span id (ids.tool_span_id).
         self._spans = ByteLru[int, RecentCall](LINKED_BYTES, _span_bytes)
@@ -168,7 +176,13 @@ class Lineages:
             if call_id is not None and item.attrs.get("executed_by") != "provider":
                 call = RecentCall(at, client, trace_id, call_id, (), place)
                 self._spans.put(ids.tool_span_id(trace_id, call_id), call)
-        self._calls.extend(recent_calls(at, client, trace_id, place, outputs))
+        for recent in recent_calls(at, client, trace_id, place, outputs):
+            self._calls.append(recent)
+            self._call_bytes += _call_bytes(recent)
+        while self._calls and (
+            len(self._calls) > RECENT_CALLS or self._call_bytes > RECENT_CALL_BYTES
+        ):
+            self._call_bytes -= _call_bytes(self._calls.popleft())
 
     def by_span(self, span_id: int) -> RecentCall | None:
         """The recent call whose `execute_tool` span a sub-agent's `traceparent` names."""

@@ -89,13 +89,19 @@ async def _found(
         return named.lineage.child(named.trace_id, named.call_id, TRACEPARENT)
     text = first_user_turn(placement.items)
     found = deps.lineages.by_content(client, text)
-    if found is None and len(text) >= MIN_TASK_CHARS:
+    if found is None and len(text) >= MIN_TASK_CHARS and _shared_store(deps):
         since = deps.clock() - timedelta(seconds=deps.lineages.window_s)
         rows = await _looked_up(deps, trees.stored_calls, client, since) or []
         found = deps.lineages.by_content(client, text, deps.lineages.stored(client, rows))
     if isinstance(found, RecentCall):
         return found.lineage.child(found.trace_id, found.call_id, CONTENT)
     return None
+
+
+def _shared_store(deps: Deps) -> bool:
+    """Whether other processes may have recorded calls this one never saw: a sole SQLite
+    writer saw every call the store holds in the window (but those before a restart)."""
+    return deps.settings.workers > 1 or deps.engine.dialect.name != "sqlite"
 
 
 async def _looked_up(deps: Deps, function: Callable[..., T], *args: Any) -> T | None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 from gateway.continuation.lineage import (
+    MAX_TASK_CHARS,
+    RECENT_CALLS,
     Ambiguous,
     Lineages,
     first_user_turn,
@@ -75,3 +77,14 @@ def test_a_grandchild_is_two_deep_under_the_same_root() -> None:
         "root", 2, "child", "toolu_9", "content"
     )
     assert lineages.of("root") is None  # a root is no run linked here
+
+
+def test_a_files_content_is_no_task_and_the_calls_kept_are_bounded() -> None:
+    content = "x" * (MAX_TASK_CHARS + 1)
+    assert task_texts(json.dumps({"path": "big.txt", "content": content})) == ()
+    lineages = Lineages(600, Clock())
+    for n in range(RECENT_CALLS + 5):
+        lineages.step_ended("c", f"run-{n}", None, agent(f"toolu_{n}", f"{TASK} [{n}]"))
+    assert lineages.by_content("c", f"{TASK} [0]") is None  # the oldest went first
+    found = lineages.by_content("c", f"{TASK} [{RECENT_CALLS + 4}]")
+    assert found is not None and not isinstance(found, Ambiguous)
