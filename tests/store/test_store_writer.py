@@ -355,3 +355,25 @@ def test_a_trace_takes_its_place_in_its_tree_from_its_first_step(
         ("t-child", "t-root", "call_1", "t-root", 1),
         ("t-root", None, None, "t-root", 0),
     ]
+
+
+def test_a_running_sub_agent_keeps_its_parent_and_root_active(
+    engine: Engine, make_step: MakeStep
+) -> None:
+    writer = StoreWriter(engine)
+    start = make_step("t-top").started_at
+    writer.write_batch([make_step("t-top", at=start)])  # its call open, waiting
+    mid = Lineage("t-top", 1, "t-top", "call_1", "header")
+    writer.write_batch([make_step("t-mid", at=start + timedelta(seconds=10), lineage=mid)])
+    leaf = Lineage("t-top", 2, "t-mid", "call_2", "header")
+    writer.write_batch([make_step("t-leaf", at=start + timedelta(seconds=250), lineage=leaf)])
+    later = start + timedelta(seconds=400)  # the top's own step is 400 s old
+    statuses = {
+        trace_id: (get_trace(engine, trace_id, now=later, idle_seconds=300) or {})["status"]
+        for trace_id in ("t-top", "t-mid", "t-leaf")
+    }
+    assert statuses == {"t-top": "running", "t-mid": "running", "t-leaf": "running"}
+    much_later = start + timedelta(seconds=900)
+    assert (get_trace(engine, "t-top", now=much_later, idle_seconds=300) or {})["status"] == (
+        "abandoned"
+    )
