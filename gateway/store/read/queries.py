@@ -93,6 +93,7 @@ def list_traces(
     since: datetime | None = None,
     until: datetime | None = None,
     q: str | None = None,
+    include_children: bool | None = None,
     sort: str = "time",
     filters: TraceFilters | None = None,
     now: datetime | None = None,
@@ -113,6 +114,7 @@ def list_traces(
         since=since,
         until=until,
         q=q,
+        include_children=include_children,
     )
     with reading(engine) as conn, _limited(conn, filters.q, search_timeout):
         models = trace_models.filter_on(conn, filters.model) if filters.model else None

@@ -56,3 +56,14 @@ async def test_a_tree_of_runs_on_the_pages(gateway: Gateway) -> None:
     assert "with 2 sub-agent runs" in listed.text
     assert HOSTILE not in listed.text + parent_page.text + leaf.text
     assert str(escape(HOSTILE)) in leaf.text
+
+
+async def test_the_list_shows_sub_agent_runs_when_asked(gateway: Gateway) -> None:
+    gateway.provider.responder = lambda _: completion("ok")
+    assert await post(gateway, chat_body("start"), **{"X-Loopwatch-Trace-Id": "top"}) == 200
+    linked = {"X-Loopwatch-Trace-Id": "under", "X-Loopwatch-Parent-Trace-Id": "top"}
+    assert await post(gateway, chat_body("sub task"), **linked) == 200
+    assert row_ids(await fetch(gateway, "/")) == ["top"]
+    every = await fetch(gateway, "/", children="1")
+    assert sorted(row_ids(every)) == ["top", "under"]
+    assert 'sub-agent of <a href="/traces/top">top</a>' in every.text
