@@ -1,7 +1,9 @@
-"""Identifiers: time-ordered trace and step ids, and the rule for client-chosen trace ids."""
+"""Identifiers: time-ordered trace and step ids, the rule for client-chosen trace ids, and the
+span id of a tool call's `execute_tool` span."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import time
@@ -20,3 +22,22 @@ def new_trace_id() -> str:
 
 def new_step_id() -> str:
     return _time_ordered("st")
+
+
+def tool_span_id(trace_id: str, call_id: str) -> int:
+    """The OpenTelemetry span id of a tool call's `execute_tool` span, derived (64 bits of
+    SHA-256, never 0): every replica exports it under the same id, and a sub-agent started
+    by the call may name it in its `traceparent`."""
+    material = b"loopwatch.tool\x00" + trace_id.encode() + b"\x00" + call_id.encode()
+    return int.from_bytes(hashlib.sha256(material).digest()[:8], "big") or 1
+
+
+def traceparent_span_id(traceparent: str | None) -> int | None:
+    """The parent span id of a W3C `traceparent` (`00-<32 hex>-<16 hex>-<2 hex>`), or None."""
+    parts = (traceparent or "").strip().split("-")
+    if len(parts) != 4 or len(parts[1]) != 32 or len(parts[2]) != 16:
+        return None
+    try:
+        return int(parts[2], 16) or None
+    except ValueError:
+        return None

@@ -28,6 +28,30 @@ _DERIVED = datetime.min.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
+class Lineage:
+    """Where a run sits in a tree of runs: the run whose tool call started it (a sub-agent's
+    parent), the call, the tree's root and how deep it is (a root: no parent, depth 0, its
+    own root). `via` says how the link was known: header, traceparent or content."""
+
+    root_trace_id: str
+    depth: int = 0
+    parent_trace_id: str | None = None
+    parent_call_id: str | None = None
+    via: str | None = None
+
+    def child(self, trace_id: str, call_id: str | None, via: str) -> Lineage:
+        """The lineage of a run this one's call (`call_id`) started."""
+        return Lineage(self.root_trace_id, self.depth + 1, trace_id, call_id, via)
+
+    def to_json(self) -> list[Any]:
+        return [self.root_trace_id, self.depth, self.parent_trace_id, self.parent_call_id, self.via]
+
+
+def lineage_of(row: list[Any] | None) -> Lineage | None:
+    return None if row is None else Lineage(*row)
+
+
+@dataclass(frozen=True, slots=True)
 class StepRecord:
     id: str
     trace_id: str
@@ -80,6 +104,12 @@ class StepRecord:
     # The mark (`items.HELD_STATE`) of the provider-held history its output holds (a
     # compaction item): a later request carrying it continues this step's trace.
     held_state: str | None = None
+    # The run's place in a tree of runs as admission knew it (None: a root, or not known);
+    # the trace row takes it from its first stored step.
+    lineage: Lineage | None = None
+    # The client's keyed API key fingerprint (StepStart.client): another replica finds a
+    # sub-agent's parent call among this client's stored calls.
+    client: str | None = None
 
     def __post_init__(self) -> None:
         # Liberal in what it takes: any iterable of items or violations is kept as a tuple,
@@ -131,6 +161,7 @@ class RefusalRecord:
     kind: str = "pairing"
     items: tuple[Item, ...] = ()
     session_id: str | None = None
+    lineage: Lineage | None = None  # the run's place in its tree, as admission knew it
 
     def __post_init__(self) -> None:
         _freeze(self, ("violations", "items"))
@@ -162,6 +193,10 @@ class StepStart:
     # What the request asked beside a model's answer (ParsedRequest.attrs), e.g.
     # {"operation": "compact"}: merged into the record's attrs.
     attrs: Mapping[str, Any] | None = None
+    lineage: Lineage | None = None  # the run's place in its tree (StepRecord.lineage)
+    # The client's keyed key fingerprint: a later run of the same client may be this
+    # step's calls' sub-agent (gateway.continuation.lineage).
+    client: str | None = None
 
     def __post_init__(self) -> None:
         _freeze(self, ("input_items", "violations", "declared_tools"))
@@ -264,6 +299,8 @@ STEP_FIELDS: tuple[Persisted, ...] = (
     _stored("attrs", "json"),
     _stored("conversation_id", "text"),
     _stored("held_state"),
+    Persisted("lineage", lambda v: None if v is None else v.to_json(), lineage_of),
+    Persisted("client"),  # stored on the trace row
 )
 # Never spooled: the caller's trace context only goes to export; `ended_at` is derived.
 NOT_SPOOLED = frozenset({"traceparent", "ended_at"})
@@ -279,4 +316,5 @@ REFUSAL_FIELDS: tuple[Persisted, ...] = (
     Persisted("kind"),
     Persisted("items", _rows(item_row), _rows(item_of), redact="items"),
     Persisted("session_id", redact="text"),
+    Persisted("lineage", lambda v: None if v is None else v.to_json(), lineage_of),
 )

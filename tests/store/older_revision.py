@@ -12,6 +12,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from gateway.store.engine import make_engine
 from gateway.store.migrate import alembic_config
+from gateway.store.write import trace_merge
 from gateway.store.write import writer as writer_module
 from gateway.store.write.rows import insert_many
 
@@ -26,7 +27,7 @@ def store_at(url: str, revision: str) -> Engine:
 
 def write_as_at_its_revision(monkeypatch: pytest.MonkeyPatch, engine: Engine) -> None:
     """Until `monkeypatch` is undone, the writer's rows keep only the columns `engine`'s
-    steps and items have, and take no key epoch (revision 0013) when they have none."""
+    steps, items and traces have, and take no key epoch (revision 0013) when they have none."""
     inspector = sa.inspect(engine)
     stored = {t: {c["name"] for c in inspector.get_columns(t)} for t in ("steps", "items")}
 
@@ -38,3 +39,8 @@ def write_as_at_its_revision(monkeypatch: pytest.MonkeyPatch, engine: Engine) ->
     monkeypatch.setattr(writer_module, "insert_many", older_rows)
     if "key_epoch" not in stored["steps"]:
         monkeypatch.setattr(writer_module, "epoch_for_batch", lambda conn: 0)
+    traces = {c["name"] for c in inspector.get_columns("traces")}
+    if not set(trace_merge._NEW) <= traces:  # a new trace's row: only the columns it has
+        monkeypatch.setattr(trace_merge, "_NEW", tuple(c for c in trace_merge._NEW if c in traces))
+        uncached = trace_merge._pg_batch_rows.__wrapped__  # its statement names the columns
+        monkeypatch.setattr(trace_merge, "_pg_batch_rows", uncached)

@@ -20,19 +20,20 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-from opentelemetry.trace import NonRecordingSpan, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace import set_span_in_context as inside_of
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from gateway import __version__
 from gateway.background import Background
 from gateway.config import Settings
+from gateway.ids import tool_span_id
 from gateway.items import ItemKind, provider_run
 from gateway.mcp import otel as mcp_otel
 from gateway.mcp.records import Execution
 from gateway.protocols.registry import wire_of
 from gateway.routing import Provider, provider_of
 from gateway.sinks.otlp import spans
+from gateway.sinks.otlp.contexts import caller, spawned_by
 from gateway.sinks.otlp.exporters import build_exporter, quiet_sdk_logs
 from gateway.sinks.otlp.ids import StepIds, trace_id_of
 from gateway.step import RefusalRecord, StepRecord
@@ -43,7 +44,6 @@ DropHook = Callable[[str, int], None]  # reason ("queue_full" | "export_failed")
 OPEN_TRACES = 10_000  # traces whose last step end and open tool calls are remembered
 OPEN_CALLS = 256  # unanswered tool calls remembered per trace
 DROP_LOG_SECONDS = 60.0
-_PROPAGATOR = TraceContextTextMapPropagator()
 _Job = StepRecord | RefusalRecord | Execution | threading.Event | None
 MCP_CALLS = 10_000  # MCP executions remembered until the step carrying their result
 
@@ -269,7 +269,8 @@ class OtlpSink:
 
     def _export_step(self, step: StepRecord) -> None:
         state = self._traces.get(step.trace_id)
-        parent = _caller(step.traceparent) if step.traceparent else None
+        parent = caller(step.traceparent) if step.traceparent else None
+        parent = parent or spawned_by(step.lineage)
         state.parent = parent or state.parent
         main = spans.step_span(step, self._provider_of(step))
         if self._settings.otlp_capture_content:
@@ -301,7 +302,8 @@ class OtlpSink:
                 emitted_at = start_ns - int(tool_ms * 1_000_000)
             if emitted_at is None or emitted_at > start_ns:
                 continue  # its call was seen by another replica, or never
-            plan = spans.tool_span(item.call_id, name, emitted_at, start_ns)
+            span_id = tool_span_id(step.trace_id, item.call_id)
+            plan = spans.tool_span(item.call_id, name, emitted_at, start_ns, span_id=span_id)
             plan.attributes.update(self._mcp.pop(item.call_id, {}))
             plans.append(plan)
         return plans
@@ -357,6 +359,7 @@ class OtlpSink:
         none when not (a caller's traceparent with the sampled flag off is respected)."""
         if parent is None:
             self._ids.next_trace_id = trace_id_of(trace_id)
+        self._ids.next_span_id = plan.span_id
         span = self._tracer.start_span(
             plan.name,
             context=parent if parent is not None else Context(),
@@ -364,7 +367,7 @@ class OtlpSink:
             attributes=plan.attributes,
             start_time=plan.start_ns,
         )
-        self._ids.next_trace_id = None
+        self._ids.next_trace_id = self._ids.next_span_id = None
         if not span.is_recording():
             return 0
         for name, attributes in plan.events:
@@ -383,12 +386,3 @@ class OtlpSink:
                 self._providers.clear()
             found = self._providers[key] = provider_of(self._settings, wire, step.model)
         return found
-
-
-def _caller(traceparent: str) -> Context | None:
-    """The caller's span from a W3C traceparent header, or None when it is not valid."""
-    context = _PROPAGATOR.extract({"traceparent": traceparent})
-    for value in context.values():
-        if isinstance(value, NonRecordingSpan) and value.get_span_context().is_valid:
-            return context
-    return None

@@ -54,6 +54,7 @@ class SpanPlan:
     events: tuple[tuple[str, Attributes], ...] = ()
     error: str | None = None  # the status description when the span is an error
     children: tuple[SpanPlan, ...] = ()  # spans inside this one (tools the provider ran)
+    span_id: int | None = None  # a derived id (gateway.ids.tool_span_id); None: random
 
 
 def nanoseconds(at: datetime) -> int:
@@ -205,6 +206,7 @@ def tool_span(
     end_ns: int,
     *,
     tool_type: str = "function",
+    span_id: int | None = None,
 ) -> SpanPlan:
     """`execute_tool {name}` (span kind INTERNAL, as the conventions ask); for a client's
     call, the agent's time between the call and the request with its result. `tool_type` in
@@ -219,9 +221,8 @@ def tool_span(
         attributes["gen_ai.tool.call.id"] = call_id
     if name:
         attributes["gen_ai.tool.name"] = name
-    return SpanPlan(
-        f"execute_tool {name}" if name else "execute_tool", False, start_ns, end_ns, attributes
-    )
+    title = f"execute_tool {name}" if name else "execute_tool"
+    return SpanPlan(title, False, start_ns, end_ns, attributes, span_id=span_id)
 
 
 def provider_tool_spans(outputs: Sequence[Item], at_ns: int) -> tuple[SpanPlan, ...]:

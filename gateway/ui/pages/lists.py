@@ -36,6 +36,7 @@ FILTER_KEYS = (
     "range",
     "since",
     "until",
+    "children",
 )
 
 
@@ -87,6 +88,7 @@ def list_query(request: web.Request, now: datetime) -> ListQuery:
         "since": query.get("since") if _time(query.get("since")) else None,
         "until": query.get("until") if until else None,
         "sort": sort if sort in listing.sorts() and sort != "time" else None,
+        "children": "1" if query.get("children") == "1" else None,  # sub-agents' runs too
     }
     return ListQuery(params, since, until, sort if sort in listing.sorts() else "time")
 
@@ -101,6 +103,7 @@ def _store_filters(q: ListQuery) -> dict[str, Any]:
         "session": q.params["session"],
         "since": q.since,
         "until": q.until,
+        "include_children": True if q.params["children"] else None,
         "sort": q.sort,
     }
 

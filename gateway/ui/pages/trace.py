@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.store.read import queries
+from gateway.store.read import queries, trees
 from gateway.ui import mcp_api
 from gateway.ui.deps import ReadDeps
 from gateway.ui.pages.lists import idle_seconds
@@ -85,6 +85,8 @@ async def _view(request: web.Request, deps: ReadDeps, *, cached: bool) -> TraceV
     if trace is None:
         return None
     trace = await asyncio.to_thread(mcp_api.add_executions, deps.engine, trace)
+    if trace.get("depth", 0) >= 2:  # breadcrumbs through every run above it
+        trace["ancestors"] = await read(trees.ancestors, deps, trace_id)
     view = await asyncio.to_thread(
         trace_view, trace, now=at["now"], idle_seconds=at["idle_seconds"]
     )

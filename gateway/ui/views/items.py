@@ -49,6 +49,7 @@ class ItemView:
     retry_note: str | None = None
     wait_ms: float | None = None  # a call's tool time: its step's end to its answer
     executions: list[dict[str, Any]] = field(default_factory=list)  # MCP runs of a call
+    child: dict[str, Any] | None = None  # the sub-agent run a call started (read API child)
     # A tool the provider ran inside its answer (web search, code execution, its MCP
     # connector): call and result both; the client owes nothing for it.
     provider: bool = False

@@ -84,6 +84,7 @@ def trace_view(
     refusal_json = _refusals(trace)
     origin = origin_of(trace, [t for t, _ in refusal_json if t is not None])
     steps = _step_views(trace, steps_json, origin)
+    _attach_children(trace, steps)
     calls = link_calls(steps, _linker(trace["id"], lazy))
     mark_repeats(steps)
     refusals = [_refusal_view(when, group, origin) for when, group in refusal_json]
@@ -134,6 +135,18 @@ def _linker(trace_id: str, lazy: bool) -> Any:
         return f"{step_href(trace_id, target.step_id)}#{target.anchor}"
 
     return href
+
+
+def _attach_children(trace: dict[str, Any], steps: list[StepView]) -> None:
+    """Each sub-agent run under the tool call that started it, linked."""
+    by_call = {c["call_id"]: c for c in trace.get("children") or () if c.get("call_id")}
+    if not by_call:
+        return
+    for step in steps:
+        for item in step.outputs:
+            child = by_call.get(item.call_id or "") if item.kind == "tool_call" else None
+            if child is not None:
+                item.child = {**child, "href": trace_href(child["id"])}
 
 
 def _step_views(

@@ -40,6 +40,9 @@ class TraceRow:
     last_stop: str | None
     violation_kinds: dict[str, int] = field(default_factory=dict)
     violation_count: int = 0
+    # A root with sub-agents: its whole tree's totals (read API `tree`), shown under it.
+    tree: dict[str, Any] | None = None
+    parent: str | None = None  # a sub-agent's parent run (listed with include_children)
 
 
 def trace_row(trace: dict[str, Any], *, now: datetime, idle_seconds: float) -> TraceRow:
@@ -81,7 +84,25 @@ def trace_row(trace: dict[str, Any], *, now: datetime, idle_seconds: float) -> T
         last_stop=trace.get("last_stop_reason"),
         violation_kinds=dict(trace.get("violation_kinds") or {}),
         violation_count=int(trace.get("violation_count") or 0),
+        tree=_tree(trace.get("tree")),
+        parent=trace.get("parent_trace_id"),
     )
+
+
+def _tree(tree: object) -> dict[str, Any] | None:
+    """A tree worth showing (more runs than the root), its figures as the page writes them."""
+    if not isinstance(tree, dict) or int(tree.get("traces") or 0) < 2:
+        return None
+    cost = _number(tree.get("cost"))
+    total = _number(tree.get("duration"))
+    tokens = int(tree.get("input_tokens") or 0) + int(tree.get("output_tokens") or 0)
+    return {
+        "runs": int(tree["traces"]),
+        "steps": int(tree.get("steps") or 0),
+        "tokens": tokens,
+        "cost": money(cost) if cost is not None else "—",
+        "duration": duration(total) if total is not None else "—",
+    }
 
 
 def _when(value: object) -> datetime | None:

@@ -167,7 +167,7 @@ async def test_no_ids_in_labels(gateway: Gateway) -> None:
     allowed = {"protocol", "model", "status", "stop_reason", "kind", "budget", "reason"}
     allowed |= {"class", "le", "error_type", "gen_ai_operation_name", "gen_ai_request_model"}
     allowed |= {"gen_ai_provider_name", "server_address", "gen_ai_response_model"}
-    allowed |= {"executed_by", "tool_type"}
+    allowed |= {"executed_by", "tool_type", "via"}
     assert names <= allowed | {"gen_ai_token_type"}
     values = {v for _, labels in s for _, v in labels}
     assert not [v for v in values if v.startswith(("call_", "chatcmpl", "req_", "tr_", "st_"))]
