@@ -339,39 +339,28 @@ def find_step(engine: Engine, query: str) -> dict[str, Any] | None:
 
 def find_by_response_id(engine: Engine, response_id: str) -> tuple[str, str] | None:
     """The (trace_id, step_id) that returned a Responses API id: `previous_response_id`."""
-    s = STEPS.c
-    with reading(engine) as conn:
-        statement = (
-            sa.select(s.trace_id, s.id)
-            .where(s.key_epoch.in_(stored_epochs(conn)), s.response_id == response_id)
-            .order_by(s.started_at.desc())
-            .limit(1)
-        )
-        row = conn.execute(statement).first()
-    return None if row is None else (row.trace_id, row.id)
+    return _newest_step_where(engine, STEPS.c.response_id, response_id)
 
 
 def find_by_conversation(engine: Engine, conversation_id: str) -> tuple[str, str] | None:
     """The (trace_id, step_id) of the newest step of a provider-side conversation."""
-    s = STEPS.c
-    with reading(engine) as conn:
-        statement = (
-            sa.select(s.trace_id, s.id)
-            .where(s.key_epoch.in_(stored_epochs(conn)), s.conversation_id == conversation_id)
-            .order_by(s.started_at.desc())
-            .limit(1)
-        )
-        row = conn.execute(statement).first()
-    return None if row is None else (row.trace_id, row.id)
+    return _newest_step_where(engine, STEPS.c.conversation_id, conversation_id)
 
 
 def find_by_held_state(engine: Engine, held_state: str) -> tuple[str, str] | None:
     """The (trace_id, step_id) whose output held this provider-held history (a compaction)."""
+    return _newest_step_where(engine, STEPS.c.held_state, held_state)
+
+
+def _newest_step_where(
+    engine: Engine, column: sa.Column[Any], value: str
+) -> tuple[str, str] | None:
+    """The (trace_id, step_id) of the newest stored step whose indexed `column` is `value`."""
     s = STEPS.c
     with reading(engine) as conn:
         statement = (
             sa.select(s.trace_id, s.id)
-            .where(s.key_epoch.in_(stored_epochs(conn)), s.held_state == held_state)
+            .where(s.key_epoch.in_(stored_epochs(conn)), column == value)
             .order_by(s.started_at.desc())
             .limit(1)
         )
