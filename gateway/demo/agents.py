@@ -229,6 +229,40 @@ async def mcp_run(gw: Gateway) -> RunSummary:
     return await chat_loop(agent, summary, 2)
 
 
+async def subagent_run(gw: Gateway) -> RunSummary:
+    """An orchestrator hands research to a sub-agent through a tool: the sub-agent's loop is
+    a run of its own, which the gateway links to that call by its task text alone."""
+    summary = RunSummary("sub-agent, a tree of two runs")
+    agent = ChatAgent(
+        gw,
+        summary,
+        "Plan a weekend walk on Madeira; let a research sub-agent look into it.",
+        ["research_agent"],
+        "gpt-4o-mini",
+    )
+    first = await agent.step(stream=False)
+    if first.status != 200:
+        summary.outcome = f"HTTP {first.status}"
+        return summary
+    agent.messages.append({k: v for k, v in first.message.items() if v is not None})
+    for call_id, _, args in first.tool_calls():
+        report = await _research(gw, summary, str(args.get("task", "")))
+        agent.messages.append({"role": "tool", "tool_call_id": call_id, "content": report})
+    return await chat_loop(agent, summary, 2)
+
+
+async def _research(gw: Gateway, parent: RunSummary, task: str) -> str:
+    """The sub-agent: its own loop, started with the task as its user turn; its report."""
+    summary = RunSummary("research sub-agent")
+    agent = ChatAgent(gw, summary, task, ["get_weather", "find_trails"], "gpt-4o-mini")
+    await chat_loop(agent, summary, 4)
+    parent.log.append(
+        f"a sub-agent did the research in its own run ({summary.steps} steps, trace "
+        f"{summary.trace_id}), shown under the call that started it"
+    )
+    return str(agent.messages[-1].get("content") or "")
+
+
 RUNS = (
     clean_run,
     pairing_run,
@@ -240,6 +274,7 @@ RUNS = (
     undeclared_run,
     abandoned_run,
     mcp_run,
+    subagent_run,
 )
 
 

@@ -19,16 +19,22 @@ SYSTEM = (
     "Never invent tool results."
 )
 
-_TOOL_RESULTS: dict[str, Callable[[dict[str, Any]], Any]] = {
-    "get_weather": lambda a: {
-        "city": a["city"],
-        "sky": "sunny" if a["city"] == "Lisbon" else "rain",
-        "high_c": 22 if a["city"] == "Lisbon" else 11,
-    },
-    "find_trails": lambda a: [
+_SUNNY = ("Lisbon", "Funchal")
+_TRAILS = {
+    "Lisbon": [
         {"name": "Sintra loop", "km": 11, "hours": 4},
         {"name": "Arrabida ridge", "km": 14, "hours": 5},
     ],
+    "Funchal": [{"name": "Pico do Arieiro to Pico Ruivo", "km": 11, "hours": 4}],
+}
+
+_TOOL_RESULTS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "get_weather": lambda a: {
+        "city": a["city"],
+        "sky": "sunny" if a["city"] in _SUNNY else "rain",
+        "high_c": 22 if a["city"] in _SUNNY else 11,
+    },
+    "find_trails": lambda a: _TRAILS.get(str(a.get("near")), _TRAILS["Lisbon"]),
     "find_restaurants": lambda a: [{"name": "Casa Guedes", "free": ["20:00", "21:30"]}],
     "check_calendar": lambda a: {"busy": [], "date": a["date"]},
     "search_papers": lambda a: {
