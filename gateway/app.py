@@ -18,6 +18,7 @@ from gateway.checks.loops import TraceCounters
 from gateway.config import Settings
 from gateway.continuation.keycache import CachedContinuationKeys
 from gateway.continuation.keyfilter import KeyFilter
+from gateway.continuation.lineage import Lineages
 from gateway.continuation.recent_steps import RecentSteps
 from gateway.errors import GatewayError, NotFound, Unauthorized
 from gateway.protocols.registry import FALLBACK, PATHS, adapter_for_path, wire_of
@@ -74,8 +75,7 @@ def create_app(
     worker: int | None = None,
     spool: Path | None = None,
 ) -> web.Application:
-    """The gateway. `worker` is set in a process of `serve --workers N`, whose parent owns
-    the spool directory `spool` and runs the recorder."""
+    """The gateway. `worker`: a process of `serve --workers N`, whose parent owns `spool`."""
     host_checked = host_check.middleware(host_check.HostCheck(settings))
     app = web.Application(
         client_max_size=settings.max_body_bytes + 1,
@@ -136,7 +136,7 @@ async def _lifecycle(
         settings, engine, redactor, recording, exporters, clock, owner
     )
     sinks = _step_sinks(settings, exporters, mcp)
-    recent = RecentSteps()
+    recent, lineages = RecentSteps(), Lineages(settings.subagent_match_window_s)
     app[DEPS] = Deps(
         settings=settings,
         upstream=await _started_upstream(settings, owner),  # started last, stopped first
@@ -148,7 +148,7 @@ async def _lifecycle(
         secret=secret,
         recent=recent,
         clock=clock or (lambda: datetime.now(UTC)),
-        bus=StepBus(ledger, recording, recent, known_keys, ResponseEnds(), sinks),
+        bus=StepBus(ledger, recording, recent, known_keys, ResponseEnds(), sinks, lineages),
         pricer=Pricer(settings.prices),
         loops=TraceCounters(settings.loop_threshold),
     )

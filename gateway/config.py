@@ -206,6 +206,10 @@ class Settings(_Frozen):
     mcp_servers: tuple[McpServer, ...] = ()
     mcp_enforce: bool = False
     mcp_match_window_s: float = Field(default=300.0, gt=0, allow_inf_nan=False)
+    # Sub-agents: how long a tool call may start a run found by its task text, and whether
+    # the configured run budgets cover a root's whole tree of runs.
+    subagent_match_window_s: float = Field(default=600.0, gt=0, allow_inf_nan=False)
+    tree_budgets: bool = False
 
     @field_validator("mcp_servers", mode="before")
     @classmethod

@@ -28,6 +28,30 @@ _DERIVED = datetime.min.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
+class Lineage:
+    """Where a run sits in a tree of runs: the run whose tool call started it (a sub-agent's
+    parent), the call, the tree's root and how deep it is (a root: no parent, depth 0, its
+    own root). `via` says how the link was known: header, traceparent or content."""
+
+    root_trace_id: str
+    depth: int = 0
+    parent_trace_id: str | None = None
+    parent_call_id: str | None = None
+    via: str | None = None
+
+    def child(self, trace_id: str, call_id: str | None, via: str) -> Lineage:
+        """The lineage of a run this one's call (`call_id`) started."""
+        return Lineage(self.root_trace_id, self.depth + 1, trace_id, call_id, via)
+
+    def to_json(self) -> list[Any]:
+        return [self.root_trace_id, self.depth, self.parent_trace_id, self.parent_call_id, self.via]
+
+
+def lineage_of(row: list[Any] | None) -> Lineage | None:
+    return None if row is None else Lineage(*row)
+
+
+@dataclass(frozen=True, slots=True)
 class StepRecord:
     id: str
     trace_id: str
@@ -77,6 +101,9 @@ class StepRecord:
     # The provider-side conversation it belongs to (ParsedRequest.conversation_id): a later
     # request naming it continues this step's trace.
     conversation_id: str | None = None
+    # The run's place in a tree of runs as admission knew it (None: a root, or not known);
+    # the trace row takes it from its first stored step.
+    lineage: Lineage | None = None
 
     def __post_init__(self) -> None:
         # Liberal in what it takes: any iterable of items or violations is kept as a tuple,
@@ -156,6 +183,10 @@ class StepStart:
     declared_tools: tuple[Any, ...] | None = None  # as sent (protocols.request_facts)
     params: Mapping[str, Any] | None = None
     conversation_id: str | None = None  # the provider-side conversation it belongs to
+    lineage: Lineage | None = None  # the run's place in its tree (StepRecord.lineage)
+    # The client's keyed key fingerprint: a later run of the same client may be this
+    # step's calls' sub-agent (gateway.continuation.lineage). Never stored.
+    client: str | None = None
 
     def __post_init__(self) -> None:
         _freeze(self, ("input_items", "violations", "declared_tools"))
@@ -257,6 +288,7 @@ STEP_FIELDS: tuple[Persisted, ...] = (
     Persisted("tool_ms"),  # the steps row's tool_ms is the store's own
     _stored("attrs", "json"),
     _stored("conversation_id", "text"),
+    Persisted("lineage", lambda v: None if v is None else v.to_json(), lineage_of),
 )
 # Never spooled: the caller's trace context only goes to export; `ended_at` is derived.
 NOT_SPOOLED = frozenset({"traceparent", "ended_at"})

@@ -154,6 +154,22 @@ def limits_for(settings: Settings, key: KeyBudget | None, headers: Mapping[str, 
     return Limits(steps, tokens, cost, seconds)
 
 
+def sets_budget(headers: Mapping[str, str]) -> bool:
+    """The request sets a budget of its own (a root's: its tree is held to it)."""
+    return any(name in headers for name in _LIMIT_HEADERS)
+
+
+def tree_limits(settings: Settings, root: Limits | None) -> Limits | None:
+    """What a root's whole tree of runs is held to: the budget its own request set, else with
+    `tree_budgets` the configured run budgets; None: no tree budget."""
+    if root is not None and root.any:
+        return root
+    if settings.tree_budgets:
+        configured = limits_for(settings, None, {})
+        return configured if configured.any else None
+    return None
+
+
 def refusal(spent: Spent, limits: Limits) -> tuple[BudgetExceeded, Violation]:
     kind, detail = _spent_detail(spent, limits)
     error = BudgetExceeded(

@@ -95,6 +95,7 @@ class Closed:
     remember: Remember | None = None
     response_end: datetime | None = None  # the trace's latest response end, to keep
     anomalies: tuple[Anomaly, ...] = ()  # counted by kind and logged once
+    tree_settlement: Settlement | None = None  # the same give-back, of the tree's budget
 
 
 def settle(budget: Budget, usage: Usage, cost: Cost | None) -> tuple[Budget, Settlement | None]:
@@ -158,11 +159,15 @@ def close(
     budget: Budget | None,
     cost: Cost | None,
     keys: ContinuationKeys,
+    tree: Budget | None = None,
 ) -> Closed:
-    """The step's end decided: `cost` is the priced outcome (None: not a priced step)."""
-    settlement = None
-    if budget is not None and outcome.no_answer:
-        settlement = give_back(budget, step=not outcome.left_waiting)
+    """The step's end decided: `cost` is the priced outcome (None: not a priced step);
+    `tree` the budget of a sub-agent's whole tree, given back as its own is."""
+    settlement = tree_settlement = None
+    if outcome.no_answer:
+        step = not outcome.left_waiting
+        settlement = None if budget is None else give_back(budget, step=step)
+        tree_settlement = None if tree is None else give_back(tree, step=step)
     key = None
     if facts.threading is not None and outcome.continuable:
         key = keys.step_key(facts.threading.input_state, outcome.output_items)
@@ -176,6 +181,7 @@ def close(
         _remember(record, outcome, facts.threading),
         times["ended_at"] if facts.model_call else None,
         outcome.anomalies,
+        tree_settlement,
     )
 
 

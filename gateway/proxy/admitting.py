@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from gateway import ids
 from gateway.checks import budgets, loops
 from gateway.checks.admission import Refuse
+from gateway.config import KeyBudget
 from gateway.continuation import sessions
 from gateway.errors import GatewayError
 from gateway.exchange.calls import CallRules
@@ -25,13 +26,14 @@ from gateway.items import Violation, ViolationKind
 from gateway.protocols import request_facts
 from gateway.protocols.base import ParsedRequest, ProtocolAdapter
 from gateway.protocols.frames import FrameDecoder
+from gateway.proxy import parents
 from gateway.proxy.admission import Admission, admit
 from gateway.proxy.deps import Deps
 from gateway.proxy.finisher import StepEnd
 from gateway.proxy.history_checks import history_refusal, history_violations
 from gateway.proxy.placement import Placement, place
 from gateway.routing import Target
-from gateway.step import RefusalRecord, StepStart
+from gateway.step import Lineage, RefusalRecord, StepStart
 
 # Bodies from this size on are parsed in a thread rather than on the event loop.
 LARGE_BODY = 1024 * 1024
@@ -55,6 +57,8 @@ class Admitted:
     admission: Admission
     own_headers: dict[str, str]
     session_id: str | None = None
+    lineage: Lineage | None = None  # the run's place in its tree (None: a root)
+    client: str | None = None  # the client's keyed key fingerprint
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,15 +97,12 @@ async def check(
     refused = partial(_refused, deps, placement, session)
     key = budgets.key_settings(deps.settings, deps.secret, headers)
     violations = history_violations(adapter, parsed, placement, deps.settings.terminal_tools)
-    refusal = history_refusal(deps.settings, adapter, violations, key)
-    if refusal is not None:
-        refused(violations, refusal.kind)
-        return Refused(refusal.error, own)
-    loop = loops.loop_refusal(deps.loops.loop_of(placement.trace_id), deps.settings.loops)
-    if loop is not None:
-        refused([loop[1]], "loop")
-        return Refused(loop[0], own)
+    broken = _rules_refusal(deps, adapter, (violations, placement.trace_id), key, refused)
+    if broken is not None:
+        return Refused(broken, own)
+    client = parents.client_of(deps, headers)
     try:
+        lineage = await parents.lineage_of(deps, headers, placement, client)
         admission = await admit(
             deps,
             headers,
@@ -110,6 +111,7 @@ async def check(
             parsed.max_output_tokens,
             model=parsed.model,
             upstream_url=target.url,
+            lineage=lineage,
         )
     except GatewayError as exc:  # a header of the gateway's own it cannot use
         refused([request_violation(exc)], "request")
@@ -118,9 +120,29 @@ async def check(
         refused([admission.violation], "budget", admission.limits)
         return Refused(admission.error, own)
     own.update(admission.headers)
-    return Admitted(
-        request.raw, body, parsed, target, placement, violations, admission, own, session
-    )
+    found = (placement, violations, admission, own, session, lineage, client)
+    return Admitted(request.raw, body, parsed, target, *found)
+
+
+def _rules_refusal(
+    deps: Deps,
+    adapter: ProtocolAdapter,
+    found: tuple[list[Violation], str],
+    key: KeyBudget | None,
+    refused: Callable[..., None],
+) -> GatewayError | None:
+    """The history rules (pairing, reasoning sent back), then loops: the first one that
+    refuses the request, its refusal recorded."""
+    violations, trace_id = found
+    refusal = history_refusal(deps.settings, adapter, violations, key)
+    if refusal is not None:
+        refused(violations, refusal.kind)
+        return refusal.error
+    loop = loops.loop_refusal(deps.loops.loop_of(trace_id), deps.settings.loops)
+    if loop is not None:
+        refused([loop[1]], "loop")
+        return loop[0]
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +177,9 @@ def begin(
     facts = StepFacts(
         start, started, time.perf_counter(), True, threading, None, deps.settings.terminal_tools
     )
-    return Began(start, exchange, step_end(deps, facts, admitted.admission.budget), calls)
+    admission = admitted.admission
+    end = step_end(deps, facts, admission.budget, admission.tree)
+    return Began(start, exchange, end, calls)
 
 
 def _model_start(
@@ -182,11 +206,15 @@ def _model_start(
         declared_tools=request_facts.declared_tools(adapter, admitted.body),
         params=request_facts.request_params(adapter, admitted.body),
         conversation_id=admitted.parsed.conversation_id,
+        lineage=admitted.lineage,
+        client=admitted.client,
     )
 
 
-def step_end(deps: Deps, facts: StepFacts, budget: Budget | None = None) -> StepEnd:
-    return StepEnd(deps.bus, facts, pricer=deps.pricer, keys=deps.keys, budget=budget)
+def step_end(
+    deps: Deps, facts: StepFacts, budget: Budget | None = None, tree: Budget | None = None
+) -> StepEnd:
+    return StepEnd(deps.bus, facts, pricer=deps.pricer, keys=deps.keys, budget=budget, tree=tree)
 
 
 async def off_loop_if_large(size: int, function: Callable[[A], R], argument: A) -> R:

@@ -9,12 +9,15 @@ from datetime import datetime
 from sqlalchemy.engine import Engine
 
 from gateway.background import Background
+from gateway.checks.budgets import Limits
 from gateway.checks.loops import TraceCounters
 from gateway.checks.tools import ToolChecker
 from gateway.config import Settings
 from gateway.continuation.keyfilter import KeyFilter
 from gateway.continuation.keys import ContinuationKeys
+from gateway.continuation.lineage import Lineages
 from gateway.continuation.recent_steps import RecentSteps
+from gateway.memory import ByteLru
 from gateway.protocols.base import ProtocolAdapter
 from gateway.protocols.registry import keyed
 from gateway.proxy.finisher import StepBus
@@ -24,6 +27,12 @@ from gateway.recording.spooler import SpoolRecorder
 from gateway.runs.pricing import Pricer
 from gateway.sinks.base import Sinks
 from gateway.store.ledger.core import Ledger
+
+TREE_LIMITS_BYTES = 1024 * 1024
+
+
+def tree_budgets() -> ByteLru[str, Limits]:
+    return ByteLru(TREE_LIMITS_BYTES, lambda trace_id, _: len(trace_id) + 200)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +53,9 @@ class Deps:
     loops: TraceCounters = field(default_factory=TraceCounters)
     # Steps of background responses whose end a later exchange brings.
     open_responses: OpenResponses = field(default_factory=OpenResponses)
+    # Each root's budget, which its sub-agents' runs are held to as a tree (gateway.proxy.
+    # admission); bounded, the oldest roots forgotten first.
+    tree_limits: ByteLru[str, Limits] = field(default_factory=tree_budgets)
     # The protocols' adapters as this app serves them: keyed with `secret` (gateway.opaque).
     adapters: Mapping[str, ProtocolAdapter] = field(init=False)
 
@@ -53,6 +65,11 @@ class Deps:
     @property
     def sinks(self) -> Sinks:
         return self.bus.sinks
+
+    @property
+    def lineages(self) -> Lineages:
+        """Recent tool calls and the runs linked here: a new run's parent, found."""
+        return self.bus.lineages
 
     @property
     def known_keys(self) -> KeyFilter:

@@ -12,6 +12,7 @@ from dataclasses import replace
 from gateway.checks.budgets import Settlement
 from gateway.continuation.keyfilter import KeyFilter
 from gateway.continuation.keys import ContinuationKeys, StepRef
+from gateway.continuation.lineage import Lineages
 from gateway.continuation.recent_steps import RecentSteps
 from gateway.exchange import closing
 from gateway.exchange.closing import Budget, Closed, StepFacts
@@ -41,7 +42,9 @@ class StepBus:
         known_keys: KeyFilter,
         ends: ResponseEnds,
         sinks: Sinks,
+        lineages: Lineages,
     ) -> None:
+        self.lineages = lineages
         self.ledger = ledger
         self.recorder = recorder
         self.recent = recent
@@ -53,11 +56,13 @@ class StepBus:
         if settlement is not None:
             self.ledger.settle_later(settlement)
 
-    def closed(self, closed: Closed) -> None:
+    def closed(self, closed: Closed, client: str | None = None) -> None:
         self.settle(closed.settlement)
+        self.settle(closed.tree_settlement)
         record = closed.record
         if closed.remember is not None:
             self._remember(closed.remember)
+        self.lineages.step_ended(client, record.trace_id, record.lineage, record.output_items)
         if closed.response_end is not None:
             self.ends.remember(record.trace_id, closed.response_end)
         self.recorder.submit(record)
@@ -106,12 +111,14 @@ class StepEnd:
         pricer: Pricer,
         keys: ContinuationKeys,
         budget: Budget | None = None,
+        tree: Budget | None = None,
     ) -> None:
         self._bus = bus
         self._facts = facts
         self._pricer = pricer
         self._keys = keys
         self._budget = budget
+        self._tree = tree  # a sub-agent's tree's budget, on its root's ledger row
         # The last cost computed and what it priced.
         self._priced: tuple[tuple[Usage, str | None, Billing], Cost] | None = None
 
@@ -128,11 +135,15 @@ class StepEnd:
         self._facts = replace(self._facts, provider_request_id=provider_request_id)
 
     def settle(self, spent: Settle) -> None:
-        if self._budget is None:
+        if self._budget is None and self._tree is None:
             return
         cost = self._cost(spent.usage, spent.model, spent.billing)
-        self._budget, settlement = closing.settle(self._budget, spent.usage, cost)
-        self._bus.settle(settlement)
+        if self._budget is not None:
+            self._budget, settlement = closing.settle(self._budget, spent.usage, cost)
+            self._bus.settle(settlement)
+        if self._tree is not None:
+            self._tree, settlement = closing.settle(self._tree, spent.usage, cost)
+            self._bus.settle(settlement)
 
     def finished(self, outcome: Outcome, timing: Timing) -> None:
         try:
@@ -147,9 +158,15 @@ class StepEnd:
             if facts.model_call:
                 cost = self._cost(outcome.usage, outcome.model, outcome.billing)
             closed = closing.close(
-                outcome, clocks, facts, budget=self._budget, cost=cost, keys=self._keys
+                outcome,
+                clocks,
+                facts,
+                budget=self._budget,
+                cost=cost,
+                keys=self._keys,
+                tree=self._tree,
             )
-            self._bus.closed(closed)
+            self._bus.closed(closed, facts.start.client)
         except Exception:  # recording must never break the request
             log.exception("finishing a step failed; the step is not recorded")
 

@@ -54,6 +54,7 @@ class Placement:
     unresolved_references: bool = False
     attempt: str = ""  # equal for two requests with the same input, model and mode
     retry_of: str | None = None  # the failed attempt (step id) this request repeats
+    new: bool = False  # no request before it named or continued the trace: a run's first
 
 
 async def place(deps: Deps, header: str | None, parsed: ParsedRequest) -> Placement:
@@ -91,6 +92,7 @@ async def place(deps: Deps, header: str | None, parsed: ParsedRequest) -> Placem
         unresolved,
         attempt,
         decided.retry_of,
+        new=decided.trace_id is None,
     )
 
 

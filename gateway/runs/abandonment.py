@@ -5,6 +5,7 @@ status function every surface uses): a later step or a refusal changes the verdi
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import replace
 from datetime import datetime
 
 from gateway.runs.status import (
@@ -37,6 +38,11 @@ class AbandonWatch:
             open_calls=emitted_calls(step.output_items),
         )
         self._keep(step.trace_id, summary)
+        lineage = step.lineage
+        if lineage is not None and lineage.parent_trace_id is not None:
+            # A run waiting on a running sub-agent is not idle (as the store keeps it).
+            for ancestor in {lineage.parent_trace_id, lineage.root_trace_id}:
+                self._active(ancestor, step.ended_at)
 
     def refusal(self, refusal: RefusalRecord) -> None:
         summary = self._summaries.pop(refusal.trace_id, None)
@@ -55,6 +61,12 @@ class AbandonWatch:
             del self._summaries[trace_id]
             count += status is TraceStatus.ABANDONED
         return count
+
+    def _active(self, trace_id: str, at: datetime) -> None:
+        waiting = self._summaries.pop(trace_id, None)
+        if waiting is not None:
+            latest = at if waiting.last_activity_at is None else max(at, waiting.last_activity_at)
+            self._keep(trace_id, replace(waiting, last_activity_at=latest))
 
     def _keep(self, trace_id: str, summary: TraceSummary) -> None:
         if settle(summary).final:

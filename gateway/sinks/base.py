@@ -60,9 +60,14 @@ class Events(Protocol):
         """Fires once per violation found on the MCP side, after it is spooled (never for
         one withdrawn, nor for one stored again with its run)."""
 
+    def subagent_linked(self, via: str) -> None:
+        """Fires once per run linked to a parent run (a sub-agent) by this process, when its
+        first request is admitted; `via` is how: header, traceparent or content."""
+
 
 EVENTS: tuple[str, ...] = ("step_finished", "request_refused", "relay_started", "relay_ended")
 EVENTS += ("request_unbudgeted", "exchange_anomalies", "mcp_execution", "mcp_violation")
+EVENTS += ("subagent_linked",)
 
 
 class Sinks:
@@ -114,3 +119,6 @@ class Sinks:
 
     def mcp_violation(self, violation: McpViolation) -> None:
         self._fire("mcp_violation", violation)
+
+    def subagent_linked(self, via: str) -> None:
+        self._fire("subagent_linked", via)

@@ -93,6 +93,7 @@ class Instruments:
         self._declare_run()
         self._declare_mcp()
         self._declare_exchange()
+        self._declare_subagents()
         self._preinitialize()
 
     def _declare_loopwatch(self) -> None:
@@ -268,6 +269,15 @@ class Instruments:
             registry=self.registry,
         )
 
+    def _declare_subagents(self) -> None:
+        self.subagent_runs = Counter(
+            "loopwatch_subagent_runs",
+            "Runs linked to the run whose tool call started them (sub-agents), by how the "
+            "link was known: `header`, `traceparent` or `content`.",
+            ["via"],
+            registry=self.registry,
+        )
+
     def _declare_exchange(self) -> None:
         self.exchange_anomalies = Counter(
             "loopwatch_exchange_anomalies",
@@ -287,6 +297,8 @@ class Instruments:
             self.budget_refusals.labels(budget)
         for reason in ("pairing", "budget", "loop", "reasoning"):
             self.refusals.labels(reason)
+        for via in ("header", "traceparent", "content"):
+            self.subagent_runs.labels(via)
         self.tool_calls.labels(*CLIENT_TOOL)
         for reason in ("queue_full", "failed"):
             self.webhook_dropped.labels(reason)

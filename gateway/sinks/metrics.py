@@ -93,6 +93,9 @@ class MetricsSink:
     def request_unbudgeted(self) -> None:
         self.instruments.unbudgeted.inc()
 
+    def subagent_linked(self, via: str) -> None:
+        self._child(self.instruments.subagent_runs, via).inc()
+
     def step_finished(self, step: StepRecord, overhead_seconds: float) -> None:
         series = self._series(step)
         series.requests.inc()

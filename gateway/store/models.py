@@ -68,6 +68,9 @@ class TraceRow(SQLModel, table=True):
         sa.Index("ix_traces_span", "span_ms", "id"),
         # A session's first activity again once retention took its oldest traces.
         sa.Index("ix_traces_session_started", "session_id", "started_at"),
+        # A run's children, and a tree's runs (revision 0017).
+        sa.Index("ix_traces_parent", "parent_trace_id"),
+        sa.Index("ix_traces_root", "root_trace_id"),
     )
 
     id: str = _id(primary_key=True)
@@ -126,6 +129,13 @@ class TraceRow(SQLModel, table=True):
     placed_at: datetime | None = Field(
         default=None, sa_column=sa.Column(UTCDateTime(), nullable=True)
     )
+    # A run started by another run's tool call (a sub-agent): its parent run and call, its
+    # tree's root (a root's own id; null for traces stored before revision 0017, roots all)
+    # and its depth, written with the trace's first stored step and never changed.
+    parent_trace_id: str | None = _id(nullable=True)
+    parent_call_id: str | None = Field(default=None, sa_column=sa.Column(sa.String(256)))
+    root_trace_id: str | None = _id(nullable=True)
+    depth: int = _count()
 
 
 def _placed() -> Any:

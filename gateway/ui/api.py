@@ -85,6 +85,7 @@ def _filters(request: web.Request) -> TraceFilters:
         since=_time(request, "since"),
         until=_time(request, "until"),
         q=(query.get("q") or "").strip() or None,
+        include_children=_flag(request, "include_children"),
     )
 
 

@@ -231,3 +231,20 @@ def test_revision_0016_adds_an_indexed_conversation_id_null_on_steps_stored_befo
     with engine.connect() as conn:
         stored = conn.execute(sa.text("SELECT conversation_id FROM steps")).scalars().all()
     assert stored and set(stored) == {None}
+
+
+def test_revision_0017_adds_a_traces_place_in_its_tree_stored_ones_roots(
+    database: Database, tmp_path: Path, open_engine: OpenEngine
+) -> None:
+    engine = open_engine(load_database_before_migrations(database, tmp_path))
+    with engine.begin() as conn:
+        command.upgrade(alembic_config(conn), "0016")
+    with engine.begin() as conn:
+        command.upgrade(alembic_config(conn), "0017")
+    inspector = sa.inspect(engine)
+    indexes = {i["name"]: i["column_names"] for i in inspector.get_indexes("traces")}
+    assert indexes["ix_traces_parent"] == ["parent_trace_id"]
+    assert indexes["ix_traces_root"] == ["root_trace_id"]
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT parent_trace_id, depth FROM traces")).all()
+    assert rows and set(rows) == {(None, 0)}

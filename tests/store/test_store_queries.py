@@ -79,6 +79,10 @@ def test_list_newest_first_across_pages(engine: Engine, make_step: MakeStep) -> 
         "tool_ms",
         "session_id",
         "first_user_text",
+        "parent_trace_id",
+        "root_trace_id",
+        "depth",
+        "tree",
     }
     assert trace["updated_at"].endswith("Z")
 

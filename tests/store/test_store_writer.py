@@ -14,7 +14,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine
 
 from gateway.items import Item, ItemKind, StopReason, Usage, Violation, ViolationKind
-from gateway.step import RefusalRecord, StepRecord
+from gateway.step import Lineage, RefusalRecord, StepRecord
 from gateway.store.engine import create_schema
 from gateway.store.models import ITEMS, STEPS, TOOL_SETS, VIOLATIONS
 from gateway.store.read.queries import get_trace
@@ -333,3 +333,25 @@ def test_declared_tools_are_stored_once_across_steps_and_batches(
     other_trace = get_trace(engine, "t-tools-b")
     assert other_trace is not None
     assert [step["tools"] for step in other_trace["steps"]] == [None, other]
+
+
+def test_a_trace_takes_its_place_in_its_tree_from_its_first_step(
+    engine: Engine, make_step: MakeStep
+) -> None:
+    writer = StoreWriter(engine)
+    child = Lineage("t-root", 1, "t-root", "call_1", "content")
+    writer.write_batch([make_step("t-root"), make_step("t-child", step_id="s-c1", lineage=child)])
+    # A later step's lineage changes nothing: the link is made once.
+    other = Lineage("t-else", 3, "t-else", "call_9", "header")
+    writer.write_batch([make_step("t-child", step_id="s-c2", lineage=other)])
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text(
+                "SELECT id, parent_trace_id, parent_call_id, root_trace_id, depth FROM traces "
+                "ORDER BY id"
+            )
+        ).all()
+    assert [tuple(r) for r in rows] == [
+        ("t-child", "t-root", "call_1", "t-root", 1),
+        ("t-root", None, None, "t-root", 0),
+    ]

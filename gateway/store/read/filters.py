@@ -28,6 +28,8 @@ class TraceFilters:
     since: datetime | None = None  # last activity at or after
     until: datetime | None = None  # last activity at or before
     q: str | None = None  # gateway.store.read.search: applied by queries.list_traces
+    # Sub-agents' runs too: by default the list holds roots (a search finds any run).
+    include_children: bool | None = None
 
     def merged(self, **values: Any) -> TraceFilters:
         return replace(self, **{k: v for k, v in values.items() if v is not None})
@@ -47,6 +49,8 @@ def trace_conditions(
     its index scan at the cursor instead of at the ceiling (two bounds it cannot compare)."""
     t = TRACES.c
     conditions: list[Any] = []
+    if not filters.include_children and not filters.q:
+        conditions.append(t.parent_trace_id.is_(None))
     if filters.status:
         status = TraceStatus(filters.status)
         conditions.append(status_condition(status, now, idle_seconds, below))

@@ -17,7 +17,7 @@ from gateway.store.mcp_tables import MCP_VIOLATIONS
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
 from gateway.store.partitions import ranges as partitions
 from gateway.store.read import cursor as cursor_codec
-from gateway.store.read import keyset, search
+from gateway.store.read import keyset, search, trees
 from gateway.store.read.deadline import time_limit
 from gateway.store.read.filters import TraceFilters, trace_conditions
 from gateway.store.read.shapes import (
@@ -124,8 +124,20 @@ def list_traces(
         if filters.q:  # find, then fetch: the page reads only the traces found
             query = query.where(t.id.in_(sorted(search.matching_trace_ids(conn, filters.q))))
         rows, next_cursor = _sorted_page(conn, query, sort, limit, cursor)
-    traces = [trace_json(row, now, idle_seconds) for row in rows]
+        totals = trees.tree_totals(conn, [trees.root_of(row) for row in rows])
+    traces = [trace_json(row, now, idle_seconds) | _in_tree(row, totals) for row in rows]
     return {"traces": traces, "next_cursor": next_cursor}
+
+
+def _in_tree(row: RowMapping, totals: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A listed trace's place: its parent and root, and its tree's totals."""
+    root = trees.root_of(row)
+    return {
+        "parent_trace_id": row["parent_trace_id"],
+        "root_trace_id": root,
+        "depth": row["depth"],
+        "tree": totals.get(root, trees.EMPTY),
+    }
 
 
 def _limited(conn: Connection, q: str | None, seconds: float) -> AbstractContextManager[None]:
@@ -177,7 +189,7 @@ def get_trace(
             .where(VIOLATIONS.c.trace_id == trace_id, *_in_partition(VIOLATIONS, placed))
             .order_by(VIOLATIONS.c.created_at, VIOLATIONS.c.id)
         ).mappings()
-        result = trace_json(row, now, idle_seconds)
+        result = trace_json(row, now, idle_seconds) | trees.place_json(conn, row, now, idle_seconds)
         result["steps"] = steps
         result["next_steps_after"] = steps[-1]["seq"] if more else None
         stored = list(violations)

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from sqlalchemy.engine import Connection, Dialect
 
 from gateway import jsoncodec
+from gateway.step import Lineage
 from gateway.store.models import TRACES
 from gateway.store.write import session_summary
 from gateway.store.write.rows import converter, placeholder
@@ -59,6 +60,11 @@ _INSERTED = (
     "session_id",
     "placed_at",
     *SUMMARY_COLUMNS,
+    # Its place in a tree of runs: set when the row is made, never merged.
+    "parent_trace_id",
+    "parent_call_id",
+    "root_trace_id",
+    "depth",
 )
 # What the fold reads of a stored row, and session_summary of a trace joining its session.
 # `placed_at` is set when the row is made and never merged: every batch of a trace places
@@ -126,6 +132,36 @@ def with_batch(before: StoredTrace, row: dict[str, Any]) -> StoredTrace:
         violation_count=before.violation_count + row["violation_count"],
         cost_nano=before.cost_nano + row["cost_nano"],
     )
+
+
+def lineage_columns(trace_id: str, lineage: Lineage | None) -> dict[str, Any]:
+    """A new trace's place in its tree: a root unless its first step knew a parent."""
+    lineage = lineage or Lineage(trace_id)
+    return {
+        "parent_trace_id": lineage.parent_trace_id,
+        "parent_call_id": lineage.parent_call_id,
+        "root_trace_id": lineage.root_trace_id,
+        "depth": lineage.depth,
+    }
+
+
+def touch_ancestors(conn: Connection, runs: Sequence[tuple[Lineage, datetime]]) -> None:
+    """A sub-agent's activity is its parent's and its root's (`runs`: the batch's places in
+    trees and their last activity): a run waiting on a running child is not idle, nor
+    abandoned. Only ever later, so replicas and late writes agree; ids in order, as every
+    lock here."""
+    latest: dict[str, datetime] = {}
+    for lineage, at in runs:
+        if lineage.parent_trace_id is None:
+            continue
+        for trace_id in {lineage.parent_trace_id, lineage.root_trace_id}:
+            latest[trace_id] = max(latest.get(trace_id, at), at)
+    if not latest:
+        return
+    mark = placeholder(conn)
+    sql = f"UPDATE traces SET updated_at = {mark} WHERE id = {mark} AND updated_at < {mark}"
+    convert = converter(conn, TRACES.c["updated_at"].type)
+    conn.exec_driver_sql(sql, [(convert(at), i, convert(at)) for i, at in sorted(latest.items())])
 
 
 def insert_new(conn: Connection, rows: Sequence[dict[str, Any]]) -> set[str]:

@@ -17,7 +17,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Engine
 
 from gateway.items import Violation
-from gateway.step import RefusalRecord, StepRecord
+from gateway.step import Lineage, RefusalRecord, StepRecord
 from gateway.store.engine import tune_for_batches, write_connection
 from gateway.store.key_epochs import epoch_for_batch
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
@@ -58,9 +58,11 @@ class TraceDelta:
     unpriced_steps: int = 0
     model_ms: float = 0.0
     session_id: str | None = None
+    lineage: Lineage | None = None  # of the batch's first step that knew one
 
     def add_step(self, record: StepRecord) -> None:
         self.steps.append(record)
+        self.lineage = self.lineage or record.lineage
         self._widen(record.started_at, record.ended_at)
         usage = record.usage
         for name in _SUMMED_AS_IS:
@@ -239,6 +241,7 @@ def _trace_row(delta: TraceDelta) -> dict[str, Any]:
         "placed_at": delta.started_at,  # a new trace's; a stored one keeps its own
         **dict.fromkeys(SUMMARY_COLUMNS),
         "open_calls": 0,
+        **trace_merge.lineage_columns(delta.trace_id, delta.lineage),
     }
 
 
@@ -276,6 +279,7 @@ def _merge_traces(
         before[trace_id] = stored[trace_id].step_count - len(delta.steps)
     trace_merge.add_to_stored(conn, additions)
     trace_models.record(conn, deltas)
+    trace_merge.touch_ancestors(conn, [(d.lineage, d.updated_at) for d in deltas if d.lineage])
     session_summary.record(conn, ((delta, stored[delta.trace_id]) for delta in deltas))
     return before, folds, stored
 
