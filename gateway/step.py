@@ -155,6 +155,7 @@ class RefusalRecord:
     kind: str = "pairing"
     items: tuple[Item, ...] = ()
     session_id: str | None = None
+    lineage: Lineage | None = None  # the run's place in its tree, as admission knew it
 
     def __post_init__(self) -> None:
         _freeze(self, ("violations", "items"))
@@ -304,4 +305,5 @@ REFUSAL_FIELDS: tuple[Persisted, ...] = (
     Persisted("kind"),
     Persisted("items", _rows(item_row), _rows(item_of), redact="items"),
     Persisted("session_id", redact="text"),
+    Persisted("lineage", lambda v: None if v is None else v.to_json(), lineage_of),
 )

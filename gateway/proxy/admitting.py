@@ -94,15 +94,19 @@ async def check(
         return Refused(exc, {TRACE_HEADER: unread_refusal(deps, headers.get(TRACE_HEADER), exc)})
     own = {TRACE_HEADER: placement.trace_id}
     session = sessions.session_id(headers, body, adapter.session_fields)
-    refused = partial(_refused, deps, placement, session)
+    client = parents.client_of(deps, headers)
+    try:  # first: every refusal of the run is recorded in its tree
+        lineage = await parents.lineage_of(deps, headers, placement, client)
+    except GatewayError as exc:  # a parent header that names no run
+        _refused(deps, placement, session, [request_violation(exc)], "request")
+        return Refused(exc, own)
+    refused = partial(_refused, deps, placement, session, lineage=lineage)
     key = budgets.key_settings(deps.settings, deps.secret, headers)
     violations = history_violations(adapter, parsed, placement, deps.settings.terminal_tools)
     broken = _rules_refusal(deps, adapter, (violations, placement.trace_id), key, refused)
     if broken is not None:
         return Refused(broken, own)
-    client = parents.client_of(deps, headers)
     try:
-        lineage = await parents.lineage_of(deps, headers, placement, client)
         admission = await admit(
             deps,
             headers,
@@ -249,6 +253,7 @@ def _refused(
     violations: list[Violation],
     kind: str,
     limits: budgets.Limits | None = None,
+    lineage: Lineage | None = None,
 ) -> None:
     """Record a refused request: its violations and the new items it carried."""
     record = RefusalRecord(
@@ -261,5 +266,6 @@ def _refused(
         kind=kind,
         items=tuple(placement.new_items),
         session_id=session,
+        lineage=lineage,
     )
     deps.bus.refused(record)

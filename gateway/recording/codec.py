@@ -34,6 +34,8 @@ _STEP, _REFUSAL = b"S", b"R"
 _KEY_AT = next(i for i, f in enumerate(STEP_FIELDS) if f.name == "continuation_key")
 # The oldest step line known ends with the session id (retry_of came after it).
 _OLDEST = 1 + next(i for i, f in enumerate(STEP_FIELDS) if f.name == "session_id")
+# The oldest refusal line known ends with the session id too (its lineage came after it).
+_OLDEST_REFUSAL = 1 + next(i for i, f in enumerate(REFUSAL_FIELDS) if f.name == "session_id")
 
 
 class _Row:
@@ -92,7 +94,7 @@ def decode(line: bytes) -> Record:
         if tag == _STEP:
             return StepRecord(**_values(row, STEP_FIELDS, _OLDEST))
         if tag == _REFUSAL:
-            return RefusalRecord(**_values(row, REFUSAL_FIELDS, len(REFUSAL_FIELDS)))
+            return RefusalRecord(**_values(row, REFUSAL_FIELDS, _OLDEST_REFUSAL))
     except (TypeError, ValueError, KeyError) as exc:
         raise ValueError(f"spooled record is malformed: {exc!r}") from exc
     raise ValueError("spooled record has an unknown tag")

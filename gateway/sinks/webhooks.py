@@ -25,7 +25,7 @@ from yarl import URL
 from gateway.background import Background
 from gateway.items import Violation
 from gateway.mcp.records import McpViolation
-from gateway.step import RefusalRecord, StepRecord
+from gateway.step import Lineage, RefusalRecord, StepRecord
 
 log = logging.getLogger(__name__)
 
@@ -98,11 +98,13 @@ class WebhookSink:
     def step_finished(self, step: StepRecord, overhead_seconds: float) -> None:
         if step.violations:
             at = step.started_at
-            self._hand([self._event(v, step.trace_id, step.id, at) for v in step.violations])
+            root = _root(step.trace_id, step.lineage)
+            self._hand([self._event(v, root, step.id, at) for v in step.violations])
 
     def request_refused(self, refusal: RefusalRecord) -> None:
         at = refusal.created_at
-        self._hand([self._event(v, refusal.trace_id, None, at) for v in refusal.violations])
+        root = _root(refusal.trace_id, refusal.lineage)
+        self._hand([self._event(v, root, None, at) for v in refusal.violations])
 
     def skipped(self, record: object) -> None:
         """A record `Redacting` had no room for: its violations' events are dropped."""
@@ -119,6 +121,7 @@ class WebhookSink:
         event = {
             "kind": violation.kind,
             "trace_id": trace_id,
+            "root_trace_id": trace_id,  # the MCP side knows no tree: as the run's own
             "step_id": None,
             "call_id": call_id,
             "detail": violation.detail,
@@ -132,13 +135,15 @@ class WebhookSink:
         self._hand([event])
 
     def _event(
-        self, violation: Violation, trace_id: str, step_id: str | None, at: datetime
+        self, violation: Violation, run: tuple[str, str], step_id: str | None, at: datetime
     ) -> dict[str, Any]:
+        trace_id, root_trace_id = run
         link = f"{self._public_url}/traces/{trace_id}" if self._public_url else None
         call_id = violation.call_id
         return {
             "kind": violation.kind.value,
             "trace_id": trace_id,
+            "root_trace_id": root_trace_id,  # its tree's root (its own id for a root)
             "step_id": step_id,
             "call_id": call_id,  # the client's string: redacted like any text
             "detail": violation.detail,
@@ -213,3 +218,8 @@ def _origin(url: str) -> str:
         return str(URL(url).origin())
     except ValueError:
         return "(invalid URL)"
+
+
+def _root(trace_id: str, lineage: Lineage | None) -> tuple[str, str]:
+    """A run's id and its tree's root's (its own when it is a root)."""
+    return trace_id, trace_id if lineage is None else lineage.root_trace_id

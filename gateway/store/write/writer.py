@@ -79,6 +79,7 @@ class TraceDelta:
 
     def add_refusal(self, record: RefusalRecord) -> None:
         self.refusals.append(record)
+        self.lineage = self.lineage or record.lineage
         self._widen(record.created_at, record.created_at)
         self.violations += len(record.violations)
         self._set_budget(record.budget_max_steps, record.budget_max_tokens)

@@ -303,3 +303,35 @@ async def test_configured_tree_budgets_cover_an_agents_sdk_agent_as_tool(
         await openai_sdk.chat.completions.create(model="gpt-4o", messages=more)  # type: ignore[arg-type]
     assert raised.value.body["code"] == "step_budget_exceeded"  # type: ignore[index]
     assert len(gw.provider.received) == 2
+
+
+async def test_a_tree_budget_holds_exactly_under_concurrent_sub_agents(gateway: Gateway) -> None:
+    """Five steps for the tree: the root takes one, its two sub-agents race for the rest
+    with eight requests at once; exactly four reach the provider."""
+    gateway.provider.responder = lambda _: chat.completion("ok")
+    root = {"X-Loopwatch-Trace-Id": "tree-root", "X-Loopwatch-Max-Steps": "5"}
+    assert await _chat(gateway, root) == 200
+
+    def child(name: str) -> dict[str, str]:
+        return {"X-Loopwatch-Trace-Id": name, "X-Loopwatch-Parent-Trace-Id": "tree-root"}
+
+    racing = [_chat(gateway, child(f"tree-child-{i % 2}")) for i in range(8)]
+    statuses = await asyncio.gather(*racing)
+    assert sorted(statuses) == [200] * 4 + [429] * 4
+    assert len(gateway.provider.received) == 5
+    tree = (await gateway.trace("tree-root"))["tree"]
+    assert (tree["traces"], tree["steps"]) == (3, 5)
+
+
+async def _chat(gw: Gateway, headers: dict[str, str]) -> int:
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            gw.openai_base + "/chat/completions",
+            json=body,
+            headers={"Authorization": "Bearer sk-proj-tree", **headers},
+        ) as r,
+    ):
+        await r.read()
+        return r.status

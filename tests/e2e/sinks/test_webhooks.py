@@ -186,3 +186,16 @@ def test_signature_is_the_hmac_of_the_exact_body() -> None:
     digest = hmac.new(HOOK_SECRET.encode(), body, hashlib.sha256).hexdigest()
     assert signature(HOOK_SECRET, body) == f"sha256={digest}"
     assert signature(HOOK_SECRET, body + b" ") != signature(HOOK_SECRET, body)
+
+
+async def test_a_sub_agents_event_names_its_trees_root(
+    aiohttp_server: Any, make_gateway: GatewayFactory
+) -> None:
+    receiver, url = await _receiver(aiohttp_server)
+    gw: Gateway = await make_gateway(webhook_urls=(url,))
+    headers = {"X-Loopwatch-Trace-Id": "sub-run", "X-Loopwatch-Parent-Trace-Id": "root-run"}
+    assert await post(gw, ORPHAN, **headers) == 400
+    await asyncio.wait_for(receiver.arrived.wait(), 10)
+    [event] = receiver.events
+    assert event["kind"] == "orphan_tool_result"
+    assert (event["trace_id"], event["root_trace_id"]) == ("sub-run", "root-run")
