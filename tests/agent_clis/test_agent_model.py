@@ -82,6 +82,32 @@ def test_claude_code_sub_agent_is_started_with_its_agent_tool() -> None:
     assert SUBAGENT_TASK in [block["text"] for block in first]
 
 
+def test_older_claude_code_task_tool_is_used_alike() -> None:
+    """Claude Code before 2.1 names its sub-agent tool `Task`, its input description, prompt
+    and subagent_type, with no background switch: the same request with the tool so named
+    and shaped starts the sub-agent through it."""
+    received = _received("claude-code-delegate-messages-1")
+    body = json.loads(received.body)
+    (tool,) = [t for t in body["tools"] if t["name"] == "Agent"]
+    tool["name"] = "Task"
+    properties = tool["input_schema"]["properties"]
+    tool["input_schema"]["properties"] = {
+        k: properties[k] for k in ("description", "prompt", "subagent_type")
+    }
+    older = Received(
+        received.method, received.path, "", received.headers, json.dumps(body).encode()
+    )
+    events = _events(AgentModel()(older))
+    uses = [e["content_block"] for e in events if e["type"] == "content_block_start"]
+    assert [u["name"] for u in uses if u["type"] == "tool_use"] == ["Task"]
+    deltas = "".join(e["delta"].get("partial_json", "") for e in events if "delta" in e)
+    assert json.loads(deltas) == {
+        "description": "Write the marker file",
+        "prompt": SUBAGENT_TASK,
+        "subagent_type": "general-purpose",
+    }
+
+
 def test_codex_exec_is_called_in_its_namespace_as_a_custom_tool() -> None:
     """Codex declares its tools in an `additional_tools` input item, `exec` a free-form
     tool in the `functions` namespace: the call must be a custom_tool_call there."""
