@@ -27,7 +27,8 @@ from sqlalchemy.engine import make_url
 from gateway.app import DEPS, MCP, create_app
 from gateway.config import McpServer, Settings
 from gateway.demo import mcp_tools
-from gateway.demo.agents import RunSummary, run_all
+from gateway.demo.agents import run_all
+from gateway.demo.loop import RunSummary
 from gateway.demo.provider import ScriptedProvider
 from gateway.errors import StartupError
 from gateway.ops.http_server import GatewayRunner

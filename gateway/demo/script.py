@@ -189,6 +189,39 @@ def _release(c: Conversation) -> Answer:
     )
 
 
+# The task an orchestrator hands its research sub-agent: the sub-agent's first user turn, by
+# which the gateway links its run to the call (no header needed).
+LEVADA_TASK = "Research the Funchal levadas: the weekend weather and one good trail."
+
+
+def _madeira(c: Conversation) -> Answer:
+    """The orchestrator: its one tool starts a sub-agent, whose report it answers from."""
+    if not c.results:
+        call = ("research_agent", {"task": LEVADA_TASK})
+        return Answer("I'll hand the research to a sub-agent.", _calls(c, "madeira", call))
+    return Answer(
+        "Go on Saturday: sunny and 22 °C in Funchal. Walk from Pico do Arieiro to Pico Ruivo "
+        "(11 km, about 4 h), as the research sub-agent found."
+    )
+
+
+def _levadas(c: Conversation) -> Answer:
+    """The research sub-agent: two tools in parallel, then its report."""
+    if not c.results:
+        return Answer(
+            "",
+            _calls(
+                c,
+                "levada",
+                ("get_weather", {"city": "Funchal", "days": 2}),
+                ("find_trails", {"near": "Funchal", "max_km": 12}),
+            ),
+        )
+    return Answer(
+        "Funchal: sunny, 22 °C on Saturday. Best trail: Pico do Arieiro to Pico Ruivo, 11 km, 4 h."
+    )
+
+
 SCENARIOS = {
     "hiking": _hiking,
     "dinner": _dinner,
@@ -200,6 +233,8 @@ SCENARIOS = {
     "yen": _currency,
     "refund": _refund,
     "release": _release,
+    "madeira": _madeira,
+    "levada": _levadas,
 }
 
 

@@ -11,7 +11,7 @@ from tests.agent_clis.runner import BIN, PROMPT, Sandbox
 DUMMY_KEY = "sk-loopwatch-dummy"
 
 
-def claude_code(sandbox: Sandbox, gateway_url: str) -> list[str]:
+def claude_code(sandbox: Sandbox, gateway_url: str, prompt: str = PROMPT) -> list[str]:
     """Claude Code, `claude -p`, its default model, on Anthropic Messages."""
     sandbox.env.update(
         {
@@ -31,7 +31,7 @@ def claude_code(sandbox: Sandbox, gateway_url: str) -> list[str]:
         }
     )
     # -p cannot ask for permission: the shell tool is allowed up front, as users do.
-    return [str(BIN / "claude"), "-p", PROMPT, "--allowedTools", "Bash"]
+    return [str(BIN / "claude"), "-p", prompt, "--allowedTools", "Bash"]
 
 
 CODEX_CONFIG = """\

@@ -84,4 +84,4 @@ def test_demo_runs_on_the_runtime_dependencies_alone(tmp_path: Path) -> None:
         timeout=300,
     )
     assert demo.returncode == 0, demo.stderr[-2000:]
-    assert "10 sample runs recorded" in demo.stdout
+    assert "11 sample runs recorded" in demo.stdout

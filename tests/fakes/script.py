@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 
 class BadRequest(Exception):
@@ -77,6 +77,26 @@ class Script:
         return Move(text=text, thought="I have every result; answering.")
 
 
+class Planner(Protocol):
+    """What decides a scripted model's next move: one Script, or a Crew of them."""
+
+    def next_move(self, history: list[Said], declared: set[str]) -> Move: ...
+
+
+@dataclass
+class Crew:
+    """Agents that start agents, behind one model: a request is answered by the script of
+    the first agent whose tool it declares (an orchestrator declares its sub-agent's tool),
+    else by the default script (the sub-agent's)."""
+
+    by_tool: dict[str, Script]
+    default: Script
+
+    def next_move(self, history: list[Said], declared: set[str]) -> Move:
+        script = next((s for tool, s in self.by_tool.items() if tool in declared), self.default)
+        return script.next_move(history, declared)
+
+
 def final_answer(results: list[str]) -> str:
     """The answer the script gives once it has the tool results (tests compute it too)."""
     return "Here is what I found: " + "; ".join(results) + "."
@@ -91,6 +111,17 @@ def weather_and_time(*, parallel: bool) -> Script:
 
 QUESTION = "What is the weather in Paris and the time in Tokyo?"
 
+# An orchestrator that hands the question to a research agent, called as its tool.
+RESEARCH_TOOL = "research"
+RESEARCH_TASK = "Find the weather in Paris and the local time in Tokyo."
+
+
+def research_crew(*, parallel: bool) -> Crew:
+    """The orchestrator calls RESEARCH_TOOL once with RESEARCH_TASK as its `input` and
+    answers from its result; the research agent runs the weather-and-time script."""
+    delegate = Script([[Call(RESEARCH_TOOL, {"input": RESEARCH_TASK})]])
+    return Crew({RESEARCH_TOOL: delegate}, weather_and_time(parallel=parallel))
+
 
 def weather_tool(city: str) -> str:
     """What the tests' get_weather tool returns."""
@@ -103,6 +134,7 @@ def time_tool(city: str) -> str:
 
 
 EXPECTED_ANSWER = final_answer([weather_tool("Paris"), time_tool("Tokyo")])
+EXPECTED_RESEARCH_ANSWER = final_answer([EXPECTED_ANSWER])
 
 
 # Frameworks that re-render a history as text (smolagents) echo each round of calls as an

@@ -13,13 +13,13 @@ from typing import Any
 
 from tests.fakes import scripted_anthropic, scripted_chat, scripted_responses
 from tests.fakes.provider import Received, Reply
-from tests.fakes.script import BadRequest, Ids, Script, check_pairing
+from tests.fakes.script import BadRequest, Ids, Planner, check_pairing
 
 CREATED = 1767225600
 
 
 class ScriptedModel:
-    def __init__(self, script: Script) -> None:
+    def __init__(self, script: Planner) -> None:
         self.script = script
         self.ids = Ids()
         self.store = scripted_responses.Store()

@@ -2,13 +2,17 @@
 
 It finds the shell tool a client declares, calls it once with a command that writes a marker
 file, then answers with what the command printed. A request that declares no shell tool (a
-title, a summary, a quota probe) gets a short plain answer. Every request is answered in its
+title, a summary, a quota probe) gets a short plain answer. A task that asks for a sub-agent
+(DELEGATE in its first user turn) is handed to the client's sub-agent tool instead, with
+SUBAGENT_TASK as the sub-agent's prompt; the sub-agent's own run then calls the shell as
+above, and the parent answers from the sub-agent's report. Every request is answered in its
 own protocol, streamed or not, with reasoning the gateway must never store.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +27,21 @@ COMMAND = f"echo {MARKER} > {MARKER_FILE} && cat {MARKER_FILE}"
 THOUGHT = "Private plan 7f3a: run the marker command, then report what it printed."
 SIDE_ANSWER = "Marker check"
 FINAL_PREFIX = "The marker command printed: "
+# A task with these words is delegated; the sub-agent's task must not have them.
+DELEGATE = "with a sub-agent"
+DELEGATING_PROMPT = (
+    "Have the marker file written with the shell with a sub-agent, then tell me what the "
+    "command printed."
+)
+BACKGROUND_PROMPT = (
+    "Have the marker file written with the shell with a sub-agent in the background, then "
+    "tell me what the command printed."
+)
+IN_BACKGROUND = "in the background"
+SUBAGENT_TASK = "Write the marker file with the shell and report what the command printed."
+WAITING = "A sub-agent is writing the marker file; I will report what it printed."
+# Sub-agent tools as the clients name them: Claude Code's `Agent` (2.1), `Task` before it.
+SUBAGENT_NAMES = ("Agent", "Task")
 
 # Shell tools as the clients name them, most specific first.
 SHELL_NAMES = (
@@ -40,8 +59,16 @@ SHELL_NAMES = (
 def final_answer(output: str) -> str:
     """The final text once the tool ran: the output line with the marker (not the command
     echoed back), or that there was none."""
-    lines = [line.strip() for line in output.splitlines() if MARKER in line and "echo" not in line]
-    return FINAL_PREFIX + lines[-1] if lines else "The marker command printed nothing."
+    lines = [
+        re.sub(r"<[^>]*>", "", line).strip()  # a background task's news comes in tags
+        for line in output.splitlines()
+        if MARKER in line and "echo" not in line
+    ]
+    # A sub-agent's report already says it: relayed as the same answer.
+    return FINAL_PREFIX + lines[-1].removeprefix(FINAL_PREFIX) if lines else NOTHING
+
+
+NOTHING = "The marker command printed nothing."
 
 
 @dataclass
@@ -50,7 +77,7 @@ class Seen:
 
     protocol: str
     shell: str | None
-    move: str  # "call", "final", "side" or "other"
+    move: str  # "delegate", "wait", "call", "final", "side" or "other"
     text: str = ""  # the answer's text
 
 
@@ -86,30 +113,62 @@ class AgentModel:
         body = received.json()
         conversation = protocol.read(body)
         shell = _find_shell(conversation.tools)
-        if conversation.result is not None:
-            move = wire.Answer(text=final_answer(conversation.result), thought=THOUGHT)
-            kind = "final"
-        elif shell is not None:
-            move = wire.Answer(call=shell, thought=THOUGHT)
-            kind = "call"
-        else:
-            move = wire.Answer(text=SIDE_ANSWER)
-            kind = "side"
+        kind, move = _decide(conversation, shell)
         self.seen.append(Seen(protocol.name, shell.name if shell else None, kind, move.text))
         return protocol.answer(body, move, self.ids)
+
+
+def _decide(
+    conversation: wire.Conversation, shell: wire.ToolCall | None
+) -> tuple[str, wire.Answer]:
+    """The model's move: its kind and its answer."""
+    result, news = conversation.result, conversation.latest
+    if DELEGATE in conversation.task:
+        if MARKER in news:  # a background sub-agent's report, come as a user turn
+            return "final", wire.Answer(text=final_answer(news), thought=THOUGHT)
+        if result is not None and MARKER not in result:  # launched: its report comes later
+            return "wait", wire.Answer(text=WAITING, thought=THOUGHT)
+        delegate = _find_subagent(conversation.tools, conversation.task)
+        if result is None and delegate is not None:
+            return "delegate", wire.Answer(call=delegate, thought=THOUGHT)
+    if result is not None:
+        return "final", wire.Answer(text=final_answer(result), thought=THOUGHT)
+    if shell is not None:
+        return "call", wire.Answer(call=shell, thought=THOUGHT)
+    return "side", wire.Answer(text=SIDE_ANSWER)
 
 
 def _lower(headers: dict[str, str]) -> set[str]:
     return {name.lower() for name in headers}
 
 
-def _find_shell(tools: list[wire.Tool]) -> wire.ShellCall | None:
+def _find_shell(tools: list[wire.Tool]) -> wire.ToolCall | None:
     by_name = {tool.name: tool for tool in tools}
     for name in SHELL_NAMES:
         tool = by_name.get(name)
         if tool is not None:
-            return wire.ShellCall(tool, _arguments(tool))
+            return wire.ToolCall(tool, _arguments(tool))
     return None
+
+
+def _find_subagent(tools: list[wire.Tool], task: str) -> wire.ToolCall | None:
+    """The call starting a sub-agent on SUBAGENT_TASK, when the task asks for one and the
+    request declares a sub-agent tool; in the foreground where the tool offers the choice,
+    so the parent's next request carries the sub-agent's report, unless the task asks for the
+    background (then the report comes as a later user turn)."""
+    by_name = {tool.name: tool for tool in tools}
+    tool = next((by_name[n] for n in SUBAGENT_NAMES if n in by_name), None)
+    if tool is None:
+        return None
+    properties = (tool.schema or {}).get("properties") or {}
+    offered = {
+        "description": "Write the marker file",
+        "prompt": SUBAGENT_TASK,
+        "subagent_type": "general-purpose",
+        "run_in_background": IN_BACKGROUND in task,
+    }
+    arguments = {k: v for k, v in offered.items() if k in properties or k == "prompt"}
+    return wire.ToolCall(tool, arguments)
 
 
 def _arguments(tool: wire.Tool) -> dict[str, Any] | str:

@@ -26,7 +26,7 @@ class Tool:
 
 
 @dataclass(frozen=True)
-class ShellCall:
+class ToolCall:
     tool: Tool
     arguments: dict[str, Any] | str
 
@@ -41,7 +41,7 @@ class ShellCall:
 
 @dataclass(frozen=True)
 class Answer:
-    call: ShellCall | None = None
+    call: ToolCall | None = None
     text: str = ""
     thought: str = ""
 
@@ -50,6 +50,8 @@ class Answer:
 class Conversation:
     tools: list[Tool]
     result: str | None  # the tool output the request ends with, if it does
+    task: str = ""  # the text of the first user turn: what the run was asked to do
+    latest: str = ""  # the text of the last turn when it is a user's (a background task's news)
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,14 @@ class Protocol:
     name: str
     read: Callable[[dict[str, Any]], Conversation]
     answer: Callable[[dict[str, Any], Answer, Ids], Reply]
+
+
+def _first_user(messages: list[Any]) -> str:
+    """The text of the first user message (the same shape in the three protocols)."""
+    for message in messages:
+        if isinstance(message, dict) and message.get("role") == "user":
+            return text_of(message.get("content"))
+    return ""
 
 
 # Chat Completions
@@ -71,7 +81,8 @@ def _chat_read(body: dict[str, Any]) -> Conversation:
     messages = body.get("messages") or []
     last = messages[-1] if messages else {}
     result = text_of(last.get("content")) if last.get("role") == "tool" else None
-    return Conversation(tools, result)
+    latest = text_of(last.get("content")) if last.get("role") == "user" else ""
+    return Conversation(tools, result, _first_user(messages), latest)
 
 
 def _chat_answer(body: dict[str, Any], move: Answer, ids: Ids) -> Reply:
@@ -108,12 +119,16 @@ def _messages_read(body: dict[str, Any]) -> Conversation:
         if "name" in t and "input_schema" in t
     ]
     messages = body.get("messages") or []
-    last = messages[-1] if messages else {}
+    # Claude Code 2.1 may end a request with a `system` message after the tool results (the
+    # agent types it offers): the turn that counts is the last user or assistant one.
+    turns = [m for m in messages if isinstance(m, dict) and m.get("role") != "system"]
+    last = turns[-1] if turns else {}
     results = [b for b in _blocks(last.get("content")) if b.get("type") == "tool_result"]
     result = None
     if last.get("role") == "user" and results:
         result = "\n".join(text_of(b.get("content")) for b in results)
-    return Conversation(tools, result)
+    latest = text_of(last.get("content")) if last.get("role") == "user" else ""
+    return Conversation(tools, result, _first_user(messages), latest)
 
 
 def _messages_answer(body: dict[str, Any], move: Answer, ids: Ids) -> Reply:
@@ -175,10 +190,11 @@ def _responses_read(body: dict[str, Any]) -> Conversation:
     if str(last.get("type", "")).endswith("_call_output"):
         output = last.get("output")
         result = output if isinstance(output, str) else text_of(output)
-    return Conversation(tools, result)
+    messages = [i for i in items if i.get("type", "message") == "message"]
+    return Conversation(tools, result, _first_user(messages))
 
 
-def _responses_call(call: ShellCall, ids: Ids) -> dict[str, Any]:
+def _responses_call(call: ToolCall, ids: Ids) -> dict[str, Any]:
     call_id = ids.openai_call()
     if call.tool.custom:
         item = {

@@ -42,11 +42,21 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     elapsed = time.perf_counter() - started
     engine = make_engine(settings.database_url)
     try:
-        listed = queries.list_traces(engine, limit=50)["traces"]
+        listed = queries.list_traces(engine, limit=50)["traces"]  # the roots
         traces = [queries.get_trace(engine, t["id"]) for t in listed]
+        children = [
+            queries.get_trace(engine, c["id"]) for t in traces for c in t.get("children", [])
+        ]
     finally:
         engine.dispose()
-    return {"runs": runs, "out": out.getvalue(), "traces": traces, "path": path, "secs": elapsed}
+    return {
+        "runs": runs,
+        "out": out.getvalue(),
+        "traces": traces,
+        "children": children,
+        "path": path,
+        "secs": elapsed,
+    }
 
 
 def _violations(trace: dict[str, Any]) -> set[str]:
@@ -169,7 +179,7 @@ def _calls(step: dict[str, Any]) -> list[dict[str, Any]]:
 def test_demo_shows_loop_and_undeclared_tool(demo: dict[str, Any]) -> None:
     kinds = set().union(*(_violations(t) for t in demo["traces"]))
     assert {"repeated_tool_call", "undeclared_tool"} <= kinds
-    assert demo["runs"][0].title.startswith("clean") and len(demo["runs"]) == 10
+    assert demo["runs"][0].title.startswith("clean") and len(demo["runs"]) == 11
 
 
 def test_looping_run_is_flagged_and_finishes(demo: dict[str, Any]) -> None:
@@ -357,6 +367,32 @@ def test_mcp_run_executes_its_tool_on_the_built_in_server(demo: dict[str, Any]) 
         "content",
     )
     assert execution["outcome"] == "ok" and execution["delivery"] == "delivered"
+
+
+def test_subagent_run_is_a_tree_of_two_runs(demo: dict[str, Any]) -> None:
+    """The orchestrator's research_agent call started the sub-agent's run: listed under its
+    root alone, linked both ways to the call, the tree's totals the sums of the two runs'."""
+    root = _run_trace(demo, "sub-agent")
+    [call] = [c for s in root["steps"] for c in _calls(s)]
+    assert call["tool_name"] == "research_agent"
+    [child] = demo["children"]
+    assert child["parent"] == {"id": root["id"], "call_id": call["call_id"]}
+    assert (child["root_trace_id"], child["depth"], root["depth"]) == (root["id"], 1, 0)
+    [listed] = root["children"]
+    assert (listed["id"], listed["call_id"], listed["steps"]) == (
+        child["id"],
+        call["call_id"],
+        child["step_count"],
+    )
+    tools = {c["tool_name"] for s in child["steps"] for c in _calls(s)}
+    assert tools == {"get_weather", "find_trails"}
+    assert (root["status"], child["status"]) == ("completed", "completed")
+    assert not root["violations"] and not child["violations"]
+    tree = root["tree"]
+    assert (tree["traces"], tree["steps"]) == (2, root["step_count"] + child["step_count"])
+    assert tree["cost"] == pytest.approx(root["cost_usd"] + child["cost_usd"])
+    [run] = [r for r in demo["runs"] if r.trace_id == root["id"]]
+    assert child["id"] in " ".join(run.log) and child["id"] in demo["out"]
 
 
 def test_a_new_demo_starts_with_an_empty_budget_ledger(tmp_path: Path) -> None:

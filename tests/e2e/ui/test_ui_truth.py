@@ -121,7 +121,8 @@ async def test_every_surface_shows_the_demo_runs_alike(browser: Any, demo: str) 
             assert "live" not in await top.locator("[data-live-badge]").all_inner_texts()
             assert "Abandoned" in await top.inner_text()
     metrics = await fetch(f"{demo}/metrics")
-    total = sum(t["cost_usd"] or 0.0 for t in traces)
+    # The list shows roots; the metric counts every run, sub-agents' too: the trees' totals.
+    total = sum(t["tree"]["cost"] or 0.0 for t in traces)
     assert metric_sum(metrics, "loopwatch_cost_usd_total") == pytest.approx(total, rel=1e-6)
     abandoned = sum(t["status"] == "abandoned" for t in traces)
     assert metric_sum(metrics, "loopwatch_traces_abandoned_total") == abandoned
