@@ -43,3 +43,17 @@ def test_no_test_folder_is_named_like_a_package_the_suite_may_lack() -> None:
     roots = [str(TESTS), str(TESTS / "e2e")]
     shadowed = sorted(name for name in wanted if PathFinder.find_spec(name, roots))
     assert not shadowed, f"folders or modules in tests/ named like optional packages: {shadowed}"
+
+
+def test_no_two_test_modules_share_a_name() -> None:
+    """Test folders are no packages: pytest imports each test module by its file name, so a
+    second module of the same name stops the whole run at collection."""
+    seen: dict[str, Path] = {}
+    clashes = []
+    for path in sorted(TESTS.rglob("test_*.py")):
+        if "node_modules" in path.parts:
+            continue
+        if path.name in seen:
+            clashes.append(f"{seen[path.name].relative_to(TESTS)} and {path.relative_to(TESTS)}")
+        seen.setdefault(path.name, path)
+    assert clashes == []
