@@ -144,6 +144,37 @@ class ProtocolAdapter(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """What the store keeps of one step, in neutral terms, for writing it back to the wire:
+    its parameters and declared tools as sent (redacted), its whole input (every item so
+    far in the trace), and the provider's answer."""
+
+    params: Mapping[str, Any]
+    tools: tuple[Any, ...] | None
+    items: tuple[Item, ...]
+    output: tuple[Item, ...]
+    model: str | None
+    stream: bool
+    response_id: str | None
+    raw_stop_reason: str | None
+    usage: Mapping[str, int | None]
+    created: int  # the step's start, in Unix seconds
+
+
+class CassetteEncoder(Protocol):
+    """A protocol's recorded step back on the wire (cassettes): the request body the provider
+    received and an answer an SDK assembles to the same message."""
+
+    def request_body(self, step: Recorded) -> dict[str, Any]: ...
+
+    def response_body(self, step: Recorded) -> dict[str, Any]: ...
+
+    def response_events(self, step: Recorded) -> list[dict[str, Any]]:
+        """`{"event"?, "data"}` each, `data` a JSON text (or the protocol's end marker)."""
+        ...
+
+
 # The type of a history element that only names an earlier output item by its id
 # (Responses' `item_reference`): an `other` item with the id in its attrs.
 REFERENCE_TYPE = "item_reference"

@@ -1,0 +1,172 @@
+"""Cassettes: a 3-step tool loop through the gateway with the official SDKs, exported by the
+read API and by `loopwatch export`; each step's request is the body the provider received."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from typing import Any
+
+import aiohttp
+import openai
+import pytest
+from openai.lib.streaming.chat import ChatCompletionStreamState
+from openai.types.chat import ChatCompletionChunk
+
+from gateway import cli
+from tests.fakes.chat import call, completion, streamed, usage
+from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noqa: F401
+
+pytestmark = pytest.mark.sqlite
+
+TOKEN = "cassette-admin-token-0123456789"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+# A function tool as the Chat Completions API reference declares one (`tools[].function`).
+CHAT_TOOLS: Any = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "The weather in a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
+
+
+@pytest.fixture
+async def guarded(make_gateway: GatewayFactory) -> Gateway:
+    return await make_gateway(admin_token=TOKEN)
+
+
+async def cassette(gw: Gateway, trace_id: str, **headers: str) -> tuple[int, str]:
+    await gw.flush()
+    path = f"{gw.url}/api/traces/{trace_id}/cassette"
+    async with aiohttp.ClientSession() as s, s.get(path, headers=headers) as r:
+        return r.status, await r.text()
+
+
+def exported(gw: Gateway, trace_id: str, tmp: Any) -> str:
+    out = tmp / "trace.jsonl"
+    url = gw.deps.settings.database_url
+    assert cli.main(["export", trace_id, "--out", str(out), "--database-url", url]) == 0
+    return str(out.read_text(encoding="utf-8"))
+
+
+async def chat_loop(gw: Gateway, *, stream: bool) -> None:
+    """Three steps: two tool calls, each answered, then the final text."""
+    make = streamed if stream else completion
+    gw.provider.queue(
+        make(tool_calls=[call("call_1", "get_weather", {"city": "Paris"})], use=usage(50, 30)),
+        make(tool_calls=[call("call_2", "get_weather", {"city": "Rome"})], use=usage(90, 12)),
+        make("Paris is sunny, Rome rainy.", use=usage(120, 9)),
+    )
+    messages: list[Any] = [
+        {"role": "system", "content": "You answer about the weather."},
+        {"role": "user", "content": "Weather in Paris and Rome?"},
+    ]
+    sdk = gw.closing(openai.AsyncOpenAI(base_url=gw.openai_base, api_key="sk-t", max_retries=0))
+    for n, city in ((1, "Paris"), (2, "Rome"), (3, None)):
+        kwargs: dict[str, Any] = {"model": "gpt-4o", "messages": messages, "tools": CHAT_TOOLS}
+        if stream:
+            chunks = await sdk.chat.completions.create(stream=True, temperature=0.2, **kwargs)
+            async for _ in chunks:
+                pass
+        else:
+            await sdk.chat.completions.create(temperature=0.2, **kwargs)
+        if city is not None:
+            arguments = json.dumps({"city": city})
+            messages += [
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [call(f"call_{n}", "get_weather", arguments)],
+                },
+                {"role": "tool", "tool_call_id": f"call_{n}", "content": f"{city}: sunny"},
+            ]
+
+
+def as_redaction_sees(body: dict[str, Any]) -> dict[str, Any]:
+    """The body with what redaction changes undone: it rewrites a tool call's JSON arguments
+    in compact form (gateway.redaction.redactor), so they are compared as JSON values. No
+    text of this loop matches a redaction rule: all else must be equal as sent."""
+    messages = []
+    for message in body["messages"]:
+        calls = [
+            {
+                **c,
+                "function": {**c["function"], "arguments": json.loads(c["function"]["arguments"])},
+            }
+            for c in message.get("tool_calls", ())
+        ]
+        messages.append({**message, "tool_calls": calls} if calls else message)
+    return {**body, "messages": messages}
+
+
+def lines_of(text: str) -> list[dict[str, Any]]:
+    assert text.endswith("\n")
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def assembled(events: list[dict[str, Any]]) -> Any:
+    """What the openai SDK makes of the exported chunks."""
+    state = ChatCompletionStreamState()
+    assert events[-1] == {"data": "[DONE]"}
+    for event in events[:-1]:
+        state.handle_chunk(ChatCompletionChunk.model_validate(json.loads(event["data"])))
+    return state.get_final_completion()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_chat_loop_exports_the_bodies_the_provider_received(
+    guarded: Gateway, stream: bool, tmp_path: Any
+) -> None:
+    await chat_loop(guarded, stream=stream)
+    [trace] = (await guarded.get("/api/traces", headers=AUTH))["traces"]
+    status, text = await cassette(guarded, trace["id"], **AUTH)
+    assert status == 200, text
+    header, *steps = lines_of(text)
+    assert header["format"] == "loopwatch-cassette/1" and header["trace_id"] == trace["id"]
+    assert set(header) == {"format", "trace_id", "created_at", "loopwatch_version"}
+    received = [r.json() for r in guarded.provider.received]
+    assert [s["seq"] for s in steps] == [1, 2, 3]
+    for step, body in zip(steps, received, strict=True):
+        assert (step["protocol"], step["method"], step["path"]) == (
+            "chat",
+            "POST",
+            "/v1/chat/completions",
+        )
+        assert as_redaction_sees(step["request"]["body"]) == as_redaction_sees(body)
+    last = steps[-1]["response"]
+    assert last["status"] == 200
+    if stream:
+        final = assembled(last["events"])
+        first = assembled(steps[0]["response"]["events"])
+        call_1 = first.choices[0].message.tool_calls[0]
+        assert (call_1.id, call_1.function.name) == ("call_1", "get_weather")
+        assert json.loads(call_1.function.arguments) == {"city": "Paris"}
+    else:
+        final = openai.types.chat.ChatCompletion.model_validate(last["body"])
+    assert final.choices[0].message.content == "Paris is sunny, Rome rainy."
+    assert final.choices[0].finish_reason == "stop"
+    assert final.usage is not None and final.usage.prompt_tokens == 120
+    assert final.model == "gpt-4o-2024-08-06"
+    assert exported(guarded, trace["id"], tmp_path) == text
+
+
+async def test_the_cassette_is_guarded_as_the_read_api(guarded: Gateway) -> None:
+    status, _ = await cassette(guarded, "nope")
+    assert status == 401
+    status, text = await cassette(guarded, "nope", **AUTH)
+    assert status == 404, text
+
+
+async def test_export_of_an_unknown_trace_fails_in_one_line(guarded: Gateway) -> None:
+    await guarded.flush()
+    url = guarded.deps.settings.database_url
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert cli.main(["export", "nope", "--database-url", url]) == 1
+    assert err.getvalue() == "loopwatch: no trace nope\n"
