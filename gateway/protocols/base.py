@@ -97,6 +97,9 @@ class ProtocolAdapter(Protocol):
     # the tool set); every other top-level field is a parameter (`request_facts`).
     not_params: frozenset[str]
     tool_fields: tuple[str, ...]  # where the tools are declared, first present wins
+    # Request headers of the protocol itself (no credential) recorded with each step, so
+    # that a cassette sends them again.
+    recorded_headers: tuple[str, ...]
     # Body fields naming the session, each a path of keys, most specific first: a declared
     # session beats an end-user id (`continuation.sessions`).
     session_fields: SessionFields

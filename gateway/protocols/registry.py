@@ -9,6 +9,7 @@ from gateway.protocols import (
     openai_responses_follow_up,
     openai_responses_socket,
 )
+from gateway.protocols.anthropic import encode as anthropic_encode
 from gateway.protocols.anthropic import messages as anthropic_messages
 from gateway.protocols.base import CassetteEncoder, ProtocolAdapter, openai_wire
 from gateway.protocols.frames import SocketAdapter
@@ -24,7 +25,10 @@ ADAPTERS: dict[str, ProtocolAdapter] = {
 FALLBACK: ProtocolAdapter = openai_chat.ADAPTER
 
 # How each protocol's recorded steps are written back to the wire (cassettes).
-ENCODERS: dict[str, CassetteEncoder] = {"chat": openai_chat_encode.ENCODER}
+ENCODERS: dict[str, CassetteEncoder] = {
+    "chat": openai_chat_encode.ENCODER,
+    "messages": anthropic_encode.ENCODER,
+}
 
 # Other endpoints of a protocol whose requests are its steps (the adapter's name is the
 # protocol's), by the key they are served under.

@@ -31,7 +31,7 @@ from gateway.proxy.finisher import StepEnd
 from gateway.proxy.history_checks import history_refusal, history_violations
 from gateway.proxy.placement import Placement, place
 from gateway.routing import Target
-from gateway.step import RefusalRecord, StepStart
+from gateway.step import PROTOCOL_HEADERS, RefusalRecord, StepStart
 
 # Bodies from this size on are parsed in a thread rather than on the event loop.
 LARGE_BODY = 1024 * 1024
@@ -55,6 +55,7 @@ class Admitted:
     admission: Admission
     own_headers: dict[str, str]
     session_id: str | None = None
+    protocol_headers: dict[str, str] | None = None  # `ProtocolAdapter.recorded_headers`
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +119,9 @@ async def check(
         refused([admission.violation], "budget", admission.limits)
         return Refused(admission.error, own)
     own.update(admission.headers)
+    sent = {name: headers[name] for name in adapter.recorded_headers if name in headers}
     return Admitted(
-        request.raw, body, parsed, target, placement, violations, admission, own, session
+        request.raw, body, parsed, target, placement, violations, admission, own, session, sent
     )
 
 
@@ -182,8 +184,16 @@ def _model_start(
         declared_tools=request_facts.declared_tools(adapter, admitted.body),
         params=request_facts.request_params(adapter, admitted.body),
         conversation_id=admitted.parsed.conversation_id,
-        attrs=admitted.parsed.attrs or None,
+        attrs=_asked(admitted),
     )
+
+
+def _asked(admitted: Admitted) -> dict[str, Any] | None:
+    """What the request asked beside a model's answer, and its protocol headers."""
+    attrs = admitted.parsed.attrs
+    if admitted.protocol_headers:
+        return {**attrs, PROTOCOL_HEADERS: admitted.protocol_headers}
+    return attrs or None
 
 
 def step_end(deps: Deps, facts: StepFacts, budget: Budget | None = None) -> StepEnd:

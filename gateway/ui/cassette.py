@@ -13,6 +13,7 @@ from sqlalchemy.engine import Engine
 from gateway.items import Item, ItemKind
 from gateway.protocols.base import Recorded
 from gateway.protocols.registry import ENCODERS
+from gateway.step import PROTOCOL_HEADERS
 from gateway.store.read import queries
 
 FORMAT = "loopwatch-cassette/1"
@@ -55,7 +56,7 @@ def step_line(
         response |= {"headers": _SSE, "events": encoder.response_events(recorded)}
     else:
         response |= {"headers": _JSON, "body": encoder.response_body(recorded)}
-    request = {"headers": dict(step["attrs"].get("protocol_headers") or {})}
+    request = {"headers": dict(step["attrs"].get(PROTOCOL_HEADERS) or {})}
     request["body"] = encoder.request_body(recorded)
     return {**line, "request": request, "response": response}
 

@@ -9,13 +9,16 @@ import json
 from typing import Any
 
 import aiohttp
+import anthropic
 import openai
 import pytest
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
 
 from gateway import cli
+from tests.fakes import anthropic as fake_anthropic
 from tests.fakes.chat import call, completion, streamed, usage
+from tests.fakes.provider import Reply
 from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noqa: F401
 
 pytestmark = pytest.mark.sqlite
@@ -139,6 +142,7 @@ async def test_a_chat_loop_exports_the_bodies_the_provider_received(
             "/v1/chat/completions",
         )
         assert as_redaction_sees(step["request"]["body"]) == as_redaction_sees(body)
+        assert step["request"]["headers"] == {}  # the SDK sends no OpenAI-Beta here
     last = steps[-1]["response"]
     assert last["status"] == 200
     if stream:
@@ -153,6 +157,125 @@ async def test_a_chat_loop_exports_the_bodies_the_provider_received(
     assert final.choices[0].finish_reason == "stop"
     assert final.usage is not None and final.usage.prompt_tokens == 120
     assert final.model == "gpt-4o-2024-08-06"
+    assert exported(guarded, trace["id"], tmp_path) == text
+
+
+# A client tool as the Messages API reference declares one (`tools[].input_schema`).
+MESSAGES_TOOLS: Any = [
+    {
+        "name": "get_weather",
+        "description": "The weather in a city",
+        "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+    }
+]
+
+
+BETA = "token-efficient-tools-2025-02-19"
+
+
+async def messages_loop(gw: Gateway, *, stream: bool) -> None:
+    """Three steps with the anthropic SDK: two tool uses, each answered, then the text."""
+    fake = fake_anthropic
+    make = fake.streamed if stream else fake.reply
+    gw.provider.queue(
+        make(
+            fake.message(
+                [fake.text("Looking."), fake.tool_use("toolu_1", "get_weather", {"city": "Paris"})],
+                message_id="msg_1",
+                use=fake.usage(50, 30, cache_read=8),
+            )
+        ),
+        make(
+            fake.message(
+                [fake.tool_use("toolu_2", "get_weather", {"city": "Rome"})],
+                message_id="msg_2",
+                use=fake.usage(90, 12),
+            )
+        ),
+        make(
+            fake.message(
+                [fake.text("Paris is sunny, Rome rainy.")],
+                message_id="msg_3",
+                use=fake.usage(120, 9),
+            )
+        ),
+    )
+    messages: list[Any] = [{"role": "user", "content": "Weather in Paris and Rome?"}]
+    sdk = gw.closing(anthropic.AsyncAnthropic(base_url=gw.url, api_key="sk-ant-t", max_retries=0))
+    for n, city in ((1, "Paris"), (2, "Rome"), (3, None)):
+        kwargs: dict[str, Any] = {
+            "model": "claude-sonnet-4-6",
+            "max_tokens": 1024,
+            "system": "You answer about the weather.",
+            "messages": messages,
+            "tools": MESSAGES_TOOLS,
+            "extra_headers": {"anthropic-beta": BETA},
+        }
+        if stream:
+            async with sdk.messages.stream(**kwargs) as events:
+                answer = await events.get_final_message()
+        else:
+            answer = await sdk.messages.create(**kwargs)
+        if city is not None:
+            content = [b.model_dump(exclude_none=True) for b in answer.content]
+            result = {
+                "type": "tool_result",
+                "tool_use_id": f"toolu_{n}",
+                "content": f"{city}: sunny",
+            }
+            messages += [
+                {"role": "assistant", "content": content},
+                {"role": "user", "content": [result]},
+            ]
+
+
+async def sdk_answer(gw: Gateway, response: dict[str, Any]) -> Any:
+    """What the anthropic SDK makes of the exported answer, served by the fake provider."""
+    if "events" in response:
+        events = [
+            f"event: {e['event']}\ndata: {e['data']}\n\n".encode() for e in response["events"]
+        ]
+        gw.provider.queue(Reply(events=events))
+    else:
+        gw.provider.queue(Reply(body=response["body"]))
+    base = gw.provider.url.removesuffix("/v1")  # type: ignore[attr-defined]
+    sdk = gw.closing(anthropic.AsyncAnthropic(base_url=base, api_key="k", max_retries=0))
+    kwargs: Any = {"model": "m", "max_tokens": 1, "messages": []}
+    if "events" not in response:
+        return await sdk.messages.create(**kwargs)
+    async with sdk.messages.stream(**kwargs) as stream:
+        return await stream.get_final_message()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_messages_loop_exports_the_bodies_the_provider_received(
+    guarded: Gateway, stream: bool, tmp_path: Any
+) -> None:
+    await messages_loop(guarded, stream=stream)
+    [trace] = (await guarded.get("/api/traces", headers=AUTH))["traces"]
+    status, text = await cassette(guarded, trace["id"], **AUTH)
+    assert status == 200, text
+    _, *steps = lines_of(text)
+    received = list(guarded.provider.received)
+    for step, sent in zip(steps, received, strict=True):
+        assert (step["protocol"], step["method"], step["path"]) == (
+            "messages",
+            "POST",
+            "/v1/messages",
+        )
+        # No text of this loop matches a redaction rule: the bodies are equal as sent.
+        assert step["request"]["body"] == sent.json()
+        version = sent.headers["anthropic-version"]
+        assert step["request"]["headers"] == {"anthropic-version": version, "anthropic-beta": BETA}
+    first = await sdk_answer(guarded, steps[0]["response"])
+    assert [b.type for b in first.content] == ["text", "tool_use"]
+    assert (first.content[1].id, first.content[1].input) == ("toolu_1", {"city": "Paris"})
+    assert (first.id, first.stop_reason, first.model) == ("msg_1", "tool_use", "claude-sonnet-4-6")
+    assert (first.usage.input_tokens, first.usage.cache_read_input_tokens) == (50, 8)
+    assert first.usage.output_tokens == 30
+    last = await sdk_answer(guarded, steps[-1]["response"])
+    assert last.content[0].text == "Paris is sunny, Rome rainy."
+    assert last.stop_reason == "end_turn"
     assert exported(guarded, trace["id"], tmp_path) == text
 
 
