@@ -151,11 +151,12 @@ class ProtocolAdapter(Protocol):
 class Recorded:
     """What the store keeps of one step, in neutral terms, for writing it back to the wire:
     its parameters and declared tools as sent (redacted), its whole input (every item so
-    far in the trace), and the provider's answer."""
+    far in the trace) and the part of it new in this step, and the provider's answer."""
 
     params: Mapping[str, Any]
     tools: tuple[Any, ...] | None
     items: tuple[Item, ...]
+    new_items: tuple[Item, ...]  # of `items`, those new in this step
     output: tuple[Item, ...]
     model: str | None
     stream: bool

@@ -6,6 +6,7 @@ from gateway.opaque import Digests
 from gateway.protocols import (
     openai_responses,
     openai_responses_compact,
+    openai_responses_encode,
     openai_responses_follow_up,
     openai_responses_socket,
 )
@@ -28,6 +29,7 @@ FALLBACK: ProtocolAdapter = openai_chat.ADAPTER
 ENCODERS: dict[str, CassetteEncoder] = {
     "chat": openai_chat_encode.ENCODER,
     "messages": anthropic_encode.ENCODER,
+    "responses": openai_responses_encode.ENCODER,
 }
 
 # Other endpoints of a protocol whose requests are its steps (the adapter's name is the

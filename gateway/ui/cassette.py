@@ -33,16 +33,20 @@ def cassette_lines(engine: Engine, trace_id: str, version: str) -> list[str] | N
     lines = [json.dumps(header)]
     history: list[Item] = []
     for step in trace["steps"]:
-        history += [_item(i) for i in step["input_items"]]
+        new = tuple(_item(i) for i in step["input_items"])
+        history += new
         output = tuple(_item(i) for i in step["output_items"])
-        lines.append(json.dumps(step_line(step, tuple(history), output)))
+        lines.append(json.dumps(step_line(step, (tuple(history), new), output)))
         history += output
     return lines
 
 
 def step_line(
-    step: Mapping[str, Any], items: tuple[Item, ...], output: tuple[Item, ...]
+    step: Mapping[str, Any],
+    items: tuple[tuple[Item, ...], tuple[Item, ...]],
+    output: tuple[Item, ...],
 ) -> dict[str, Any]:
+    """A step's line; `items`: its whole input and the part of it new in this step."""
     line = {name: step[name] for name in ("seq", "protocol", "method", "path")}
     encoder = ENCODERS.get(step["protocol"])
     if encoder is None:  # a passthrough call: no body is recorded
@@ -66,13 +70,16 @@ _SSE = {"content-type": "text/event-stream"}
 
 
 def _recorded(
-    step: Mapping[str, Any], items: tuple[Item, ...], output: tuple[Item, ...]
+    step: Mapping[str, Any],
+    items: tuple[tuple[Item, ...], tuple[Item, ...]],
+    output: tuple[Item, ...],
 ) -> Recorded:
     started = datetime.fromisoformat(step["started_at"])
     return Recorded(
         params=step["params"] or {},
         tools=tuple(step["tools"]) if step["tools"] else None,
-        items=items,
+        items=items[0],
+        new_items=items[1],
         output=output,
         model=step["model"],
         stream=bool(step["stream"]),

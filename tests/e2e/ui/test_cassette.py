@@ -17,6 +17,7 @@ from openai.types.chat import ChatCompletionChunk
 
 from gateway import cli
 from tests.fakes import anthropic as fake_anthropic
+from tests.fakes import responses as fake_responses
 from tests.fakes.chat import call, completion, streamed, usage
 from tests.fakes.provider import Reply
 from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noqa: F401
@@ -276,6 +277,140 @@ async def test_a_messages_loop_exports_the_bodies_the_provider_received(
     last = await sdk_answer(guarded, steps[-1]["response"])
     assert last.content[0].text == "Paris is sunny, Rome rainy."
     assert last.stop_reason == "end_turn"
+    assert exported(guarded, trace["id"], tmp_path) == text
+
+
+# A function tool as the Responses API reference declares one (`tools[]`, flat).
+RESPONSES_TOOLS: Any = [
+    {
+        "type": "function",
+        "name": "get_weather",
+        "description": "The weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        "strict": False,
+    }
+]
+
+
+async def responses_loop(gw: Gateway, *, stream: bool, chained: bool = False) -> None:
+    """Three steps with the openai SDK's Responses API: the whole input each time, or
+    (`chained`) only the new items after `previous_response_id`."""
+    fake = fake_responses
+    make = fake.streamed if stream else fake.reply
+    gw.provider.queue(
+        make(
+            fake.response(
+                [fake.function_call("call_1", "get_weather", {"city": "Paris"})],
+                response_id="resp_1",
+                use=fake.usage(50, 30),
+            )
+        ),
+        make(
+            fake.response(
+                [fake.function_call("call_2", "get_weather", {"city": "Rome"})],
+                response_id="resp_2",
+                use=fake.usage(90, 12),
+            )
+        ),
+        make(
+            fake.response(
+                [fake.message("Paris is sunny, Rome rainy.", "msg_3")],
+                response_id="resp_3",
+                use=fake.usage(120, 9),
+            )
+        ),
+    )
+    history: list[Any] = [{"role": "user", "content": "Weather in Paris and Rome?"}]
+    sdk = gw.closing(openai.AsyncOpenAI(base_url=gw.openai_base, api_key="sk-t", max_retries=0))
+    for n, city in ((1, "Paris"), (2, "Rome"), (3, None)):
+        kwargs: dict[str, Any] = {
+            "model": "gpt-5",
+            "instructions": "You answer about the weather.",
+            "input": history if n > 1 else history[0]["content"],
+            "tools": RESPONSES_TOOLS,
+        }
+        if chained and n > 1:
+            kwargs |= {"previous_response_id": f"resp_{n - 1}", "input": history[-1:]}
+        if stream:
+            events = await sdk.responses.create(stream=True, **kwargs)
+            async for _ in events:
+                pass
+        else:
+            await sdk.responses.create(**kwargs)
+        if city is not None:
+            arguments = json.dumps({"city": city})
+            call_id = f"call_{n}"
+            history += [
+                {
+                    "id": f"fc_{n}",
+                    "type": "function_call",
+                    "call_id": call_id,
+                    "name": "get_weather",
+                    "arguments": arguments,
+                },
+                {"type": "function_call_output", "call_id": call_id, "output": f"{city}: sunny"},
+            ]
+
+
+async def sdk_response(gw: Gateway, response: dict[str, Any]) -> Any:
+    """What the openai SDK makes of the exported answer, served by the fake provider."""
+    if "events" in response:
+        events = [
+            f"event: {e['event']}\ndata: {e['data']}\n\n".encode() for e in response["events"]
+        ]
+        gw.provider.queue(Reply(events=events))
+    else:
+        gw.provider.queue(Reply(body=response["body"]))
+    base = gw.provider.url  # type: ignore[attr-defined]
+    sdk = gw.closing(openai.AsyncOpenAI(base_url=base, api_key="k", max_retries=0))
+    if "events" not in response:
+        return await sdk.responses.create(model="m", input="x")
+    async with sdk.responses.stream(model="m", input="x") as stream:
+        return await stream.get_final_response()
+
+
+def responses_as_redaction_sees(body: dict[str, Any]) -> dict[str, Any]:
+    """Tool calls' JSON arguments compared as values: redaction rewrites them compactly."""
+    if not isinstance(body["input"], list):
+        return body
+    items = [
+        {**i, "arguments": json.loads(i["arguments"])} if "arguments" in i else i
+        for i in body["input"]
+    ]
+    return {**body, "input": items}
+
+
+@pytest.mark.parametrize(("stream", "chained"), [(False, False), (True, False), (False, True)])
+async def test_a_responses_loop_exports_the_bodies_the_provider_received(
+    guarded: Gateway, stream: bool, chained: bool, tmp_path: Any
+) -> None:
+    await responses_loop(guarded, stream=stream, chained=chained)
+    [trace] = (await guarded.get("/api/traces", headers=AUTH))["traces"]
+    status, text = await cassette(guarded, trace["id"], **AUTH)
+    assert status == 200, text
+    _, *steps = lines_of(text)
+    received = [r.json() for r in guarded.provider.received]
+    for step, body in zip(steps, received, strict=True):
+        assert (step["protocol"], step["method"], step["path"]) == (
+            "responses",
+            "POST",
+            "/v1/responses",
+        )
+        rebuilt = step["request"]["body"]
+        assert responses_as_redaction_sees(rebuilt) == responses_as_redaction_sees(body)
+    first = await sdk_response(guarded, steps[0]["response"])
+    (call_1,) = first.output
+    assert (call_1.type, call_1.id, call_1.call_id, call_1.name) == (
+        "function_call",
+        "fc_1",
+        "call_1",
+        "get_weather",
+    )
+    assert json.loads(call_1.arguments) == {"city": "Paris"}
+    assert (first.id, first.status, first.usage.input_tokens) == ("resp_1", "completed", 50)
+    last = await sdk_response(guarded, steps[-1]["response"])
+    assert last.output_text == "Paris is sunny, Rome rainy."
+    assert last.output[0].id == "msg_3"
     assert exported(guarded, trace["id"], tmp_path) == text
 
 
