@@ -22,7 +22,6 @@ from tests.fakes.chat import call, completion, streamed, usage
 from tests.fakes.provider import Reply
 from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noqa: F401
 
-pytestmark = pytest.mark.sqlite
 
 TOKEN = "cassette-admin-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -59,11 +58,22 @@ def exported(gw: Gateway, trace_id: str, tmp: Any) -> str:
     return str(out.read_text(encoding="utf-8"))
 
 
+THOUGHT = "I should look the weather up city by city."
+
+
 async def chat_loop(gw: Gateway, *, stream: bool) -> None:
     """Three steps: two tool calls, each answered, then the final text."""
     make = streamed if stream else completion
+    # The first answer reasons in readable text (DeepSeek's `reasoning_content`).
+    thought: dict[str, Any] = (
+        {"reasoning": THOUGHT} if stream else {"extra_message": {"reasoning_content": THOUGHT}}
+    )
     gw.provider.queue(
-        make(tool_calls=[call("call_1", "get_weather", {"city": "Paris"})], use=usage(50, 30)),
+        make(
+            tool_calls=[call("call_1", "get_weather", {"city": "Paris"})],
+            use=usage(50, 30),
+            **thought,
+        ),
         make(tool_calls=[call("call_2", "get_weather", {"city": "Rome"})], use=usage(90, 12)),
         make("Paris is sunny, Rome rainy.", use=usage(120, 9)),
     )
@@ -158,6 +168,7 @@ async def test_a_chat_loop_exports_the_bodies_the_provider_received(
     assert final.choices[0].finish_reason == "stop"
     assert final.usage is not None and final.usage.prompt_tokens == 120
     assert final.model == "gpt-4o-2024-08-06"
+    assert THOUGHT not in text  # readable reasoning is never exported
     assert exported(guarded, trace["id"], tmp_path) == text
 
 
