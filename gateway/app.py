@@ -103,6 +103,7 @@ def create_app(
     app.router.add_get("/metrics", _metrics)
     app.router.add_get("/api/traces", _with_deps(api.list_traces))
     app.router.add_get("/api/traces/{trace_id}", _with_deps(api.get_trace))
+    app.router.add_get("/api/traces/{trace_id}/cassette", _with_deps(api.get_cassette))
     app.router.add_get("/api/violations", _with_deps(api.list_violations))
     app.router.add_get("/api/sessions", _with_deps(api.list_sessions))
     views.add_routes(app, _with_deps)

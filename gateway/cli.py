@@ -1,5 +1,6 @@
 """Command line: `loopwatch serve` runs the gateway, `loopwatch demo` shows it with no API key,
-`loopwatch store partition` converts a PostgreSQL store to time partitions."""
+`loopwatch store partition` converts a PostgreSQL store to time partitions, `loopwatch export`
+writes a trace as a cassette."""
 
 from __future__ import annotations
 
@@ -54,6 +55,11 @@ def _parser() -> argparse.ArgumentParser:
         "--once", action="store_true", help="run the sample loops, print the summary and exit"
     )
     _add_store_commands(commands)
+    export = commands.add_parser("export", help="write a trace as a cassette (JSON Lines)")
+    export.add_argument("trace_id", help="the trace's id")
+    export.add_argument("--out", help="the file to write (default: standard output)")
+    export.add_argument("--database-url", help="the gateway's database (LOOPWATCH_DATABASE_URL)")
+    export.add_argument("--config", help="TOML config file (LOOPWATCH_CONFIG)")
     fingerprint = commands.add_parser(
         "key-fingerprint",
         help="print the fingerprint of an API key (read from stdin) for [[keys]] in the config",
@@ -99,6 +105,10 @@ def _flag_names(parser: argparse.ArgumentParser, command: str) -> dict[str, str]
     return {}
 
 
+# Arguments that are not settings.
+_NOT_SETTINGS = frozenset({"command", "once", "store_command", "trace_id", "out"})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -106,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gateway.ops import mcp_stdio as stdio
 
         return stdio.main(args.gateway, args.name, args.server)
-    flags = {k: v for k, v in vars(args).items() if k not in ("command", "once", "store_command")}
+    flags = {k: v for k, v in vars(args).items() if k not in _NOT_SETTINGS}
     if flags.get("mcp_servers"):
         flags["mcp_servers"] = ",".join(flags["mcp_servers"])
     try:
@@ -124,6 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _print_fingerprint(settings)
     if args.command == "store":
         return _partition_store(settings)
+    if args.command == "export":
+        return _export(settings, args.trace_id, args.out)
     try:
         return _serve(settings)
     except ConfigError as exc:  # found at start-up (a spool directory in use, say)
@@ -162,6 +174,30 @@ def _partition_store(settings: Settings) -> int:
     finally:
         engine.dispose()
     print("time partitions made" if converted else "the store is already partitioned")
+    return 0
+
+
+def _export(settings: Settings, trace_id: str, out: str | None) -> int:
+    from gateway.ops.serving import store_errors, store_failure
+    from gateway.store.engine import read_only_engine
+    from gateway.ui.cassette import cassette_lines
+
+    engine = read_only_engine(settings.database_url)
+    try:
+        lines = cassette_lines(engine, trace_id, version())
+    except store_errors() as exc:
+        print(f"loopwatch: {store_failure(settings.database_url, exc)}", file=sys.stderr)
+        return 1
+    finally:
+        engine.dispose()
+    if lines is None:
+        print(f"loopwatch: no trace {trace_id}", file=sys.stderr)
+        return 1
+    text = "".join(line + "\n" for line in lines)
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        Path(out).write_text(text, encoding="utf-8")
     return 0
 
 

@@ -23,6 +23,11 @@ from gateway.items import (
     ViolationKind,
 )
 
+# `attrs[PROTOCOL_HEADERS]`: the protocol's own request headers the step was sent with
+# (ProtocolAdapter.recorded_headers: API version, betas), so that a cassette sends them
+# again. Not named `…headers`: redaction hides every value of a headers object.
+PROTOCOL_HEADERS = "api_versions"
+
 # `ended_at` not given: derived from `started_at` and `latency_ms` when the record is built.
 _DERIVED = datetime.min.replace(tzinfo=UTC)
 

@@ -97,6 +97,9 @@ class ProtocolAdapter(Protocol):
     # the tool set); every other top-level field is a parameter (`request_facts`).
     not_params: frozenset[str]
     tool_fields: tuple[str, ...]  # where the tools are declared, first present wins
+    # Request headers of the protocol itself (no credential) recorded with each step, so
+    # that a cassette sends them again.
+    recorded_headers: tuple[str, ...]
     # Body fields naming the session, each a path of keys, most specific first: a declared
     # session beats an end-user id (`continuation.sessions`).
     session_fields: SessionFields
@@ -141,6 +144,38 @@ class ProtocolAdapter(Protocol):
 
     def error_body(self, error: GatewayError) -> dict[str, Any]:
         """Our error in this protocol's error format."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """What the store keeps of one step, in neutral terms, for writing it back to the wire:
+    its parameters and declared tools as sent (redacted), its whole input (every item so
+    far in the trace) and the part of it new in this step, and the provider's answer."""
+
+    params: Mapping[str, Any]
+    tools: tuple[Any, ...] | None
+    items: tuple[Item, ...]
+    new_items: tuple[Item, ...]  # of `items`, those new in this step
+    output: tuple[Item, ...]
+    model: str | None
+    stream: bool
+    response_id: str | None
+    raw_stop_reason: str | None
+    usage: Mapping[str, int | None]
+    created: int  # the step's start, in Unix seconds
+
+
+class CassetteEncoder(Protocol):
+    """A protocol's recorded step back on the wire (cassettes): the request body the provider
+    received and an answer an SDK assembles to the same message."""
+
+    def request_body(self, step: Recorded) -> dict[str, Any]: ...
+
+    def response_body(self, step: Recorded) -> dict[str, Any]: ...
+
+    def response_events(self, step: Recorded) -> list[dict[str, Any]]:
+        """`{"event"?, "data"}` each, `data` a JSON text (or the protocol's end marker)."""
         ...
 
 

@@ -255,6 +255,7 @@ class OpenAIResponsesAdapter:
     passthrough_paths: tuple[str, ...] = ()
     not_params: frozenset[str] = frozenset({"input", "tools", "instructions"})
     tool_fields: tuple[str, ...] = ("tools",)
+    recorded_headers: tuple[str, ...] = ("OpenAI-Beta",)
     session_fields: SessionFields = OPENAI_SESSION_FIELDS
     # OpenTelemetry's OpenAI conventions name the API a call went to.
     span_attributes: Mapping[str, Mapping[str, str]] = {"openai": {"openai.api.type": "responses"}}

@@ -6,13 +6,16 @@ from gateway.opaque import Digests
 from gateway.protocols import (
     openai_responses,
     openai_responses_compact,
+    openai_responses_encode,
     openai_responses_follow_up,
     openai_responses_socket,
 )
+from gateway.protocols.anthropic import encode as anthropic_encode
 from gateway.protocols.anthropic import messages as anthropic_messages
-from gateway.protocols.base import ProtocolAdapter, openai_wire
+from gateway.protocols.base import CassetteEncoder, ProtocolAdapter, openai_wire
 from gateway.protocols.frames import SocketAdapter
 from gateway.protocols.openai_chat import completions as openai_chat
+from gateway.protocols.openai_chat import encode as openai_chat_encode
 from gateway.routing import Wire
 
 ADAPTERS: dict[str, ProtocolAdapter] = {
@@ -21,6 +24,13 @@ ADAPTERS: dict[str, ProtocolAdapter] = {
 }
 # The adapter answering errors on any other path, in the format most clients read.
 FALLBACK: ProtocolAdapter = openai_chat.ADAPTER
+
+# How each protocol's recorded steps are written back to the wire (cassettes).
+ENCODERS: dict[str, CassetteEncoder] = {
+    "chat": openai_chat_encode.ENCODER,
+    "messages": anthropic_encode.ENCODER,
+    "responses": openai_responses_encode.ENCODER,
+}
 
 # Other endpoints of a protocol whose requests are its steps (the adapter's name is the
 # protocol's), by the key they are served under.

@@ -33,7 +33,7 @@ from gateway.proxy.finisher import StepEnd
 from gateway.proxy.history_checks import history_refusal, history_violations
 from gateway.proxy.placement import Placement, place
 from gateway.routing import Target
-from gateway.step import Lineage, RefusalRecord, StepStart
+from gateway.step import PROTOCOL_HEADERS, Lineage, RefusalRecord, StepStart
 
 # Bodies from this size on are parsed in a thread rather than on the event loop.
 LARGE_BODY = 1024 * 1024
@@ -59,6 +59,7 @@ class Admitted:
     session_id: str | None = None
     lineage: Lineage | None = None  # the run's place in its tree (None: a root)
     client: str | None = None  # the client's keyed key fingerprint
+    protocol_headers: dict[str, str] | None = None  # `ProtocolAdapter.recorded_headers`
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +126,8 @@ async def check(
         return Refused(admission.error, own)
     own.update(admission.headers)
     found = (placement, violations, admission, own, session, lineage, client)
-    return Admitted(request.raw, body, parsed, target, *found)
+    sent = {name: headers[name] for name in adapter.recorded_headers if name in headers}
+    return Admitted(request.raw, body, parsed, target, *found, protocol_headers=sent)
 
 
 def _rules_refusal(
@@ -210,10 +212,18 @@ def _model_start(
         declared_tools=request_facts.declared_tools(adapter, admitted.body),
         params=request_facts.request_params(adapter, admitted.body),
         conversation_id=admitted.parsed.conversation_id,
-        attrs=admitted.parsed.attrs or None,
+        attrs=_asked(admitted),
         lineage=admitted.lineage,
         client=admitted.client,
     )
+
+
+def _asked(admitted: Admitted) -> dict[str, Any] | None:
+    """What the request asked beside a model's answer, and its protocol headers."""
+    attrs = admitted.parsed.attrs
+    if admitted.protocol_headers:
+        return {**attrs, PROTOCOL_HEADERS: admitted.protocol_headers}
+    return attrs or None
 
 
 def step_end(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import UTC, datetime
+from importlib import metadata
 from typing import Any
 
 from aiohttp import web
@@ -17,7 +18,7 @@ from gateway.store.read import queries
 from gateway.store.read import sessions as session_list
 from gateway.store.read.deadline import ReadTimedOut
 from gateway.store.read.filters import TraceFilters
-from gateway.ui import mcp_api
+from gateway.ui import cassette, mcp_api
 from gateway.ui.deps import ReadDeps
 
 MAX_LIMIT = 200
@@ -127,6 +128,26 @@ async def get_trace(request: web.Request, deps: ReadDeps) -> web.Response:
         raise NotFound(f"no trace {request.match_info['trace_id']}")
     trace = await asyncio.to_thread(mcp_api.add_executions, deps.engine, trace)
     return await _json(trace)
+
+
+async def get_cassette(request: web.Request, deps: ReadDeps) -> web.Response:
+    """The trace as a cassette (JSON Lines): `gateway.ui.cassette`."""
+    trace_id = request.match_info["trace_id"]
+    lines = await _read(cassette.cassette_lines, deps, trace_id, version())
+    if lines is None:
+        raise NotFound(f"no trace {trace_id}")
+    return web.Response(text="".join(line + "\n" for line in lines), content_type=JSONL)
+
+
+JSONL = "application/jsonl"
+
+
+def version() -> str:
+    """The installed distribution's version, as `loopwatch --version` says it."""
+    try:
+        return metadata.version("loopwatch")
+    except metadata.PackageNotFoundError:  # a source tree on sys.path, never installed
+        return "unknown"
 
 
 async def list_violations(request: web.Request, deps: ReadDeps) -> web.Response:

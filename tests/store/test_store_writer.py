@@ -74,6 +74,8 @@ def test_round_trip_item_by_item(engine: Engine, make_step: MakeStep) -> None:
         "id": step.id,
         "seq": 1,
         "protocol": "chat",
+        "method": step.method,
+        "path": step.path,
         "model": "gpt-4o",
         "stream": True,
         "http_status": 200,

@@ -264,6 +264,7 @@ class AnthropicMessagesAdapter:
     passthrough_paths: tuple[str, ...] = ("/v1/messages/",)
     not_params: frozenset[str] = frozenset({"messages", "tools", "system"})
     tool_fields: tuple[str, ...] = ("tools",)
+    recorded_headers: tuple[str, ...] = ("anthropic-version", "anthropic-beta")
     session_fields: SessionFields = (("metadata", "user_id"),)
     span_attributes: Mapping[str, Mapping[str, str]] = {}
     provider_tool_types: frozenset[str] = TOOL_TYPES

@@ -91,6 +91,7 @@ class OpenAIChatAdapter:
     passthrough_paths: tuple[str, ...] = ()
     not_params: frozenset[str] = frozenset({"messages", "tools", "functions"})
     tool_fields: tuple[str, ...] = ("tools", "functions")  # `functions`: the legacy form
+    recorded_headers: tuple[str, ...] = ("OpenAI-Beta",)
     session_fields: SessionFields = OPENAI_SESSION_FIELDS
     span_attributes: Mapping[str, Mapping[str, str]] = {
         "openai": {"openai.api.type": "chat_completions"}

@@ -124,6 +124,8 @@ def step_json(row: RowMapping) -> dict[str, Any]:
         "id": row["id"],
         "seq": row["seq"],
         "protocol": row["protocol"],
+        "method": row["method"],
+        "path": row["path"],
         "model": row["model"],
         "stream": row["stream"],
         "http_status": row["http_status"],

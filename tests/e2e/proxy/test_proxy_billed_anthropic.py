@@ -96,7 +96,12 @@ async def test_a_compacted_turn_with_web_searches_is_recorded_and_priced_whole(
     assert step["usage"]["prompt_tokens"] == 203_000
     assert step["usage"]["completion_tokens"] == 4_500
     assert step["usage"]["total_tokens"] == 207_500
-    assert step["attrs"] == {"iterations": 2, "server_tool_requests": {"web_search": 2}}
+    versions = {"api_versions": {"anthropic-version": anthropic_version()}}
+    assert step["attrs"] == {
+        "iterations": 2,
+        "server_tool_requests": {"web_search": 2},
+        **versions,
+    }
     # Tokens at Sonnet 4.5's price (past 200k input: its long-context tier) and two searches.
     expected = library(SONNET, input_tokens=203_000, output_tokens=4_500, web_searches=2)
     assert step["cost_usd"] == pytest.approx(float(expected))
@@ -166,7 +171,8 @@ async def test_a_refusal_keeps_its_category(gateway: Gateway, stream: bool) -> N
 
     step = await only_step(gateway)
     assert (step["stop_reason"], step["raw_stop_reason"]) == ("refusal", "refusal")
-    assert step["attrs"] == {"refusal_category": "cyber"}
+    versions = {"api_versions": {"anthropic-version": anthropic_version()}}
+    assert step["attrs"] == {"refusal_category": "cyber", **versions}
     trace = (await gateway.traces())[0]
     assert trace["status"] == "completed"  # a refusal is the model's final answer
 
@@ -206,3 +212,8 @@ async def test_a_cost_budget_counts_the_web_searches_at_their_configured_price(
     assert gw.provider.received[1].json()["max_tokens"] == 1_000
     step = (await gw.trace("searched-run"))["steps"][0]
     assert (step["cost_usd"], step["cost_source"]) == (pytest.approx(1.2), "config")
+
+
+def anthropic_version() -> str:
+    """The API version the anthropic SDK sends: recorded with each step (cassettes)."""
+    return anthropic.AsyncAnthropic(api_key="k").default_headers["anthropic-version"]

@@ -1,0 +1,106 @@
+"""A trace as a cassette: JSON Lines, a header then one line a step with the request the
+provider received and its answer, rebuilt from the store by each protocol's encoder."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from gateway.items import Item, ItemKind
+from gateway.protocols.base import Recorded
+from gateway.protocols.registry import ENCODERS
+from gateway.step import PROTOCOL_HEADERS
+from gateway.store.read import queries
+
+FORMAT = "loopwatch-cassette/1"
+
+
+def cassette_lines(engine: Engine, trace_id: str, version: str) -> list[str] | None:
+    """The cassette of a stored trace, a line each (no newline); None: no such trace."""
+    trace = queries.get_trace(engine, trace_id)
+    if trace is None:
+        return None
+    header = {
+        "format": FORMAT,
+        "trace_id": trace["id"],
+        "created_at": trace["started_at"],
+        "loopwatch_version": version,
+    }
+    lines = [json.dumps(header)]
+    history: list[Item] = []
+    for step in trace["steps"]:
+        new = tuple(_item(i) for i in step["input_items"])
+        history += new
+        output = tuple(_item(i) for i in step["output_items"])
+        lines.append(json.dumps(step_line(step, (tuple(history), new), output)))
+        history += output
+    return lines
+
+
+def step_line(
+    step: Mapping[str, Any],
+    items: tuple[tuple[Item, ...], tuple[Item, ...]],
+    output: tuple[Item, ...],
+) -> dict[str, Any]:
+    """A step's line; `items`: its whole input and the part of it new in this step."""
+    line = {name: step[name] for name in ("seq", "protocol", "method", "path")}
+    encoder = ENCODERS.get(step["protocol"])
+    if encoder is None:  # a passthrough call: no body is recorded
+        return {**line, "request": None, "response": None}
+    recorded = _recorded(step, items, output)
+    status = step["http_status"]
+    response: dict[str, Any] = {"status": status}
+    if step["error"] is not None or (status is not None and status >= 400):
+        response |= {"headers": _JSON, "body": {"error": step["error"]}}
+    elif step["stream"]:
+        response |= {"headers": _SSE, "events": encoder.response_events(recorded)}
+    else:
+        response |= {"headers": _JSON, "body": encoder.response_body(recorded)}
+    request = {"headers": dict(step["attrs"].get(PROTOCOL_HEADERS) or {})}
+    request["body"] = encoder.request_body(recorded)
+    return {**line, "request": request, "response": response}
+
+
+_JSON = {"content-type": "application/json"}
+_SSE = {"content-type": "text/event-stream"}
+
+
+def _recorded(
+    step: Mapping[str, Any],
+    items: tuple[tuple[Item, ...], tuple[Item, ...]],
+    output: tuple[Item, ...],
+) -> Recorded:
+    started = datetime.fromisoformat(step["started_at"])
+    return Recorded(
+        params=step["params"] or {},
+        tools=tuple(step["tools"]) if step["tools"] else None,
+        items=items[0],
+        new_items=items[1],
+        output=output,
+        model=step["model"],
+        stream=bool(step["stream"]),
+        response_id=step["response_id"],
+        raw_stop_reason=step["raw_stop_reason"],
+        usage=step["usage"],
+        created=int(started.timestamp()),
+    )
+
+
+def _item(row: Mapping[str, Any]) -> Item:
+    kind = ItemKind(row["kind"])
+    # Readable reasoning is never exported: a summary stands for it at most.
+    text = None if kind is ItemKind.REASONING else row["text"]
+    return Item(
+        kind,
+        row["role"],
+        text,
+        row["call_id"],
+        row["tool_name"],
+        row["arguments"],
+        row["is_error"],
+        dict(row["attrs"] or {}),
+    )
