@@ -18,6 +18,7 @@ from gateway.config import Settings
 from gateway.replay import tape
 from gateway.replay.server import create_app
 from tests.fakes import anthropic as fake_anthropic
+from tests.fakes import responses as fake_responses
 from tests.fakes.chat import call, completion, streamed, usage
 from tests.fakes.provider import FakeProvider
 from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noqa: F401
@@ -39,6 +40,16 @@ MESSAGES_TOOLS: Any = [
         "name": "get_weather",
         "description": "The weather in a city",
         "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+    }
+]
+# A function tool as the Responses API reference declares one (`tools[]`, flat).
+RESPONSES_TOOLS: Any = [
+    {
+        "type": "function",
+        "name": "get_weather",
+        "description": "The weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        "strict": False,
     }
 ]
 FINAL = "Paris is sunny, Rome rainy."
@@ -148,9 +159,61 @@ async def messages_agent(base: str, stream: bool, lookup: Lookup) -> str:
     raise AssertionError("the loop never ended")
 
 
+def queue_responses(fake: FakeProvider, stream: bool, steps: int = 3) -> None:
+    f = fake_responses
+    make = f.streamed if stream else f.reply
+    replies = [
+        make(
+            f.response(
+                [f.function_call("call_1", "get_weather", {"city": "Paris"})],
+                response_id="resp_1",
+                use=f.usage(50, 30),
+            )
+        ),
+        make(
+            f.response(
+                [f.function_call("call_2", "get_weather", {"city": "Rome"})],
+                response_id="resp_2",
+                use=f.usage(90, 12),
+            )
+        ),
+        make(f.response([f.message(FINAL, "msg_3")], response_id="resp_3", use=f.usage(120, 9))),
+    ]
+    fake.queue(*replies[-steps:])
+
+
+async def responses_agent(base: str, stream: bool, lookup: Lookup) -> str:
+    """The same loop with the openai SDK's Responses API, the whole input each time."""
+    history: list[Any] = [{"role": "user", "content": "Weather in Paris and Rome?"}]
+    async with openai.AsyncOpenAI(base_url=base, api_key="sk-t", max_retries=0) as sdk:
+        for _ in range(5):
+            kwargs: dict[str, Any] = {
+                "model": "gpt-5",
+                "instructions": "You answer about the weather.",
+                "input": history,
+                "tools": RESPONSES_TOOLS,
+            }
+            if stream:
+                async with sdk.responses.stream(**kwargs) as events:
+                    answer = await events.get_final_response()
+            else:
+                answer = await sdk.responses.create(**kwargs)
+            calls = [i for i in answer.output if i.type == "function_call"]
+            if not calls:
+                return answer.output_text
+            for c in calls:
+                result = lookup(json.loads(c.arguments)["city"])
+                history += [
+                    c.model_dump(include={"id", "type", "call_id", "name", "arguments"}),
+                    {"type": "function_call_output", "call_id": c.call_id, "output": result},
+                ]
+    raise AssertionError("the loop never ended")
+
+
 PROTOCOLS: dict[str, tuple[Agent, Callable[[FakeProvider, bool, int], None]]] = {
     "chat": (chat_agent, queue_chat),
     "messages": (messages_agent, queue_messages),
+    "responses": (responses_agent, queue_responses),
 }
 
 
@@ -176,7 +239,7 @@ async def replay_server(aiohttp_server: Any, cassette: str, upstream: str, live:
 MODES = [(False, False), (True, True), (True, False), (False, True)]
 
 
-@pytest.mark.parametrize("protocol", ["chat", "messages"])
+@pytest.mark.parametrize("protocol", list(PROTOCOLS))
 @pytest.mark.parametrize(("recorded_stream", "stream"), MODES)
 async def test_a_replayed_loop_gets_the_recorded_answers_with_no_provider(
     make_gateway: GatewayFactory,
@@ -204,7 +267,7 @@ async def refusal(base: str, protocol: str) -> tuple[int, dict[str, str], Any]:
     return response.status_code, dict(response.headers), response.json()
 
 
-@pytest.mark.parametrize("protocol", ["chat", "messages"])
+@pytest.mark.parametrize("protocol", list(PROTOCOLS))
 async def test_a_changed_tool_result_is_refused_with_the_diff(
     make_gateway: GatewayFactory, aiohttp_server: Any, tmp_path: Any, protocol: str
 ) -> None:
@@ -224,7 +287,7 @@ async def test_a_changed_tool_result_is_refused_with_the_diff(
     assert diff["recorded"]["kind"] == diff["received"]["kind"] == "tool_result"
 
 
-@pytest.mark.parametrize("protocol", ["chat", "messages"])
+@pytest.mark.parametrize("protocol", list(PROTOCOLS))
 async def test_a_live_replay_answers_the_changed_step_from_the_provider(
     make_gateway: GatewayFactory, aiohttp_server: Any, tmp_path: Any, protocol: str
 ) -> None:
