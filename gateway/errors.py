@@ -5,6 +5,8 @@ Adapters render these in the client's protocol (`ProtocolAdapter.error_body`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 
@@ -12,6 +14,8 @@ class GatewayError(Exception):
     status = 500
     type = "server_error"
     code = "gateway_error"
+    # More fields of the error object, rendered by the adapters beside its message.
+    details: Mapping[str, Any] = MappingProxyType({})
 
     def __init__(
         self,
@@ -25,8 +29,6 @@ class GatewayError(Exception):
         self.message = message
         self.param = param
         self.headers = headers or {}
-        # More fields of the error object, rendered by the adapters beside its message.
-        self.details: dict[str, Any] = {}
         if code is not None:
             self.code = code
 
