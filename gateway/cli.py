@@ -227,20 +227,15 @@ def _export(settings: Settings, trace_id: str, out: str | None) -> int:
 
 
 def _replay(settings: Settings, cassette: str, *, live: bool) -> int:
-    from aiohttp import web
-
+    from gateway.ops import replaying
     from gateway.replay import tape
-    from gateway.replay.server import create_app
 
     try:
         trace_id, steps = tape.read(cassette)
     except ConfigError as exc:
         print(f"loopwatch: {exc}", file=sys.stderr)
         return 2
-    print(f"replaying trace {trace_id}: {len(steps)} steps", file=sys.stderr)
-    app = create_app(steps, settings, live=live)
-    web.run_app(app, host=settings.host, port=settings.port, print=None)
-    return 0
+    return replaying.run(settings, trace_id, steps, live=live)
 
 
 def _print_fingerprint(settings: Settings) -> int:

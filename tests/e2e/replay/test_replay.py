@@ -22,6 +22,7 @@ from tests.fakes import responses as fake_responses
 from tests.fakes.chat import call, completion, streamed, usage
 from tests.fakes.provider import FakeProvider
 from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noqa: F401
+from tests.processes import serving
 
 # A function tool as the Chat Completions API reference declares one (`tools[].function`).
 CHAT_TOOLS: Any = [
@@ -323,3 +324,20 @@ async def test_a_request_past_the_recording_is_refused(
     assert error["code"] == "replay_diverged"
     assert error["diff"]["step"] == 4 and error["diff"]["recorded"] is None
     assert error["diff"]["received"] == {"kind": "user", "role": "user", "text": "And Oslo?"}
+
+
+async def test_loopwatch_replay_serves_a_cassette_as_a_process(
+    make_gateway: GatewayFactory, tmp_path: Any
+) -> None:
+    gw = await make_gateway()
+    cassette = await recorded(gw, "chat", True, tmp_path)
+    sent = len(gw.provider.received)
+    async with serving(cassette, command="replay", LOOPWATCH_UPSTREAM_URL=NO_PROVIDER) as served:
+        assert await chat_agent(f"{served.url}/v1", True, sunny) == FINAL
+        # The cassette played to its end: a second run is past the recording.
+        status, _, body = await refusal(f"{served.url}/v1", "chat")
+    assert status == 409 and body["error"]["diff"]["step"] == 4
+    assert len(gw.provider.received) == sent
+    assert served.process.returncode == 0
+    [started] = [line for line in served.lines() if "replay listening on" in line]
+    assert "3 steps" in started
