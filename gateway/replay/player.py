@@ -8,7 +8,7 @@ from typing import Any
 
 from gateway.items import Item
 from gateway.protocols.base import ProtocolAdapter
-from gateway.replay.compare import Divergence, first_difference, new_items
+from gateway.replay.compare import Divergence, first_difference
 from gateway.replay.tape import Step
 
 
@@ -56,7 +56,8 @@ class Player:
         seq = self._steps[self._next].seq if self._next < len(self._steps) else None
         if seq is None:  # the recording ended before the agent did
             last = self._steps[-1].seq if self._steps else 0
-            return Divergence(last + 1, 0, None, _first(items) or _request(path))
+            added = first_difference(last + 1, [], items)
+            return added or Divergence(last + 1, 0, None, _request(path))
         step = self._steps[self._next]
         if step.path != path:
             return Divergence(seq, 0, _request(step.path), _request(path))
@@ -66,8 +67,3 @@ class Player:
 
 def _request(path: str) -> dict[str, Any]:
     return {"kind": "request", "text": path}
-
-
-def _first(items: list[Item]) -> dict[str, Any] | None:
-    found = first_difference(0, [], items)
-    return found.received if found is not None and new_items(items) else None

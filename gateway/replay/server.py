@@ -11,7 +11,7 @@ import aiohttp
 from aiohttp import web
 
 from gateway.config import Settings
-from gateway.errors import BadRequest, GatewayError, ReplayDiverged
+from gateway.errors import BadRequest, GatewayError, ReplayDiverged, UpstreamError
 from gateway.protocols.base import ProtocolAdapter
 from gateway.protocols.registry import ADAPTERS, ENCODERS, adapter_for_path
 from gateway.replay.answers import body_or_events
@@ -96,11 +96,17 @@ async def _forward(
         name, value = target.credential
         headers = {k: v for k, v in headers.items() if k.lower() != name.lower()} | {name: value}
     session = request.app[CLIENT]
-    async with session.post(target.url, data=raw, headers=headers) as upstream:
-        kept = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP}
-        out = web.StreamResponse(status=upstream.status, headers=kept)
-        await out.prepare(request)
-        async for chunk in upstream.content.iter_any():
-            await out.write(chunk)
+    out: web.StreamResponse | None = None
+    try:
+        async with session.post(target.url, data=raw, headers=headers) as upstream:
+            kept = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP}
+            out = web.StreamResponse(status=upstream.status, headers=kept)
+            await out.prepare(request)
+            async for chunk in upstream.content.iter_any():
+                await out.write(chunk)
+    except aiohttp.ClientError as exc:
+        if out is None:
+            raise UpstreamError(f"cannot reach the upstream for a live replay: {exc}") from exc
+        return out  # the answer had begun: the client sees it cut short
     await out.write_eof()
     return out

@@ -307,6 +307,19 @@ async def test_a_live_replay_answers_the_changed_step_from_the_provider(
     assert "Rome: rainy" in live.body.decode()
 
 
+async def test_a_live_replay_with_no_provider_answers_502_in_the_protocols_shape(
+    make_gateway: GatewayFactory, aiohttp_server: Any, tmp_path: Any
+) -> None:
+    gw = await make_gateway()
+    cassette = await recorded(gw, "messages", False, tmp_path)
+    base = await replay_server(aiohttp_server, cassette, NO_PROVIDER, live=True)
+    with pytest.raises(anthropic.APIStatusError) as raised:
+        await messages_agent(base, False, rainy_rome)
+    assert raised.value.status_code == 502
+    error = raised.value.response.json()
+    assert error["type"] == "error" and "live replay" in error["error"]["message"]
+
+
 async def test_a_request_past_the_recording_is_refused(
     make_gateway: GatewayFactory, aiohttp_server: Any, tmp_path: Any
 ) -> None:
