@@ -91,7 +91,9 @@ async def _forward(
     request: web.Request, adapter: ProtocolAdapter, model: str | None, raw: bytes
 ) -> web.StreamResponse:
     target = resolve(request.app[SETTINGS], adapter.wire, model, request.path, request.query_string)
-    headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
+    # The body was read decoded: it goes on without its content coding.
+    drop = _HOP | {"content-encoding"}
+    headers = {k: v for k, v in request.headers.items() if k.lower() not in drop}
     if target.credential is not None:
         name, value = target.credential
         headers = {k: v for k, v in headers.items() if k.lower() != name.lower()} | {name: value}
