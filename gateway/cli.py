@@ -1,6 +1,6 @@
 """Command line: `loopwatch serve` runs the gateway, `loopwatch demo` shows it with no API key,
 `loopwatch store partition` converts a PostgreSQL store to time partitions, `loopwatch export`
-writes a trace as a cassette."""
+writes a trace as a cassette, `loopwatch replay` answers an agent from one."""
 
 from __future__ import annotations
 
@@ -55,11 +55,7 @@ def _parser() -> argparse.ArgumentParser:
         "--once", action="store_true", help="run the sample loops, print the summary and exit"
     )
     _add_store_commands(commands)
-    export = commands.add_parser("export", help="write a trace as a cassette (JSON Lines)")
-    export.add_argument("trace_id", help="the trace's id")
-    export.add_argument("--out", help="the file to write (default: standard output)")
-    export.add_argument("--database-url", help="the gateway's database (LOOPWATCH_DATABASE_URL)")
-    export.add_argument("--config", help="TOML config file (LOOPWATCH_CONFIG)")
+    _add_cassette_commands(commands)
     fingerprint = commands.add_parser(
         "key-fingerprint",
         help="print the fingerprint of an API key (read from stdin) for [[keys]] in the config",
@@ -78,6 +74,31 @@ def _add_store_commands(commands: Any) -> None:
     )
     partition.add_argument("--database-url", help="the PostgreSQL store (LOOPWATCH_DATABASE_URL)")
     partition.add_argument("--config", help="TOML config file (LOOPWATCH_CONFIG)")
+
+
+def _add_cassette_commands(commands: Any) -> None:
+    export = commands.add_parser("export", help="write a trace as a cassette (JSON Lines)")
+    export.add_argument("trace_id", help="the trace's id")
+    export.add_argument("--out", help="the file to write (default: standard output)")
+    export.add_argument("--database-url", help="the gateway's database (LOOPWATCH_DATABASE_URL)")
+    export.add_argument("--config", help="TOML config file (LOOPWATCH_CONFIG)")
+    replay = commands.add_parser(
+        "replay", help="answer an agent's requests from a cassette, offline"
+    )
+    replay.add_argument("cassette", help="the cassette file (`loopwatch export`)")
+    replay.add_argument("--host", help="address to bind (LOOPWATCH_HOST, default 127.0.0.1)")
+    replay.add_argument("--port", type=int, help="port (LOOPWATCH_PORT, default 8787)")
+    replay.add_argument(
+        "--diverge",
+        choices=("fail", "live"),
+        default="fail",
+        help="at the first request that differs from the recording: answer 409 (fail, the "
+        "default) or forward it and the rest to the upstream (live)",
+    )
+    replay.add_argument(
+        "--upstream", dest="upstream_url", help="provider base URL (LOOPWATCH_UPSTREAM_URL)"
+    )
+    replay.add_argument("--config", help="TOML config file (LOOPWATCH_CONFIG)")
 
 
 def version() -> str:
@@ -106,7 +127,9 @@ def _flag_names(parser: argparse.ArgumentParser, command: str) -> dict[str, str]
 
 
 # Arguments that are not settings.
-_NOT_SETTINGS = frozenset({"command", "once", "store_command", "trace_id", "out"})
+_NOT_SETTINGS = frozenset(
+    {"command", "once", "store_command", "trace_id", "out", "cassette", "diverge"}
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -136,6 +159,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _partition_store(settings)
     if args.command == "export":
         return _export(settings, args.trace_id, args.out)
+    if args.command == "replay":
+        return _replay(settings, args.cassette, live=args.diverge == "live")
     try:
         return _serve(settings)
     except ConfigError as exc:  # found at start-up (a spool directory in use, say)
@@ -199,6 +224,18 @@ def _export(settings: Settings, trace_id: str, out: str | None) -> int:
     else:
         Path(out).write_text(text, encoding="utf-8")
     return 0
+
+
+def _replay(settings: Settings, cassette: str, *, live: bool) -> int:
+    from gateway.ops import replaying
+    from gateway.replay import tape
+
+    try:
+        trace_id, steps = tape.read(cassette)
+    except ConfigError as exc:
+        print(f"loopwatch: {exc}", file=sys.stderr)
+        return 2
+    return replaying.run(settings, trace_id, steps, live=live)
 
 
 def _print_fingerprint(settings: Settings) -> int:

@@ -5,11 +5,17 @@ Adapters render these in the client's protocol (`ProtocolAdapter.error_body`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
 
 class GatewayError(Exception):
     status = 500
     type = "server_error"
     code = "gateway_error"
+    # More fields of the error object, rendered by the adapters beside its message.
+    details: Mapping[str, Any] = MappingProxyType({})
 
     def __init__(
         self,
@@ -58,6 +64,19 @@ class ReasoningNotReturned(BadRequest):
     """A tool-loop request drops reasoning its provider requires back, which would refuse it."""
 
     code = "reasoning_not_returned"
+
+
+class ReplayDiverged(GatewayError):
+    """A replayed agent's request differs from the recorded step: not retried, `diff`
+    holds the detail."""
+
+    status = 409
+    type = "invalid_request_error"
+    code = "replay_diverged"
+
+    def __init__(self, message: str, *, diff: dict[str, Any]) -> None:
+        super().__init__(message, headers={"x-should-retry": "false"})
+        self.details = {"diff": diff}
 
 
 class BudgetExceeded(GatewayError):

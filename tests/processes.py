@@ -1,4 +1,5 @@
-"""`loopwatch serve` as a real subprocess: started on a free port, its stderr collected."""
+"""`loopwatch serve` (or `replay`) as a real subprocess: started on a free port, its stderr
+collected."""
 
 from __future__ import annotations
 
@@ -43,13 +44,13 @@ class Served:
 
 
 @contextlib.asynccontextmanager
-async def serving(*args: str, **settings: str) -> AsyncIterator[Served]:
+async def serving(*args: str, command: str = "serve", **settings: str) -> AsyncIterator[Served]:
     """A gateway subprocess on a free port; stopped with SIGTERM when the block ends."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "gateway",
-        "serve",
+        command,
         "--port",
         "0",
         *args,
@@ -62,7 +63,7 @@ async def serving(*args: str, **settings: str) -> AsyncIterator[Served]:
     url = None
     while url is None:
         line = await asyncio.wait_for(process.stderr.readline(), 120)
-        assert line, f"serve exited before listening: {b''.join(lines).decode()}"
+        assert line, f"{command} exited before listening: {b''.join(lines).decode()}"
         lines.append(line)
         found = LISTENING.search(line)
         url = found.group(1).decode() if found else None

@@ -1,4 +1,5 @@
-"""The command line: `--version`, and `key-fingerprint` only with the gateway's own secret."""
+"""The command line: `--version`, `key-fingerprint` only with the gateway's own secret,
+`replay` only with a cassette."""
 
 from __future__ import annotations
 
@@ -107,3 +108,26 @@ def test_demo_and_serve_fail_to_start_alike(database_url: str) -> None:
         lines.append(line)
     assert lines[0] == lines[1]
     assert lines[0].startswith("loopwatch: cannot open database ") and "secret" not in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ('{"format": "something-else/1"}\n', "is not a cassette"),
+        ("not json\n", "cannot read the cassette"),
+    ],
+)
+def test_replay_refuses_a_file_that_is_no_cassette(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, reason: str
+) -> None:
+    cassette = tmp_path / "run.jsonl"
+    cassette.write_text(text, encoding="utf-8")
+    assert main(["replay", str(cassette)]) == 2
+    assert reason in capsys.readouterr().err
+
+
+def test_replay_refuses_a_missing_cassette(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["replay", str(tmp_path / "none.jsonl"), "--diverge", "live"]) == 2
+    assert "cannot read the cassette" in capsys.readouterr().err

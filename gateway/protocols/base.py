@@ -235,6 +235,7 @@ def openai_error_body(error: GatewayError) -> dict[str, Any]:
             "type": error.type,
             "code": error.code,
             "param": error.param,
+            **error.details,
         }
     }
 

@@ -343,7 +343,7 @@ class AnthropicMessagesAdapter:
         )
         # The SDKs show only type and message: our code leads the message so it stays visible.
         message = f"{error.code}: {error.message}"
-        return {"type": "error", "error": {"type": kind, "message": message}}
+        return {"type": "error", "error": {"type": kind, "message": message, **error.details}}
 
 
 # Typed here: compiling the package with mypyc needs it before registry.py infers it.
