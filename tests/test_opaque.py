@@ -6,7 +6,7 @@ import re
 
 from gateway.config import RedactionSettings
 from gateway.opaque import UNKEYED, Digests
-from gateway.protocols.registry import ADAPTERS, keyed
+from gateway.protocols.registry import ADAPTERS, ENDPOINTS, keyed
 from gateway.redaction.redactor import Redactor
 
 
@@ -28,6 +28,7 @@ def test_no_redaction_rule_changes_a_digest() -> None:
 
 def test_an_app_keys_every_adapter() -> None:
     adapters = keyed(b"install secret")
-    assert adapters.keys() == ADAPTERS.keys()
-    for name, adapter in adapters.items():
-        assert adapter.name == name and type(adapter) is type(ADAPTERS[name])
+    served = {**ADAPTERS, **ENDPOINTS}  # the protocols, and endpoints served by a variant
+    assert adapters.keys() == served.keys()
+    for key, adapter in adapters.items():
+        assert adapter.name == served[key].name and type(adapter) is type(served[key])

@@ -63,7 +63,7 @@ def task_texts(arguments: str | None) -> tuple[str, ...]:
         return ()
     try:
         value = json.loads(arguments)
-    except ValueError:
+    except (ValueError, RecursionError):  # a hostile provider's nesting: no task text
         return ()
     found: list[str] = []
     for text in _strings(value, _DEPTH):

@@ -62,7 +62,10 @@ class StepBus:
         record = closed.record
         if closed.remember is not None:
             self._remember(closed.remember)
-        self.lineages.step_ended(client, record.trace_id, record.lineage, record.output_items)
+        try:
+            self.lineages.step_ended(client, record.trace_id, record.lineage, record.output_items)
+        except Exception:  # what sub-agents are matched by is never worth a lost record
+            log.exception("keeping step %s's calls for sub-agent links failed", record.id)
         if closed.response_end is not None:
             self.ends.remember(record.trace_id, closed.response_end)
         self.recorder.submit(record)

@@ -39,6 +39,11 @@ def test_task_texts_are_the_long_strings_of_the_arguments_nested_ones_too() -> N
     assert task_texts("{not json") == ()
 
 
+def test_arguments_nested_past_the_parser_s_depth_hold_no_task() -> None:
+    """A hostile provider's arguments: no task text, and the step is still recorded."""
+    assert task_texts('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}") == ()
+
+
 def test_the_first_user_turn_ends_at_the_first_answer() -> None:
     items = [instruction(), user_text("one"), user_text(TASK), assistant_text(), user_text("x")]
     assert first_user_turn(items) == f"one\n{TASK}"
