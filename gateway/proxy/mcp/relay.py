@@ -151,10 +151,11 @@ async def _relay(
     try:
         await response.prepare(request)
         async for chunk in answer.content.iter_any():
-            await response.write(chunk)  # the client first; observing after
             if reader is not None and (found := reader.feed(chunk)):
-                # Judged and spooled as soon as read: before the response is complete.
+                # Spooled before the client holds the answer: a gateway killed after writing
+                # it would otherwise lose an answered call (an append, no wait on a disk).
                 runtime.messages(tracked, found, session)
+            await response.write(chunk)
         if reader is not None:
             runtime.messages(tracked, reader.end(), session)
         await response.write_eof()
