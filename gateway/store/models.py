@@ -71,6 +71,9 @@ class TraceRow(SQLModel, table=True):
         # A run's children, and a tree's runs (revision 0019).
         sa.Index("ix_traces_parent", "parent_trace_id"),
         sa.Index("ix_traces_root", "root_trace_id"),
+        # A trace's replays and forks (revision 0020).
+        sa.Index("ix_traces_replay_of", "replay_of"),
+        sa.Index("ix_traces_fork_of", "fork_of"),
     )
 
     id: str = _id(primary_key=True)
@@ -139,6 +142,13 @@ class TraceRow(SQLModel, table=True):
     # The client's keyed API key fingerprint (gateway.checks.budgets.key_fingerprint): a
     # sub-agent's first request looks its parent's call up among the same client's runs.
     client: str | None = Field(default=None, sa_column=sa.Column(sa.String(64)))
+    # A run made from another's record (revision 0020): a replay of a cassette of trace
+    # `replay_of`, diverged from it at step `diverged_at` (null while it has not); a fork of
+    # trace `fork_of`'s step `fork_at`. Written with the trace's first stored step.
+    replay_of: str | None = _id(nullable=True)
+    diverged_at: int | None = Field(default=None, sa_column=sa.Column(sa.Integer))
+    fork_of: str | None = _id(nullable=True)
+    fork_at: int | None = Field(default=None, sa_column=sa.Column(sa.Integer))
 
 
 def _placed() -> Any:
