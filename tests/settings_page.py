@@ -34,22 +34,22 @@ start-up with a message naming the setting and where it was set, for example
 
 # The table's rows in this order; each setting's meaning, as the table says it.
 MEANINGS = {
-    "host": ("address to bind; a non-loopback address requires `admin_token`"),
-    "port": ("port"),
-    "upstream_url": ("provider for Chat Completions, Responses and other `/v1/*`"),
-    "anthropic_upstream_url": ("provider for `/v1/messages`"),
-    "database_url": ("trace store; `postgresql://…` for several replicas"),
-    "config": ("TOML file with the settings below, routes, key budgets, redaction rules"),
-    "connect_timeout": ("seconds to connect to the provider"),
-    "read_timeout": ("seconds the provider may stay silent mid-response"),
-    "max_body_bytes": ("largest model request body (413 beyond)"),
-    "max_steps": ("default step budget per trace"),
-    "max_tokens": ("default token budget per trace"),
-    "max_cost_usd": ("default cost budget per trace, in US dollars"),
+    "host": "address to bind; a non-loopback address requires `admin_token`",
+    "port": "port",
+    "upstream_url": "provider for Chat Completions, Responses and other `/v1/*`",
+    "anthropic_upstream_url": "provider for `/v1/messages`",
+    "database_url": "trace store; `postgresql://…` for several replicas",
+    "config": "TOML file with the settings below, routes, key budgets, redaction rules",
+    "connect_timeout": "seconds to connect to the provider",
+    "read_timeout": "seconds the provider may stay silent mid-response",
+    "max_body_bytes": "largest model request body (413 beyond)",
+    "max_steps": "default step budget per trace",
+    "max_tokens": "default token budget per trace",
+    "max_cost_usd": "default cost budget per trace, in US dollars",
     "max_duration_s": (
         "default time budget per trace: seconds of wall clock from its first request"
     ),
-    "pairing": ("`enforce` refuses broken tool histories, `observe` records them"),
+    "pairing": "`enforce` refuses broken tool histories, `observe` records them",
     "terminal_tools": (
         "comma-separated (a list in TOML) names of output tools that end a run, besides "
         "`final_answer` and `final_result`: a last step calling only these is `completed`"
@@ -74,10 +74,10 @@ MEANINGS = {
         "`enforce` refuses a tool-loop request that drops the reasoning its provider requires"
         " back (400 `reasoning_not_returned`), `observe` records it"
     ),
-    "admin_token": ("required for the UI and `/api/*` when set (at least 16 characters)"),
-    "store_reasoning_summary": ("keep providers' reasoning summaries (redacted)"),
-    "recorder_queue_size": ("records waiting for the database before drops"),
-    "recorder_batch_size": ("records per database transaction"),
+    "admin_token": "required for the UI and `/api/*` when set (at least 16 characters)",
+    "store_reasoning_summary": "keep providers' reasoning summaries (redacted)",
+    "recorder_queue_size": "records waiting for the database before drops",
+    "recorder_batch_size": "records per database transaction",
     "recorder_flush_seconds": (
         "while records keep coming, the longest they gather before a batch is written (a "
         "record is in the store within about this plus one write)"
@@ -95,11 +95,11 @@ MEANINGS = {
         "gateway processes sharing the port (`serve --workers N`); see "
         "[Several workers](scaling.md#several-workers-one-sqlite-file-several-replicas)"
     ),
-    "log_level": ("`debug`, `info`, `warning`, `error`"),
-    "log_format": ("`text`, or `json`: one JSON object a line"),
-    "access_log": ("`serve` logs one line per request (never bodies, headers or query strings)"),
-    "metrics_max_models": ("distinct model label values before `other`"),
-    "webhook_urls": ("comma-separated URLs that receive a JSON event per violation"),
+    "log_level": "`debug`, `info`, `warning`, `error`",
+    "log_format": "`text`, or `json`: one JSON object a line",
+    "access_log": "`serve` logs one line per request (never bodies, headers or query strings)",
+    "metrics_max_models": "distinct model label values before `other`",
+    "webhook_urls": "comma-separated URLs that receive a JSON event per violation",
     "public_url": (
         "base URL of trace links in webhook events, and of the MCP servers' "
         "protected-resource metadata the gateway serves"
@@ -116,21 +116,21 @@ MEANINGS = {
         " 0.01 }`: USD per request of a tool the provider runs), preferred to the bundled "
         "genai-prices data"
     ),
-    "retention_days": ("delete traces idle for longer, with all their rows"),
-    "webhook_secret": ("signs each webhook body (`X-Loopwatch-Signature`, at least 16 characters)"),
+    "retention_days": "delete traces idle for longer, with all their rows",
+    "webhook_secret": "signs each webhook body (`X-Loopwatch-Signature`, at least 16 characters)",
     "otlp_endpoint": (
         "OTLP collector; http/protobuf appends `/v1/traces` unless the URL ends with it"
     ),
-    "otlp_protocol": ("or `grpc` (needs `pip install 'loopwatch[otlp-grpc]'`)"),
+    "otlp_protocol": "or `grpc` (needs `pip install 'loopwatch[otlp-grpc]'`)",
     "otlp_headers": (
         "`key=value,key2=value2` (values percent-encoded; a table in the file); never logged"
     ),
     "otlp_capture_content": (
         "also export messages (`gen_ai.input.messages`, ...), redacted as stored"
     ),
-    "otlp_service_name": ("the spans' `service.name`"),
-    "otlp_timeout": ("seconds one export may take, retries included"),
-    "otlp_queue_size": ("steps, and spans, waiting for export before drops"),
+    "otlp_service_name": "the spans' `service.name`",
+    "otlp_timeout": "seconds one export may take, retries included",
+    "otlp_queue_size": "steps, and spans, waiting for export before drops",
     "mcp_servers": (
         "MCP servers proxied at `/mcp/{name}`: `[[mcp_servers]]` tables with `name`, `url`, "
         "optional `headers`; the environment and flag take `name=url,name2=url2`"
@@ -150,9 +150,9 @@ MEANINGS = {
         "the configured run budgets also cover each root's whole tree of runs (see "
         "[Sub-agents](traces.md#sub-agents))"
     ),
-    "redaction": ("`enabled`, `patterns`, `json_keys`, `max_text_chars`"),
-    "routes": ("per protocol (and model pattern) upstreams, with optional provider keys"),
-    "keys": ("per-API-key budgets and pairing mode, by key fingerprint"),
+    "redaction": "`enabled`, `patterns`, `json_keys`, `max_text_chars`",
+    "routes": "per protocol (and model pattern) upstreams, with optional provider keys",
+    "keys": "per-API-key budgets and pairing mode, by key fingerprint",
 }
 
 # A default said in words where the declared value would not tell it.
