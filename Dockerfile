@@ -1,4 +1,4 @@
-# Loopwatch gateway image. Configuration is by environment (LOOPWATCH_*); see README.
+# Loopwatch gateway image. Configuration is by environment (LOOPWATCH_*); see docs/settings.md.
 #   docker build -t loopwatch .
 #   docker run -p 8787:8787 -v loopwatch-data:/data -e LOOPWATCH_ADMIN_TOKEN=... loopwatch
 FROM python:3.11-slim

@@ -1,5 +1,5 @@
 """How each agent CLI is pointed at the gateway and kept from calling home: the settings a user
-copies from README, written into the run's own home, and the command line of a run."""
+copies from docs/agents.md, written into the run's own home, and the command line of a run."""
 
 from __future__ import annotations
 

@@ -130,7 +130,8 @@ def test_first_revision_is_the_schema_made_before_migrations(
 
 
 def test_newest_revision_matches_the_models(engine: Engine) -> None:
-    """A model change without a revision fails here: write one (README, Schema migrations)."""
+    """A model change without a revision fails here: write one (docs/operations.md, Schema
+    migrations)."""
     with engine.connect() as conn:
         assert current_revision(conn) == head()
         differences = compare_metadata(
