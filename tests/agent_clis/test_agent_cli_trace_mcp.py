@@ -34,6 +34,9 @@ async def test_claude_code_explains_a_failed_run_through_the_trace_server(
     config.write_text(json.dumps({"mcpServers": {SERVER: server}}, indent=2))
     argv = clients.claude_code(sandbox, gateway.url, f"Why did my run {failed} fail?")
     argv += [f"mcp__{SERVER}__explain_run", "--mcp-config", str(config), "--strict-mcp-config"]
+    # MCP tools declared up front, not behind Claude Code's tool search: the scripted model
+    # calls the tool it is shown.
+    sandbox.env["ENABLE_TOOL_SEARCH"] = "false"
     finished = await run(argv, sandbox)
 
     model = gateway.provider.responder
