@@ -50,7 +50,14 @@ def list_traces(reader: Reader, args: dict[str, Any]) -> Answer:
 
 
 def search(reader: Reader, args: dict[str, Any]) -> Answer:
-    return _listed(reader, TraceFilters(q=args["query"]), args["limit"])
+    """The runs found, and first, when the query is a step, response or provider request id,
+    the step it names."""
+    text, found = _listed(reader, TraceFilters(q=args["query"]), args["limit"])
+    step = queries.find_step(reader.engine, args["query"].strip())
+    if step is None:
+        return text, found | {"step": None}
+    named = f"{args['query'].strip()} is step {step['seq']} of run {step['trace_id']}."
+    return f"{named}\n{text}", found | {"step": step}
 
 
 def _listed(reader: Reader, filters: TraceFilters, limit: int) -> Answer:

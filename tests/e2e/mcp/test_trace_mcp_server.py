@@ -69,11 +69,19 @@ async def test_search_and_violations_find_the_runs(make_gateway: GatewayFactory)
     async with traces_client(gateway) as client:
         _, found = await text_of(client, "search", {"query": "config.yaml"})
         assert [t["id"] for t in found["traces"]] == [seeded.failed]
+        step_id = (await gateway.trace(seeded.failed))["steps"][1]["id"]
+        text, found = await text_of(client, "search", {"query": step_id})
+        assert text.startswith(f"{step_id} is step 2 of run {seeded.failed}.")
+        assert found["step"]["trace_id"] == seeded.failed
         text, found = await text_of(client, "list_violations", {"kind": "orphan_tool_result"})
         assert [v["trace_id"] for v in found["violations"]] == [seeded.orphan]
         assert "call_nobody" in text
-        text, _ = await text_of(client, "explain_run", {})  # the latest run
-        assert f"Run {seeded.orphan} was refused by the gateway" in text
+        _, newest = await text_of(client, "list_traces", {"limit": 1})
+        text, explained = await text_of(client, "explain_run", {})  # the latest run
+        assert explained["trace_id"] == newest["traces"][0]["id"]
+        text, _ = await text_of(client, "explain_run", {"trace_id": seeded.orphan})
+        assert f"Run {seeded.orphan} was refused by the gateway before any step" in text
+        assert "orphan_tool_result (call call_nobody)" in text
         text, _ = await text_of(client, "explain_run", {"trace_id": seeded.completed})
         assert "completed at step 2 of 2" in text and "no violations recorded" in text
         _, listed = await text_of(client, "list_traces", {"violation": "orphan_tool_result"})

@@ -34,7 +34,7 @@ async def test_stdio_server_explains_a_failed_run(
         assert f"Run {seeded.failed} failed at step 2 of 2" in text and FAILURE in text
         result = await client.call_tool("get_trace", {"trace_id": seeded.failed})
         assert "call call_cfg1 read_file" in result.content[0].text  # type: ignore[union-attr]
-        listed = await client.call_tool("list_traces", {"limit": 1})
-        assert [t["id"] for t in listed.structured_content["traces"]] == [seeded.orphan]  # type: ignore[index]
+        listed = await client.call_tool("list_traces", {"status": "failed", "limit": 5})
+        assert [t["id"] for t in listed.structured_content["traces"]] == [seeded.failed]  # type: ignore[index]
         with pytest.raises(MCPError, match="unknown tool"):
             await client.call_tool("nope", {})
