@@ -99,9 +99,10 @@ def get_trace(reader: Reader, args: dict[str, Any]) -> Answer:
     results = condensed.results_by_call(trace)
     by_step: dict[int, list[dict[str, Any]]] = {}
     seq = condensed.step_numbers(trace)
-    for violation in trace["violations"]:
-        at = seq.get(violation["step_id"] or "", 0)
-        by_step.setdefault(at, []).append(_violation(violation))
+    for violation in trace["violations"]:  # 0: of no step (a refused request)
+        at = 0 if violation["step_id"] is None else seq.get(violation["step_id"])
+        if at is not None:  # else of a step before `from_step`
+            by_step.setdefault(at, []).append(_violation(violation))
     steps = [
         condensed.condensed_step(step, results, by_step.get(step["seq"], []))
         for step in trace["steps"]
@@ -124,6 +125,9 @@ def _header(trace: dict[str, Any], unplaced: list[dict[str, Any]]) -> str:
     ]
     if trace.get("parent"):
         lines.append(f"Sub-agent of run {trace['parent']['id']}")
+    children = [f"{c['id']} ({c['status']}, call {c['call_id']})" for c in trace["children"]]
+    if children:
+        lines.append(f"Sub-agent runs: {', '.join(children)}")
     lines += [condensed.violation_text(v) for v in unplaced]
     return "\n".join(lines)
 

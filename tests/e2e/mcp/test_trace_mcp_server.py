@@ -76,6 +76,10 @@ async def test_search_and_violations_find_the_runs(make_gateway: GatewayFactory)
         text, found = await text_of(client, "list_violations", {"kind": "orphan_tool_result"})
         assert [v["trace_id"] for v in found["violations"]] == [seeded.orphan]
         assert "call_nobody" in text
+        arguments = {"trace_id": seeded.failed, "from_step": 2}
+        text, read = await text_of(client, "get_trace", arguments)
+        assert [step["step"] for step in read["steps"]] == [2] and read["violations"] == []
+        assert "Step 1 " not in text and "undeclared_tool" not in text and FAILURE in text
         _, newest = await text_of(client, "list_traces", {"limit": 1})
         text, explained = await text_of(client, "explain_run", {})  # the latest run
         assert explained["trace_id"] == newest["traces"][0]["id"]
