@@ -239,10 +239,12 @@ def _serve_traces(settings: Settings) -> int:
 
     from gateway.ops.serving import store_errors, store_failure
     from gateway.store.engine import read_only_engine
+    from gateway.store.read.queries import stored_step_count
     from gateway.ui.mcp_server import stdio
 
     engine = read_only_engine(settings.database_url)
     try:
+        stored_step_count(engine)  # a store that cannot be read stops it here, said once
         asyncio.run(stdio.serve(engine, settings, version()))
     except store_errors() as exc:
         print(f"loopwatch: {store_failure(settings.database_url, exc)}", file=sys.stderr)
