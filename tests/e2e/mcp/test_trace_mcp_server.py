@@ -144,6 +144,9 @@ async def test_the_wire_answers_json_sse_and_refusals(make_gateway: GatewayFacto
     assert status == 400 and "1999-01-01" in text
     async with aiohttp.ClientSession() as session, session.get(gateway.url + PATH) as r:
         assert r.status == 405
+    rebound = {"Host": "evil.example.com", "Origin": "http://evil.example.com"}
+    status, _, text = await post(gateway, ping, **rebound)  # DNS rebinding: never served
+    assert status == 403 and "evil.example.com" in text
 
 
 @pytest.mark.sqlite
