@@ -51,8 +51,9 @@ from gateway.store.ledger.file import separate_sqlite_ledger
 from gateway.store.ledger.memory import MemoryLedger
 from gateway.store.partitions.keeper import PartitionKeeper
 from gateway.store.retention.sweep import Retention
-from gateway.ui import api, auth, mcp_api
+from gateway.ui import api, auth
 from gateway.ui.health import Readiness
+from gateway.ui.mcp_server import streamable as read_mcp
 from gateway.ui.pages import routes as views
 
 if TYPE_CHECKING:  # imported where configured: a default `serve` loads neither
@@ -96,8 +97,7 @@ def create_app(
         app.router.add_route(method, "/mcp/{name}", _mcp)
     app.router.add_post("/mcp/{name}/stdio", _mcp_stdio)
     app.router.add_get(mcp_oauth.WELL_KNOWN + "/mcp/{name}", _mcp_metadata)
-    app.router.add_get("/api/mcp/servers", _with_deps(mcp_api.list_servers))
-    app.router.add_get("/api/mcp/executions", _with_deps(mcp_api.list_executions))
+    read_mcp.add_routes(app, _with_deps)  # the MCP side's read API and the trace MCP server
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
     app.router.add_get("/metrics", _metrics)

@@ -1,6 +1,7 @@
 """Command line: `loopwatch serve` runs the gateway, `loopwatch demo` shows it with no API key,
 `loopwatch store partition` converts a PostgreSQL store to time partitions, `loopwatch export`
-writes a trace as a cassette, `loopwatch replay` answers an agent from one."""
+writes a trace as a cassette, `loopwatch replay` answers an agent from one, `loopwatch
+mcp-server` serves the recorded traces to an agent over stdio MCP."""
 
 from __future__ import annotations
 
@@ -99,6 +100,11 @@ def _add_cassette_commands(commands: Any) -> None:
         "--upstream", dest="upstream_url", help="provider base URL (LOOPWATCH_UPSTREAM_URL)"
     )
     replay.add_argument("--config", help="TOML config file (LOOPWATCH_CONFIG)")
+    traces = commands.add_parser(
+        "mcp-server", help="serve the recorded traces as MCP tools over stdio (read-only)"
+    )
+    traces.add_argument("--database-url", help="the gateway's database (LOOPWATCH_DATABASE_URL)")
+    traces.add_argument("--config", help="TOML config file (LOOPWATCH_CONFIG)")
 
 
 def version() -> str:
@@ -159,6 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _partition_store(settings)
     if args.command == "export":
         return _export(settings, args.trace_id, args.out)
+    if args.command == "mcp-server":
+        return _serve_traces(settings)
     if args.command == "replay":
         return _replay(settings, args.cassette, live=args.diverge == "live")
     try:
@@ -223,6 +231,28 @@ def _export(settings: Settings, trace_id: str, out: str | None) -> int:
         sys.stdout.write(text)
     else:
         Path(out).write_text(text, encoding="utf-8")
+    return 0
+
+
+def _serve_traces(settings: Settings) -> int:
+    import asyncio
+
+    from gateway.ops.serving import store_errors, store_failure
+    from gateway.store.engine import read_only_engine
+    from gateway.store.read.queries import stored_step_count
+    from gateway.ui.mcp_server import stdio
+
+    engine = read_only_engine(settings.database_url)
+    try:
+        stored_step_count(engine)  # a store that cannot be read stops it here, said once
+        asyncio.run(stdio.serve(engine, settings, version()))
+    except store_errors() as exc:
+        print(f"loopwatch: {store_failure(settings.database_url, exc)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass
+    finally:
+        engine.dispose()
     return 0
 
 

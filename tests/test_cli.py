@@ -1,5 +1,5 @@
 """The command line: `--version`, `key-fingerprint` only with the gateway's own secret,
-`replay` only with a cassette."""
+`replay` only with a cassette, `mcp-server` only on a store it can read."""
 
 from __future__ import annotations
 
@@ -131,3 +131,13 @@ def test_replay_refuses_a_missing_cassette(
 ) -> None:
     assert main(["replay", str(tmp_path / "none.jsonl"), "--diverge", "live"]) == 2
     assert "cannot read the cassette" in capsys.readouterr().err
+
+
+def test_mcp_server_refuses_a_store_it_cannot_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'missing' / 'store.db'}"
+    assert main(["mcp-server", "--database-url", url]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "", "standard output carries MCP messages alone"
+    assert captured.err.startswith("loopwatch: cannot open database")

@@ -6,7 +6,9 @@ title, a summary, a quota probe) gets a short plain answer. A task that asks for
 (DELEGATE in its first user turn) is handed to the client's sub-agent tool instead, with
 SUBAGENT_TASK as the sub-agent's prompt; the sub-agent's own run then calls the shell as
 above, and the parent answers from the sub-agent's report. Every request is answered in its
-own protocol, streamed or not, with reasoning the gateway must never store.
+own protocol, streamed or not, with reasoning the gateway must never store. A task that asks
+why a run failed (EXPLAIN) is answered by calling the client's `explain_run` MCP tool (the
+gateway's trace server) for the run named in it, then repeating what the tool returned.
 """
 
 from __future__ import annotations
@@ -40,6 +42,10 @@ BACKGROUND_PROMPT = (
 IN_BACKGROUND = "in the background"
 SUBAGENT_TASK = "Write the marker file with the shell and report what the command printed."
 WAITING = "A sub-agent is writing the marker file; I will report what it printed."
+# A task with these words asks the trace MCP server; its answer repeats the tool's text.
+EXPLAIN = "why did my run"
+EXPLAINED_PREFIX = "Loopwatch says: "
+TRACE_ID = re.compile(r"\btr-[0-9a-f]+\b")
 # Sub-agent tools as the clients name them: Claude Code's `Agent` (2.1), `Task` before it.
 SUBAGENT_NAMES = ("Agent", "Task")
 
@@ -77,7 +83,7 @@ class Seen:
 
     protocol: str
     shell: str | None
-    move: str  # "delegate", "wait", "call", "final", "side" or "other"
+    move: str  # "delegate", "wait", "call", "explain", "final", "side" or "other"
     text: str = ""  # the answer's text
 
 
@@ -123,6 +129,12 @@ def _decide(
 ) -> tuple[str, wire.Answer]:
     """The model's move: its kind and its answer."""
     result, news = conversation.result, conversation.latest
+    if EXPLAIN in conversation.task.lower():
+        explain = _find_explain(conversation.tools, conversation.task)
+        if result is not None:
+            return "final", wire.Answer(text=EXPLAINED_PREFIX + result, thought=THOUGHT)
+        if explain is not None:
+            return "explain", wire.Answer(call=explain, thought=THOUGHT)
     if DELEGATE in conversation.task:
         if MARKER in news:  # a background sub-agent's report, come as a user turn
             return "final", wire.Answer(text=final_answer(news), thought=THOUGHT)
@@ -149,6 +161,14 @@ def _find_shell(tools: list[wire.Tool]) -> wire.ToolCall | None:
         if tool is not None:
             return wire.ToolCall(tool, _arguments(tool))
     return None
+
+
+def _find_explain(tools: list[wire.Tool], task: str) -> wire.ToolCall | None:
+    """`explain_run` as the client names an MCP tool (`mcp__loopwatch__explain_run`), called
+    for the run the task names."""
+    tool = next((t for t in tools if t.name.endswith("explain_run")), None)
+    named = TRACE_ID.search(task)
+    return None if tool is None else wire.ToolCall(tool, {"trace_id": named[0]} if named else {})
 
 
 def _find_subagent(tools: list[wire.Tool], task: str) -> wire.ToolCall | None:
