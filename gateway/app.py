@@ -140,9 +140,8 @@ async def _lifecycle(
     mcp = app[MCP] = await _started_mcp(
         settings, engine, redactor, recording, exporters, clock, owner
     )
-    sinks = _step_sinks(settings, exporters, mcp)
+    sinks, marks = _step_sinks(settings, exporters, mcp), app.get(STEP_MARKS)
     recent, lineages = RecentSteps(), Lineages(settings.subagent_match_window_s)
-    marks = app.get(STEP_MARKS)
     app[DEPS] = Deps(
         settings=settings,
         upstream=await _started_upstream(settings, owner),  # started last, stopped first
