@@ -15,7 +15,7 @@ from aiohttp import web
 from gateway.app import STEP_MARKS
 from gateway.app import create_app as create_gateway
 from gateway.config import Settings
-from gateway.errors import StartupError
+from gateway.errors import ConfigError, StartupError
 from gateway.ops.serving import bind, running, until_signal
 from gateway.replay.marking import ReplayMarks
 from gateway.replay.server import PLAYER
@@ -32,7 +32,7 @@ def run(settings: Settings, trace_id: str, steps: list[Step], *, live: bool) -> 
     try:
         with asyncio.Runner() as runner:
             runner.run(_serve(settings, trace_id, steps, live=live))
-    except StartupError as exc:
+    except (StartupError, ConfigError) as exc:  # ConfigError: a spool directory in use, say
         print(f"loopwatch: {exc}", flush=True, file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C before the signal handlers are in place
@@ -61,18 +61,19 @@ async def serving(
     store, and the player as its upstream. Yields the gateway's base URL (without /v1)."""
     player = create_player(steps, settings, live=live)
     async with _player_serving(player) as player_url:
-        gateway = create_gateway(upstream_of(settings, player_url))
+        own = upstream_of(settings, player_url)
+        gateway = create_gateway(own)
         marks: Callable[[StepRecord], StepRecord] = ReplayMarks(trace_id, player[PLAYER])
         gateway[STEP_MARKS] = marks
-        async with running(settings, gateway) as urls:
+        async with running(own, gateway) as urls:
             yield urls[0]
 
 
 def upstream_of(settings: Settings, player_url: str) -> Settings:
     """The gateway's settings: every protocol's upstream is the player (which alone goes on
-    to `settings`' upstream, in a live replay)."""
+    to `settings`' upstream, in a live replay), in this one process."""
     update = {"upstream_url": f"{player_url}/v1", "anthropic_upstream_url": player_url}
-    return settings.model_copy(update=update | {"routes": ()})
+    return settings.model_copy(update=update | {"routes": (), "workers": 1})
 
 
 @contextlib.asynccontextmanager

@@ -7,6 +7,8 @@ original lists its replays, the pages link both ways, every id escaped."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ from tests.e2e.replay.test_replay import (
 )
 from tests.e2e.ui.test_ui_pages import fetch
 from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noqa: F401
+from tests.processes import environment
 
 HOSTILE = 'x"><script>alert(1)</script>'
 
@@ -161,3 +164,20 @@ async def test_a_replay_of_a_hostile_id_is_shown_escaped(
     [replay] = await replays_of(gw, HOSTILE)
     page = await fetch(gw, f"/traces/{replay['id']}")
     assert str(escape(HOSTILE)) in page.text and HOSTILE not in page.text
+
+
+def test_a_replay_whose_store_cannot_be_opened_says_so_in_one_line(tmp_path: Path) -> None:
+    cassette = tmp_path / "empty.jsonl"
+    cassette.write_text(json.dumps({"format": tape.FORMAT, "trace_id": "t-1"}) + "\n")
+    unreachable = "postgresql://loopwatch@127.0.0.1:1/nowhere"
+    env = environment(LOOPWATCH_DATABASE_URL=unreachable, LOOPWATCH_PORT="0")
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway", "replay", str(cassette)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    [line] = [x for x in done.stderr.splitlines() if x.startswith("loopwatch:")]
+    assert "cannot open database postgresql://loopwatch@127.0.0.1:1/nowhere" in line
