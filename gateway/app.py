@@ -44,6 +44,7 @@ from gateway.sinks.base import Sinks
 from gateway.sinks.metrics import MetricsSink, metrics_response
 from gateway.sinks.redacted import Redacting
 from gateway.sinks.webhooks import WebhookSink
+from gateway.step import StepRecord
 from gateway.store.engine import create_schema, install_secret, make_engine
 from gateway.store.ledger.core import Ledger, ThreadLedger
 from gateway.store.ledger.fallback import FallbackLedger
@@ -66,6 +67,8 @@ READINESS = web.AppKey("readiness", Readiness)
 MCP = web.AppKey("mcp", McpRuntime)
 METRICS = web.AppKey("metrics", MetricsSink)
 BACKGROUND = web.AppKey("background", Background)
+STEP_MARKS: web.AppKey[Callable[[StepRecord], StepRecord]] = web.AppKey("marks")  # a replay's
+_NOW = partial(datetime.now, UTC)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -137,7 +140,7 @@ async def _lifecycle(
     mcp = app[MCP] = await _started_mcp(
         settings, engine, redactor, recording, exporters, clock, owner
     )
-    sinks = _step_sinks(settings, exporters, mcp)
+    sinks, marks = _step_sinks(settings, exporters, mcp), app.get(STEP_MARKS)
     recent, lineages = RecentSteps(), Lineages(settings.subagent_match_window_s)
     app[DEPS] = Deps(
         settings=settings,
@@ -150,7 +153,7 @@ async def _lifecycle(
         secret=secret,
         recent=recent,
         clock=clock or (lambda: datetime.now(UTC)),
-        bus=StepBus(ledger, recording, recent, known_keys, ResponseEnds(), sinks, lineages),
+        bus=StepBus(ledger, recording, recent, known_keys, ResponseEnds(), sinks, lineages, marks),
         pricer=Pricer(settings.prices),
         loops=TraceCounters(settings.loop_threshold),
     )
@@ -227,11 +230,7 @@ def _open_store(engine: Engine, settings: Settings, clock: Callable[[], datetime
     """The newest schema and, on PostgreSQL, this period's time partitions and the next
     ones, made before the recorder writes."""
     create_schema(engine)
-    PartitionKeeper(engine, settings.retention_days, clock=clock or _now).keep()
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
+    PartitionKeeper(engine, settings.retention_days, clock=clock or _NOW).keep()
 
 
 async def _owned_ledger(

@@ -57,6 +57,23 @@ def lineage_of(row: list[Any] | None) -> Lineage | None:
 
 
 @dataclass(frozen=True, slots=True)
+class Replay:
+    """A step of a cassette's replay: the recorded trace it replays and, once the agent's
+    requests left the recording, the step number where they first did (the store keeps the
+    earliest a trace's steps name)."""
+
+    of: str
+    diverged_at: int | None = None
+
+    def to_json(self) -> list[Any]:
+        return [self.of, self.diverged_at]
+
+
+def replay_of(row: list[Any] | None) -> Replay | None:
+    return None if row is None else Replay(*row)
+
+
+@dataclass(frozen=True, slots=True)
 class StepRecord:
     id: str
     trace_id: str
@@ -115,6 +132,9 @@ class StepRecord:
     # The client's keyed API key fingerprint (StepStart.client): another replica finds a
     # sub-agent's parent call among this client's stored calls.
     client: str | None = None
+    # Set by a cassette's replay alone (`loopwatch replay`): the trace row takes `replay_of`
+    # from its first stored step and `diverged_at` from the earliest any step names.
+    replay: Replay | None = None
 
     def __post_init__(self) -> None:
         # Liberal in what it takes: any iterable of items or violations is kept as a tuple,
@@ -306,6 +326,7 @@ STEP_FIELDS: tuple[Persisted, ...] = (
     _stored("held_state"),
     Persisted("lineage", lambda v: None if v is None else v.to_json(), lineage_of),
     Persisted("client"),  # stored on the trace row
+    Persisted("replay", lambda v: None if v is None else v.to_json(), replay_of),  # trace row
 )
 # Never spooled: the caller's trace context only goes to export; `ended_at` is derived.
 NOT_SPOOLED = frozenset({"traceparent", "ended_at"})

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from gateway.checks.budgets import Settlement
@@ -23,7 +24,7 @@ from gateway.proxy.response_ends import ResponseEnds
 from gateway.recording.spooler import SpoolRecorder
 from gateway.runs.pricing import Cost, Pricer
 from gateway.sinks.base import Sinks
-from gateway.step import RefusalRecord, StepStart
+from gateway.step import RefusalRecord, StepRecord, StepStart
 from gateway.store.ledger.core import Ledger
 
 log = logging.getLogger(__name__)
@@ -43,8 +44,10 @@ class StepBus:
         ends: ResponseEnds,
         sinks: Sinks,
         lineages: Lineages,
+        marks: Callable[[StepRecord], StepRecord] | None = None,
     ) -> None:
         self.lineages = lineages
+        self.marks = marks  # a replay's: each record says what it replays
         self.ledger = ledger
         self.recorder = recorder
         self.recent = recent
@@ -59,7 +62,7 @@ class StepBus:
     def closed(self, closed: Closed, client: str | None = None) -> None:
         self.settle(closed.settlement)
         self.settle(closed.tree_settlement)
-        record = closed.record
+        record = closed.record if self.marks is None else self.marks(closed.record)
         if closed.remember is not None:
             self._remember(closed.remember)
         try:

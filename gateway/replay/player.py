@@ -38,6 +38,7 @@ class Player:
         self._next = 0
         self._live = live
         self.diverged_at: int | None = None  # the step number where a live replay left
+        self.left_at: int | None = None  # where the requests first differed, either mode
 
     def play(
         self, adapter: ProtocolAdapter, path: str, items: list[Item]
@@ -48,6 +49,8 @@ class Player:
         if divergence is None:
             self._next += 1
             return Answer(self._steps[self._next - 1])
+        if self.left_at is None:
+            self.left_at = divergence.seq
         if self._live:
             self.diverged_at = divergence.seq
         return Diverged(divergence, self._live)

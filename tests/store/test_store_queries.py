@@ -84,8 +84,14 @@ def test_list_newest_first_across_pages(engine: Engine, make_step: MakeStep) -> 
         "root_trace_id",
         "depth",
         "tree",
+        "replay_of",
+        "diverged_at",
+        "fork_of",
+        "fork_at",
     }
     assert trace["updated_at"].endswith("Z")
+    made_from = ("replay_of", "diverged_at", "fork_of", "fork_at")
+    assert [trace[name] for name in made_from] == [None] * 4
 
 
 def test_cursor_is_stable_when_traces_share_a_timestamp(

@@ -17,7 +17,7 @@ from gateway.store.mcp_tables import MCP_VIOLATIONS
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
 from gateway.store.partitions import ranges as partitions
 from gateway.store.read import cursor as cursor_codec
-from gateway.store.read import keyset, search, trees
+from gateway.store.read import keyset, replays, search, trees
 from gateway.store.read.deadline import time_limit
 from gateway.store.read.filters import TraceFilters, trace_conditions
 from gateway.store.read.shapes import (
@@ -193,6 +193,7 @@ def get_trace(
         ).mappings()
         result = trace_json(row, now, idle_seconds) | trees.place_json(conn, row, now, idle_seconds)
         result["steps"] = steps
+        result["replays"] = replays.replays_json(conn, trace_id, now, idle_seconds)
         result["next_steps_after"] = steps[-1]["seq"] if more else None
         stored = list(violations)
         result["violations"] = [violation_json(v) for v in stored]

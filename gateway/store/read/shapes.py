@@ -83,6 +83,11 @@ def trace_json(
         "tool_ms": row["tool_ms"],
         "session_id": row["session_id"],
         "first_user_text": row["first_user_text"],
+        # A run made from another's record (null otherwise): a replay, or a fork.
+        "replay_of": row.get("replay_of"),
+        "diverged_at": row.get("diverged_at"),
+        "fork_of": row.get("fork_of"),
+        "fork_at": row.get("fork_at"),
     }
 
 

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 from sqlalchemy.engine import Connection, Dialect
 
 from gateway import jsoncodec
-from gateway.step import Lineage
+from gateway.step import Lineage, Replay
 from gateway.store.models import TRACES
 from gateway.store.write import session_summary
 from gateway.store.write.rows import converter, placeholder
@@ -66,6 +66,9 @@ _INSERTED = (
     "root_trace_id",
     "depth",
     "client",
+    # A replay's recorded trace, set when the row is made; where it diverged, the earliest.
+    "replay_of",
+    "diverged_at",
 )
 # What the fold reads of a stored row, and session_summary of a trace joining its session.
 # `placed_at` is set when the row is made and never merged: every batch of a trace places
@@ -144,6 +147,35 @@ def lineage_columns(trace_id: str, lineage: Lineage | None) -> dict[str, Any]:
         "root_trace_id": lineage.root_trace_id,
         "depth": lineage.depth,
     }
+
+
+def replay_columns(replay: Replay | None) -> dict[str, Any]:
+    if replay is None:
+        return {"replay_of": None, "diverged_at": None}
+    return {"replay_of": replay.of, "diverged_at": replay.diverged_at}
+
+
+def earliest_divergence(kept: Replay | None, step: Replay | None) -> Replay | None:
+    """A trace's replay as its steps so far say: the first one's recorded trace, the
+    earliest step any of them names as where the agent left the recording."""
+    if kept is None or step is None:
+        return kept or step
+    steps = [n for n in (kept.diverged_at, step.diverged_at) if n is not None]
+    return Replay(kept.of, min(steps, default=None))
+
+
+def mark_diverged(conn: Connection, replays: Sequence[tuple[str, Replay]]) -> None:
+    """Stored replays' divergence as a later batch learns it: only ever earlier, so a late
+    or retried write never moves it; the rows are locked already (insert_new)."""
+    found = [(trace_id, r.diverged_at) for trace_id, r in replays if r.diverged_at is not None]
+    if not found:
+        return
+    mark = placeholder(conn)
+    sql = (
+        f"UPDATE traces SET diverged_at = {mark} WHERE id = {mark}"
+        f" AND (diverged_at IS NULL OR diverged_at > {mark})"
+    )
+    conn.exec_driver_sql(sql, [(n, trace_id, n) for trace_id, n in found])
 
 
 def touch_ancestors(conn: Connection, runs: Sequence[tuple[Lineage, datetime]]) -> None:

@@ -17,7 +17,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Engine
 
 from gateway.items import Violation
-from gateway.step import Lineage, RefusalRecord, StepRecord
+from gateway.step import Lineage, RefusalRecord, Replay, StepRecord
 from gateway.store.engine import tune_for_batches, write_connection
 from gateway.store.key_epochs import epoch_for_batch
 from gateway.store.models import ITEMS, STEPS, TRACES, VIOLATIONS
@@ -60,9 +60,11 @@ class TraceDelta:
     session_id: str | None = None
     lineage: Lineage | None = None  # of the batch's first step that knew one
     client: str | None = None
+    replay: Replay | None = None  # what its steps say of a replay, the earliest divergence
 
     def add_step(self, record: StepRecord) -> None:
         self.steps.append(record)
+        self.replay = trace_merge.earliest_divergence(self.replay, record.replay)
         self.lineage = self.lineage or record.lineage
         self.client = self.client or record.client
         self._widen(record.started_at, record.ended_at)
@@ -160,17 +162,13 @@ def _unwritten(conn: Connection, records: Sequence[Record], partitioned: bool) -
     placed = _placed_of(conn, records) if partitioned and (step_ids or refusal_ids) else None
     if placed == []:
         return list(records)  # none of their traces is stored: neither are they
-    stored = _stored_ids(conn, STEPS, step_ids, placed) | _stored_ids(
-        conn, VIOLATIONS, refusal_ids, placed
-    )
+    stored = _stored_ids(conn, STEPS, step_ids, placed)
+    stored |= _stored_ids(conn, VIOLATIONS, refusal_ids, placed)
     fresh: list[Record] = []
     for record in records:
-        if isinstance(record, StepRecord):
-            key = record.id
-        elif record.violations:
+        key = record.id if isinstance(record, StepRecord) else ""
+        if isinstance(record, RefusalRecord) and record.violations:
             key = violation_id(_refusal_owner(record), 0, record.violations[0])
-        else:
-            key = ""
         if key in stored:
             continue
         if key:
@@ -246,6 +244,7 @@ def _trace_row(delta: TraceDelta) -> dict[str, Any]:
         "open_calls": 0,
         **trace_merge.lineage_columns(delta.trace_id, delta.lineage),
         "client": delta.client,
+        **trace_merge.replay_columns(delta.replay),
     }
 
 
@@ -282,6 +281,8 @@ def _merge_traces(
             additions.append(row | values | times | {"add_tool_ms": values["tool_ms"]})
         before[trace_id] = stored[trace_id].step_count - len(delta.steps)
     trace_merge.add_to_stored(conn, additions)
+    replays = [(d.trace_id, d.replay) for d in deltas if d.replay and d.trace_id not in inserted]
+    trace_merge.mark_diverged(conn, replays)
     trace_models.record(conn, deltas)
     trace_merge.touch_ancestors(conn, [(d.lineage, d.updated_at) for d in deltas if d.lineage])
     session_summary.record(conn, ((delta, stored[delta.trace_id]) for delta in deltas))

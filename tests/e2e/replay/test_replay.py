@@ -12,11 +12,14 @@ import aiohttp
 import anthropic
 import openai
 import pytest
+import sqlalchemy as sa
 
 from gateway import cli
 from gateway.config import Settings
 from gateway.replay import tape
 from gateway.replay.server import create_app
+from gateway.store.engine import make_engine
+from gateway.store.models import TRACES
 from tests.fakes import anthropic as fake_anthropic
 from tests.fakes import responses as fake_responses
 from tests.fakes.chat import call, completion, streamed, usage
@@ -344,8 +347,11 @@ async def test_loopwatch_replay_serves_a_cassette_as_a_process(
 ) -> None:
     gw = await make_gateway()
     cassette = await recorded(gw, "chat", True, tmp_path)
+    [original] = await gw.traces()
     sent = len(gw.provider.received)
-    async with serving(cassette, command="replay", LOOPWATCH_UPSTREAM_URL=NO_PROVIDER) as served:
+    store = f"sqlite:///{tmp_path / 'replays.db'}"  # the replay records where its settings say
+    settings = {"LOOPWATCH_UPSTREAM_URL": NO_PROVIDER, "LOOPWATCH_DATABASE_URL": store}
+    async with serving(cassette, command="replay", **settings) as served:
         assert await chat_agent(f"{served.url}/v1", True, sunny) == FINAL
         # The cassette played to its end: a second run is past the recording.
         status, _, body = await refusal(f"{served.url}/v1", "chat")
@@ -354,3 +360,11 @@ async def test_loopwatch_replay_serves_a_cassette_as_a_process(
     assert served.process.returncode == 0
     [started] = [line for line in served.lines() if "replay listening on" in line]
     assert "3 steps" in started
+    engine = make_engine(store)
+    with engine.connect() as conn:
+        t = TRACES.c
+        stored = conn.execute(sa.select(t.replay_of, t.step_count, t.diverged_at)).all()
+    engine.dispose()
+    assert {row.replay_of for row in stored} == {original["id"]}
+    assert (original["id"], 3, None) in [tuple(row) for row in stored]
+    assert sorted(row.diverged_at or 0 for row in stored) == [0, 4]  # the refused run's
