@@ -1,0 +1,63 @@
+"""The agent tests a plugin user writes, copied as `test_agent.py` into the runs of
+test_plugin.py: a tool loop with the official openai SDK through the `loopwatch` fixture.
+The tool's answer comes from WEATHER, so a replay can see it change."""
+
+from __future__ import annotations
+import json
+import os
+
+from typing import Any
+
+import openai
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "The weather in a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
+
+
+def get_weather(city: str) -> str:
+    return f"{city}: " + os.environ.get("WEATHER", "sunny")
+
+
+def run_agent(client: openai.OpenAI, question: str) -> str | None:
+    messages: list[Any] = [{"role": "user", "content": question}]
+    for _ in range(5):
+        reply = client.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=TOOLS)
+        message = reply.choices[0].message
+        messages.append(message.model_dump(exclude_none=True))
+        if not message.tool_calls:
+            return message.content
+        for call in message.tool_calls:
+            result = get_weather(**json.loads(call.function.arguments))
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+    return None
+
+
+def client_for(loopwatch: Any) -> openai.OpenAI:
+    return openai.OpenAI(base_url=loopwatch.base_url, api_key="sk-test", max_retries=0, timeout=20)
+
+
+def test_weather(loopwatch: Any) -> None:
+    with client_for(loopwatch) as client:
+        answer = run_agent(client, "Weather in Paris?")
+    assert answer == "Paris is sunny."
+    assert loopwatch.last_trace()["step_count"] == 2
+    loopwatch.assert_no_violations()
+    loopwatch.assert_steps(max=3)
+    loopwatch.assert_cost(max_usd=0.01)
+
+
+def test_swallowing(loopwatch: Any) -> None:
+    """An agent that hides its provider's errors."""
+    with client_for(loopwatch) as client:
+        try:
+            run_agent(client, "Weather in Paris?")
+        except openai.APIStatusError:
+            pass

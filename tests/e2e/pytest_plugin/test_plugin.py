@@ -1,0 +1,159 @@
+"""The pytest plugin as its users run it: a small agent test file run by pytester against the
+fake provider, recorded as cassettes, replayed with the provider gone, and failing with the
+diff when a tool's result changed, or with the assertions' own messages."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gateway.testing.loop_thread import LoopThread
+from gateway.testing.served import Served
+from tests.fakes.chat import call, completion, usage
+from tests.fakes.provider import FakeProvider
+
+pytest_plugins = ["pytester"]
+
+SAMPLE = Path(__file__).with_name("sample_agent.py")
+TEST_ID = "test_agent.py-test_weather"
+
+
+class ProviderThread:
+    """The fake provider on a loop of its own: pytester runs the agent's tests in this
+    process, blocking whatever loop the outer test would have."""
+
+    def __init__(self) -> None:
+        self.fake = FakeProvider()
+        self._thread = LoopThread()
+        self._served = Served(self.fake.app, gateway=False)
+        self._thread.run(self._served.start())
+        self.url = f"{self._served.url}/v1"
+
+    def queue_weather(self, runs: int = 1) -> None:
+        for _ in range(runs):
+            self.fake.queue(
+                completion(tool_calls=[call("call_1", "get_weather", {"city": "Paris"})]),
+                completion("Paris is sunny.", use=usage(90, 12)),
+            )
+
+    def close(self) -> None:
+        """Stop answering (once: a test may stop it before its teardown does)."""
+        if self.url:
+            self._thread.run(self._served.stop())
+            self._thread.close()
+            self.url = ""
+
+
+@pytest.fixture
+def provider_thread() -> Iterator[ProviderThread]:
+    provider = ProviderThread()
+    yield provider
+    provider.close()
+
+
+@pytest.fixture
+def agent_tests(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    monkeypatch.delenv("WEATHER", raising=False)
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile(test_agent=SAMPLE.read_text(encoding="utf-8"))
+    return pytester
+
+
+def record(pytester: pytest.Pytester, provider: ProviderThread, cassettes: Path) -> None:
+    provider.queue_weather()
+    result = pytester.runpytest_subprocess(
+        "-k", "test_weather", f"--loopwatch-upstream={provider.url}",
+        f"--loopwatch-record={cassettes}",
+    )  # fmt: skip
+    result.assert_outcomes(passed=1)
+
+
+def test_record_writes_one_cassette_per_trace(
+    agent_tests: pytest.Pytester, provider_thread: ProviderThread, tmp_path: Path
+) -> None:
+    record(agent_tests, provider_thread, tmp_path)
+
+    written = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*.jsonl"))
+    assert written == [Path(TEST_ID) / "1.jsonl"]
+    text = (tmp_path / TEST_ID / "1.jsonl").read_text(encoding="utf-8")
+    lines = [json.loads(line) for line in text.splitlines()]
+    assert lines[0]["format"] == "loopwatch-cassette/1"
+    assert [line["seq"] for line in lines[1:]] == [1, 2]
+    assert len(provider_thread.fake.received) == 2
+
+
+def test_replay_passes_with_the_provider_gone(
+    agent_tests: pytest.Pytester, provider_thread: ProviderThread, tmp_path: Path
+) -> None:
+    record(agent_tests, provider_thread, tmp_path)
+    provider_thread.close()  # nothing answers there any more
+
+    result = agent_tests.runpytest_subprocess(
+        "-k", "test_weather", f"--loopwatch-replay={tmp_path}"
+    )
+
+    result.assert_outcomes(passed=1)
+
+
+def test_replay_fails_with_the_diff_when_a_tool_result_changed(
+    agent_tests: pytest.Pytester,
+    provider_thread: ProviderThread,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    record(agent_tests, provider_thread, tmp_path)
+    monkeypatch.setenv("WEATHER", "rainy")
+
+    result = agent_tests.runpytest_subprocess(
+        "-k", "test_weather", f"--loopwatch-replay={tmp_path}"
+    )
+
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*replay diverged at step 2, new item 0:*Paris: sunny*Paris: rainy*",
+            "*diff:*",
+        ]
+    )
+    assert '"received"' in result.stdout.str()
+
+
+def test_replay_fails_a_test_whose_agent_swallows_the_error(
+    agent_tests: pytest.Pytester,
+    provider_thread: ProviderThread,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    provider_thread.queue_weather()
+    recorded = agent_tests.runpytest_subprocess(
+        "-k", "test_swallowing", f"--loopwatch-upstream={provider_thread.url}",
+        f"--loopwatch-record={tmp_path}",
+    )  # fmt: skip
+    recorded.assert_outcomes(passed=1)
+    monkeypatch.setenv("WEATHER", "rainy")
+
+    result = agent_tests.runpytest_subprocess(
+        "-k", "test_swallowing", f"--loopwatch-replay={tmp_path}"
+    )
+
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*loopwatch: the replay diverged from the cassette*",
+            "*replay diverged at step 2*",
+        ]
+    )
+
+
+def test_replay_without_cassettes_says_to_record(
+    agent_tests: pytest.Pytester, tmp_path: Path
+) -> None:
+    result = agent_tests.runpytest_subprocess(
+        "-k", "test_weather", f"--loopwatch-replay={tmp_path}"
+    )
+
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*no cassettes in*record them first with --loopwatch-record*"])
