@@ -61,3 +61,21 @@ def test_swallowing(loopwatch: Any) -> None:
             run_agent(client, "Weather in Paris?")
         except openai.APIStatusError:
             pass
+
+
+def test_step_limit(loopwatch: Any) -> None:
+    with client_for(loopwatch) as client:
+        run_agent(client, "Weather in Paris?")
+    loopwatch.assert_steps(max=1)
+
+
+def test_cost_limit(loopwatch: Any) -> None:
+    with client_for(loopwatch) as client:
+        run_agent(client, "Weather in Paris?")
+    loopwatch.assert_cost(max_usd=0.000001)
+
+
+def test_clean_run(loopwatch: Any) -> None:
+    with client_for(loopwatch) as client:
+        run_agent(client, "Weather in Paris?")
+    loopwatch.assert_no_violations()

@@ -19,6 +19,7 @@ pytest_plugins = ["pytester"]
 
 SAMPLE = Path(__file__).with_name("sample_agent.py")
 TEST_ID = "test_agent.py-test_weather"
+TIMEOUT = 180  # seconds for one run of the agent's tests
 
 
 class ProviderThread:
@@ -66,8 +67,7 @@ def record(pytester: pytest.Pytester, provider: ProviderThread, cassettes: Path)
     provider.queue_weather()
     result = pytester.runpytest_subprocess(
         "-k", "test_weather", f"--loopwatch-upstream={provider.url}",
-        f"--loopwatch-record={cassettes}",
-    )  # fmt: skip
+        f"--loopwatch-record={cassettes}", timeout=TIMEOUT)  # fmt: skip
     result.assert_outcomes(passed=1)
 
 
@@ -92,7 +92,7 @@ def test_replay_passes_with_the_provider_gone(
     provider_thread.close()  # nothing answers there any more
 
     result = agent_tests.runpytest_subprocess(
-        "-k", "test_weather", f"--loopwatch-replay={tmp_path}"
+        "-k", "test_weather", f"--loopwatch-replay={tmp_path}", timeout=TIMEOUT
     )
 
     result.assert_outcomes(passed=1)
@@ -108,7 +108,7 @@ def test_replay_fails_with_the_diff_when_a_tool_result_changed(
     monkeypatch.setenv("WEATHER", "rainy")
 
     result = agent_tests.runpytest_subprocess(
-        "-k", "test_weather", f"--loopwatch-replay={tmp_path}"
+        "-k", "test_weather", f"--loopwatch-replay={tmp_path}", timeout=TIMEOUT
     )
 
     result.assert_outcomes(failed=1)
@@ -130,13 +130,12 @@ def test_replay_fails_a_test_whose_agent_swallows_the_error(
     provider_thread.queue_weather()
     recorded = agent_tests.runpytest_subprocess(
         "-k", "test_swallowing", f"--loopwatch-upstream={provider_thread.url}",
-        f"--loopwatch-record={tmp_path}",
-    )  # fmt: skip
+        f"--loopwatch-record={tmp_path}", timeout=TIMEOUT)  # fmt: skip
     recorded.assert_outcomes(passed=1)
     monkeypatch.setenv("WEATHER", "rainy")
 
     result = agent_tests.runpytest_subprocess(
-        "-k", "test_swallowing", f"--loopwatch-replay={tmp_path}"
+        "-k", "test_swallowing", f"--loopwatch-replay={tmp_path}", timeout=TIMEOUT
     )
 
     result.assert_outcomes(failed=1)
@@ -152,8 +151,34 @@ def test_replay_without_cassettes_says_to_record(
     agent_tests: pytest.Pytester, tmp_path: Path
 ) -> None:
     result = agent_tests.runpytest_subprocess(
-        "-k", "test_weather", f"--loopwatch-replay={tmp_path}"
+        "-k", "test_weather", f"--loopwatch-replay={tmp_path}", timeout=TIMEOUT
     )
 
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*no cassettes in*record them first with --loopwatch-record*"])
+
+
+def test_assertions_name_the_trace_and_what_went_wrong(
+    agent_tests: pytest.Pytester, provider_thread: ProviderThread
+) -> None:
+    provider_thread.queue_weather(runs=2)
+    provider_thread.fake.queue(  # a call of a tool the request did not declare
+        completion(tool_calls=[call("call_1", "get_time", {"city": "Paris"})]),
+        completion("Paris is sunny."),
+    )
+
+    result = agent_tests.runpytest_subprocess(
+        "-k", "limit or clean", f"--loopwatch-upstream={provider_thread.url}", timeout=TIMEOUT
+    )  # fmt: skip
+
+    result.assert_outcomes(failed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*AssertionError: loopwatch: more than 1 steps:",
+            "*trace tr-* took 2 steps",
+            "*AssertionError: loopwatch: more than $0.000001:",
+            "*trace tr-* cost $0.000*",
+            "*AssertionError: loopwatch: violations found:",
+            "*trace tr-*: 1 (undeclared_tool: 1)",
+        ]
+    )
