@@ -3,9 +3,10 @@ test_plugin.py: a tool loop with the official openai SDK through the `loopwatch`
 The tool's answer comes from WEATHER, so a replay can see it change."""
 
 from __future__ import annotations
+
+import contextlib
 import json
 import os
-
 from typing import Any
 
 import openai
@@ -56,11 +57,8 @@ def test_weather(loopwatch: Any) -> None:
 
 def test_swallowing(loopwatch: Any) -> None:
     """An agent that hides its provider's errors."""
-    with client_for(loopwatch) as client:
-        try:
-            run_agent(client, "Weather in Paris?")
-        except openai.APIStatusError:
-            pass
+    with client_for(loopwatch) as client, contextlib.suppress(openai.APIStatusError):
+        run_agent(client, "Weather in Paris?")
 
 
 def test_step_limit(loopwatch: Any) -> None:

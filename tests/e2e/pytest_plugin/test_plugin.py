@@ -5,54 +5,18 @@ diff when a tool's result changed, or with the assertions' own messages."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from gateway.testing.loop_thread import LoopThread
-from gateway.testing.served import Served
-from tests.fakes.chat import call, completion, usage
-from tests.fakes.provider import FakeProvider
+from tests.e2e.pytest_plugin.provider_thread import ProviderThread, provider_thread  # noqa: F401
+from tests.fakes.chat import call, completion
 
 pytest_plugins = ["pytester"]
 
 SAMPLE = Path(__file__).with_name("sample_agent.py")
 TEST_ID = "test_agent.py-test_weather"
 TIMEOUT = 180  # seconds for one run of the agent's tests
-
-
-class ProviderThread:
-    """The fake provider on a loop of its own: pytester runs the agent's tests in this
-    process, blocking whatever loop the outer test would have."""
-
-    def __init__(self) -> None:
-        self.fake = FakeProvider()
-        self._thread = LoopThread()
-        self._served = Served(self.fake.app, gateway=False)
-        self._thread.run(self._served.start())
-        self.url = f"{self._served.url}/v1"
-
-    def queue_weather(self, runs: int = 1) -> None:
-        for _ in range(runs):
-            self.fake.queue(
-                completion(tool_calls=[call("call_1", "get_weather", {"city": "Paris"})]),
-                completion("Paris is sunny.", use=usage(90, 12)),
-            )
-
-    def close(self) -> None:
-        """Stop answering (once: a test may stop it before its teardown does)."""
-        if self.url:
-            self._thread.run(self._served.stop())
-            self._thread.close()
-            self.url = ""
-
-
-@pytest.fixture
-def provider_thread() -> Iterator[ProviderThread]:
-    provider = ProviderThread()
-    yield provider
-    provider.close()
 
 
 @pytest.fixture
