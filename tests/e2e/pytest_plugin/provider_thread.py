@@ -21,11 +21,11 @@ class ProviderThread:
         self._thread.run(self._served.start())
         self.url = f"{self._served.url}/v1"
 
-    def queue_weather(self, runs: int = 1) -> None:
+    def queue_weather(self, runs: int = 1, city: str = "Paris") -> None:
         for _ in range(runs):
             self.fake.queue(
-                completion(tool_calls=[call("call_1", "get_weather", {"city": "Paris"})]),
-                completion("Paris is sunny.", use=usage(90, 12)),
+                completion(tool_calls=[call("call_1", "get_weather", {"city": city})]),
+                completion(f"{city} is sunny.", use=usage(90, 12)),
             )
 
     def close(self) -> None:

@@ -77,3 +77,11 @@ def test_clean_run(loopwatch: Any) -> None:
     with client_for(loopwatch) as client:
         run_agent(client, "Weather in Paris?")
     loopwatch.assert_no_violations()
+
+
+def test_two_runs(loopwatch: Any) -> None:
+    """Two agent runs in one test: two traces, two cassettes, replayed in order."""
+    with client_for(loopwatch) as client:
+        assert run_agent(client, "Weather in Paris?") == "Paris is sunny."
+        assert run_agent(client, "Weather in Rome?") == "Rome is sunny."
+    assert len(loopwatch.traces()) == 2

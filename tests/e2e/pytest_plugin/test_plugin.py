@@ -146,3 +146,25 @@ def test_assertions_name_the_trace_and_what_went_wrong(
             "*trace tr-*: 1 (undeclared_tool: 1)",
         ]
     )
+
+
+def test_a_test_of_two_runs_replays_its_cassettes_in_order(
+    agent_tests: pytest.Pytester, provider_thread: ProviderThread, tmp_path: Path
+) -> None:
+    provider_thread.queue_weather()
+    provider_thread.queue_weather(city="Rome")
+    recorded = agent_tests.runpytest_subprocess(
+        "-k", "test_two_runs", f"--loopwatch-upstream={provider_thread.url}",
+        f"--loopwatch-record={tmp_path}", timeout=TIMEOUT,
+    )  # fmt: skip
+    recorded.assert_outcomes(passed=1)
+    folder = tmp_path / "test_agent.py-test_two_runs"
+    assert sorted(p.name for p in folder.iterdir()) == ["1.jsonl", "2.jsonl"]
+    assert "Rome" in (folder / "2.jsonl").read_text(encoding="utf-8")
+    provider_thread.close()
+
+    result = agent_tests.runpytest_subprocess(
+        "-k", "test_two_runs", f"--loopwatch-replay={tmp_path}", timeout=TIMEOUT
+    )
+
+    result.assert_outcomes(passed=1)
