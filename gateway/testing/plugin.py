@@ -35,6 +35,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    if config.option.loopwatch_record and config.option.loopwatch_replay:
+        # A replay recorded would replace the very cassettes it plays.
+        raise pytest.UsageError("--loopwatch-record and --loopwatch-replay exclude each other")
+
+
 @pytest.fixture
 def loopwatch(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory

@@ -50,6 +50,7 @@ def test_weather(loopwatch: Any) -> None:
         answer = run_agent(client, "Weather in Paris?")
     assert answer == "Paris is sunny."
     assert loopwatch.last_trace()["step_count"] == 2
+    assert loopwatch.last_trace()["status"] == "completed"
     loopwatch.assert_no_violations()
     loopwatch.assert_steps(max=3)
     loopwatch.assert_cost(max_usd=0.01)

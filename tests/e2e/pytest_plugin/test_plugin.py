@@ -168,3 +168,14 @@ def test_a_test_of_two_runs_replays_its_cassettes_in_order(
     )
 
     result.assert_outcomes(passed=1)
+
+
+def test_record_and_replay_together_are_refused(
+    agent_tests: pytest.Pytester, tmp_path: Path
+) -> None:
+    result = agent_tests.runpytest_subprocess(
+        f"--loopwatch-record={tmp_path}", f"--loopwatch-replay={tmp_path}", timeout=TIMEOUT
+    )
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--loopwatch-record and --loopwatch-replay exclude each other*"])
