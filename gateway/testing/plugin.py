@@ -9,9 +9,12 @@ cassettes, so traces and assertions read the same as when the test ran against a
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from gateway.testing.handle import Loopwatch
 
 DIVERGED = pytest.StashKey[list[str]]()
 
@@ -44,7 +47,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture
 def loopwatch(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Any]:
+) -> Iterator[Loopwatch]:
     # Imported here: a pytest run that never asks for the fixture loads no gateway.
     from gateway.testing.running import run_for_test
 

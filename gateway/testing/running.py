@@ -64,6 +64,7 @@ def _settings(scratch: Path, upstream: str | None) -> Settings:
     overrides: dict[str, Any] = {
         "host": "127.0.0.1",
         "port": 0,
+        "workers": 1,  # one app in this process
         "database_url": f"sqlite:///{scratch / 'loopwatch.db'}",
         "spool_dir": str(scratch / "spool"),
         "recorder": "thread",
