@@ -9,7 +9,7 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent
 WHOLE_GATEWAY_HOMES = ("e2e", "agent_clis", "frameworks")
 # The fixtures that start a gateway, by the names tests ask for them.
-FIXTURES = {"gateway", "make_gateway", "mcp_gateway"}
+FIXTURES = {"gateway", "make_gateway", "mcp_gateway", "loopwatch"}
 # What starts one otherwise: the harness's factory, `loopwatch serve` as a subprocess, the app
 # or its server built by hand, the demo.
 STARTERS = {
@@ -19,6 +19,7 @@ STARTERS = {
     "gateway.app": {"create_app"},
     "gateway.ops.serving": {"running"},
     "gateway.demo.main": {"serve_demo"},
+    "gateway.testing.running": {"run_for_test"},
 }
 
 
@@ -63,3 +64,4 @@ def test_the_check_sees_each_way_of_starting_a_gateway() -> None:
     assert starts_a_gateway(e2e / "ops" / "test_http_server.py")  # its server by hand
     assert starts_a_gateway(e2e / "demo" / "test_demo.py")  # the demo
     assert starts_a_gateway(e2e / "mcp" / "test_mcp_proxy.py")  # the MCP gateway
+    assert starts_a_gateway(e2e / "demo" / "test_demo_with_plugin.py")  # the pytest plugin
