@@ -12,15 +12,16 @@ from yarl import URL
 
 from gateway.errors import BadRequest
 from gateway.store.read import mcp as reads
+from gateway.ui.answer import json_answer
+from gateway.ui.api_models.mcp import ExecutionList, ServerList
+from gateway.ui.api_models.queries import MAX_LIMIT
 from gateway.ui.deps import ReadDeps
-
-MAX_LIMIT = 200
 
 
 async def list_servers(request: web.Request, deps: ReadDeps) -> web.Response:
     configured = {server.name: _shown(server.url) for server in deps.settings.mcp_servers}
     found = await asyncio.to_thread(reads.servers, deps.engine, configured)
-    return web.json_response({"servers": found})
+    return await json_answer(ServerList, {"servers": found})
 
 
 async def list_executions(request: web.Request, deps: ReadDeps) -> web.Response:
@@ -36,7 +37,7 @@ async def list_executions(request: web.Request, deps: ReadDeps) -> web.Response:
         found = await asyncio.to_thread(reads.unjoined, deps.engine, join, int(raw), cursor)
     except ValueError as exc:  # a malformed cursor
         raise BadRequest(str(exc), param="cursor") from None
-    return web.json_response(found)
+    return await json_answer(ExecutionList, found)
 
 
 def _shown(url: str) -> str:
