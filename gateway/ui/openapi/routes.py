@@ -110,6 +110,11 @@ ROUTES: tuple[ApiRoute, ...] = (
 )
 
 
+def openapi_document(*, secured: bool) -> dict[str, Any]:
+    """The document of this gateway's read API; `secured`: it has an admin token."""
+    return openapi(ROUTES, version=api.version(), secured=secured)
+
+
 @cache
 def _document(secured: bool) -> str:
-    return json.dumps(openapi(ROUTES, version=api.version(), secured=secured))
+    return json.dumps(openapi_document(secured=secured))
