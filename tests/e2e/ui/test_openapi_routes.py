@@ -37,13 +37,13 @@ def test_the_document_lists_exactly_the_mounted_api_routes() -> None:
 async def test_an_open_gateway_serves_a_document_without_security(database_url: str) -> None:
     import aiohttp
 
-    async with serving(LOOPWATCH_DATABASE_URL=database_url) as gw:
-        async with (
-            aiohttp.ClientSession() as session,
-            session.get(gw.url + "/api/openapi.json") as r,
-        ):
-            assert r.status == 200 and r.content_type == "application/json"
-            document = json.loads(await r.text())
+    async with (
+        serving(LOOPWATCH_DATABASE_URL=database_url) as gw,
+        aiohttp.ClientSession() as session,
+        session.get(gw.url + "/api/openapi.json") as r,
+    ):
+        assert r.status == 200 and r.content_type == "application/json"
+        document = json.loads(await r.text())
     assert document["openapi"] == "3.1.0"
     assert "security" not in document  # loopback without a token: nothing to show
     assert all(
