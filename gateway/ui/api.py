@@ -18,7 +18,14 @@ from gateway.store.read.filters import TraceFilters
 from gateway.ui import cassette, mcp_api
 from gateway.ui.answer import json_answer
 from gateway.ui.api_models.cassette import CassetteLine
-from gateway.ui.api_models.queries import KINDS, MAX_LIMIT, MAX_SEQ, MAX_STEPS_LIMIT, STEPS_LIMIT
+from gateway.ui.api_models.queries import (
+    KINDS,
+    MAX_LIMIT,
+    MAX_SEQ,
+    MAX_STEPS_LIMIT,
+    STEPS_LIMIT,
+    whole,
+)
 from gateway.ui.api_models.sessions import SessionList
 from gateway.ui.api_models.traces import TraceDetail, TraceList
 from gateway.ui.api_models.violations import ViolationList
@@ -26,10 +33,7 @@ from gateway.ui.deps import ReadDeps
 
 
 def _whole(request: web.Request, name: str, default: int, low: int, high: int) -> int:
-    raw = request.query.get(name, str(default))
-    if not raw.isdigit() or not low <= int(raw) <= high:
-        raise BadRequest(f"{name} must be a whole number from {low} to {high}", param=name)
-    return int(raw)
+    return whole(request.query.get(name, str(default)), name, low, high)
 
 
 def _limit(request: web.Request) -> int:
@@ -69,9 +73,10 @@ def _time(request: web.Request, name: str) -> datetime | None:
         raw = raw.replace(" ", "+")  # an unescaped `+` of the offset arrives as a space
     try:
         when = datetime.fromisoformat(raw)
-    except ValueError:
+        # In UTC, as the store compares: an offset may carry it past year 1 or 9999.
+        return (when if when.tzinfo else when.replace(tzinfo=UTC)).astimezone(UTC)
+    except (ValueError, OverflowError):
         raise BadRequest(f"{name} must be an RFC 3339 time", param=name) from None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def _filters(request: web.Request) -> TraceFilters:

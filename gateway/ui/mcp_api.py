@@ -14,7 +14,7 @@ from gateway.errors import BadRequest
 from gateway.store.read import mcp as reads
 from gateway.ui.answer import json_answer
 from gateway.ui.api_models.mcp import ExecutionList, ServerList
-from gateway.ui.api_models.queries import MAX_LIMIT
+from gateway.ui.api_models.queries import MAX_LIMIT, whole
 from gateway.ui.deps import ReadDeps
 
 
@@ -29,12 +29,10 @@ async def list_executions(request: web.Request, deps: ReadDeps) -> web.Response:
     join = request.query.get("join") or None
     if join not in (None, "none", "ambiguous"):
         raise BadRequest("join must be none or ambiguous", param="join")
-    raw = request.query.get("limit", "50")
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
-        raise BadRequest(f"limit must be a whole number from 1 to {MAX_LIMIT}", param="limit")
+    limit = whole(request.query.get("limit", "50"), "limit", 1, MAX_LIMIT)
     cursor = request.query.get("cursor") or None
     try:
-        found = await asyncio.to_thread(reads.unjoined, deps.engine, join, int(raw), cursor)
+        found = await asyncio.to_thread(reads.unjoined, deps.engine, join, limit, cursor)
     except ValueError as exc:  # a malformed cursor
         raise BadRequest(str(exc), param="cursor") from None
     return await json_answer(ExecutionList, found)

@@ -1,5 +1,6 @@
 """The read API's query parameters, described once for the OpenAPI document. The handlers
-read them with messages of their own (gateway.ui.api); the bounds are shared from here."""
+read them with messages of their own (gateway.ui.api); the bounds are shared from here, and
+the reading of a whole number."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
+from gateway.errors import BadRequest
 from gateway.items import ViolationKind
 from gateway.mcp.checks import KINDS as MCP_KINDS
 from gateway.runs.status import TraceStatus
@@ -62,3 +64,11 @@ class ExecutionQuery(Page):
     join: Literal["none", "ambiguous"] | None = Field(
         None, description="Executions that matched no run, or more than one; default both."
     )
+
+
+def whole(raw: str, name: str, low: int, high: int) -> int:
+    """A query value that must be a whole number from `low` to `high`, in ASCII digits
+    (`str.isdigit` admits `²`, which `int` refuses)."""
+    if not (raw.isascii() and raw.isdigit()) or not low <= int(raw) <= high:
+        raise BadRequest(f"{name} must be a whole number from {low} to {high}", param=name)
+    return int(raw)

@@ -59,9 +59,13 @@ async def test_errors_come_in_the_documented_shape(demo_store: str) -> None:
         cases = [
             ("/api/traces", {"limit": "0"}, AUTH, 400),
             ("/api/traces", {"since": "yesterday"}, AUTH, 400),
+            ("/api/traces", {"limit": "²"}, AUTH, 400),  # a digit to str, not to int
+            ("/api/traces", {"since": "9999-12-31T23:59:59-23:59"}, AUTH, 400),  # past 9999
+            ("/api/traces", {"until": "0001-01-01T00:00:00+14:00"}, AUTH, 400),  # before 1
             ("/api/traces", {"cursor": "not-a-cursor"}, AUTH, 400),
             ("/api/traces/{trace_id}", {"steps_limit": "9999"}, AUTH, 400),
             ("/api/mcp/executions", {"join": "maybe"}, AUTH, 400),
+            ("/api/mcp/executions", {"limit": "²"}, AUTH, 400),
             ("/api/traces/{trace_id}", {}, AUTH, 404),
             ("/api/traces/{trace_id}/cassette", {}, AUTH, 404),
             ("/api/traces", {}, {}, 401),
