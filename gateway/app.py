@@ -100,8 +100,7 @@ def create_app(
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
     app.router.add_get("/metrics", _metrics)
-    for route in read_api.ROUTES:  # the read API, as its OpenAPI document describes it
-        app.router.add_route(route.method, route.path, _with_deps(route.handler))
+    read_api.mount(app, _with_deps)  # the read API, as its OpenAPI document describes it
     views.add_routes(app, _with_deps)
     return app
 

@@ -4,6 +4,7 @@ document describes these, so neither can list a route the other lacks."""
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from functools import cache
 from typing import Any
 
@@ -25,7 +26,9 @@ from gateway.ui.api_models.traces import TraceDetail, TraceList
 from gateway.ui.api_models.violations import ViolationList
 from gateway.ui.deps import ReadDeps
 from gateway.ui.openapi.document import openapi
-from gateway.ui.openapi.route import ApiRoute
+from gateway.ui.openapi.route import ApiRoute, ReadHandler
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class OpenApiDocument(RootModel[dict[str, Any]]):
@@ -108,6 +111,16 @@ ROUTES: tuple[ApiRoute, ...] = (
         OpenApiDocument,
     ),
 )
+
+
+def mount(app: web.Application, bind: Callable[[ReadHandler], Handler]) -> None:
+    """Each route of the table on `app`, its handler given the read side's dependencies
+    by `bind`."""
+    for route in ROUTES:
+        if route.method == "GET":
+            app.router.add_get(route.path, bind(route.handler))  # HEAD too, as for every GET
+        else:
+            app.router.add_route(route.method, route.path, bind(route.handler))
 
 
 def openapi_document(*, secured: bool) -> dict[str, Any]:
