@@ -59,3 +59,27 @@ def test_a_key_no_model_names_is_an_error() -> None:
     page = {"violations": [{**VIOLATION, "surprise": 1}], "next_cursor": None}
     with pytest.raises(ValidationError):
         dumped(ViolationList, page)
+
+
+def test_a_route_with_a_body_documents_it() -> None:
+    from pydantic import BaseModel
+
+    from gateway.ui.openapi.document import openapi
+    from gateway.ui.openapi.route import ApiRoute
+
+    class ForkRequest(BaseModel):
+        at_step: int
+
+    async def fork(*_: object) -> None:  # never called: only its name is read
+        raise AssertionError
+
+    route = ApiRoute(
+        "POST", "/api/traces/{trace_id}/fork", fork, "Fork.", ViolationList, body=ForkRequest
+    )
+    document = openapi((*ROUTES, route), version="0", secured=False)
+    validate(document)
+    operation = document["paths"]["/api/traces/{trace_id}/fork"]["post"]
+    assert operation["requestBody"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ForkRequest"
+    }
+    assert "ForkRequest" in document["components"]["schemas"]

@@ -64,8 +64,7 @@ def _schemas(routes: Sequence[ApiRoute]) -> dict[str, Any]:
     models: set[type[BaseModel]] = {ErrorBody}
     for route in routes:
         models.add(route.response)
-        if route.query is not None:
-            models.add(route.query)
+        models |= {model for model in (route.query, route.body) if model is not None}
     ordered = sorted(models, key=lambda model: model.__name__)
     _, found = models_json_schema([(model, "serialization") for model in ordered], ref_template=REF)
     return dict(sorted(found.get("$defs", {}).items()))
@@ -79,6 +78,9 @@ def _paths(routes: Sequence[ApiRoute], schemas: dict[str, Any], secured: bool) -
             "summary": route.summary,
             "parameters": _parameters(route, schemas),
         }
+        if route.body is not None:
+            body = {"schema": {"$ref": REF.format(model=route.body.__name__)}}
+            operation["requestBody"] = {"required": True, "content": {JSON: body}}
         operation[RESPONSES] = _responses(route, secured)
         paths.setdefault(route.path, {})[route.method.lower()] = operation
     return paths

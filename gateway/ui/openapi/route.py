@@ -23,6 +23,7 @@ class ApiRoute:
     summary: str
     response: type[BaseModel]  # the 200 answer's model
     query: type[BaseModel] | None = None  # its query parameters
+    body: type[BaseModel] | None = None  # its JSON request body (a POST's)
     errors: tuple[int, ...] = ()  # statuses answered in the error shape, besides 401
     media_type: str = JSON
 
