@@ -52,9 +52,10 @@ from gateway.store.ledger.file import separate_sqlite_ledger
 from gateway.store.ledger.memory import MemoryLedger
 from gateway.store.partitions.keeper import PartitionKeeper
 from gateway.store.retention.sweep import Retention
-from gateway.ui import api, auth
+from gateway.ui import auth
 from gateway.ui.health import Readiness
 from gateway.ui.mcp_server import streamable as read_mcp
+from gateway.ui.openapi import routes as read_api
 from gateway.ui.pages import routes as views
 
 if TYPE_CHECKING:  # imported where configured: a default `serve` loads neither
@@ -100,15 +101,11 @@ def create_app(
         app.router.add_route(method, "/mcp/{name}", _mcp)
     app.router.add_post("/mcp/{name}/stdio", _mcp_stdio)
     app.router.add_get(mcp_oauth.WELL_KNOWN + "/mcp/{name}", _mcp_metadata)
-    read_mcp.add_routes(app, _with_deps)  # the MCP side's read API and the trace MCP server
+    read_mcp.add_routes(app, _with_deps)  # the trace MCP server
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
     app.router.add_get("/metrics", _metrics)
-    app.router.add_get("/api/traces", _with_deps(api.list_traces))
-    app.router.add_get("/api/traces/{trace_id}", _with_deps(api.get_trace))
-    app.router.add_get("/api/traces/{trace_id}/cassette", _with_deps(api.get_cassette))
-    app.router.add_get("/api/violations", _with_deps(api.list_violations))
-    app.router.add_get("/api/sessions", _with_deps(api.list_sessions))
+    read_api.mount(app, _with_deps)  # the read API, as its OpenAPI document describes it
     views.add_routes(app, _with_deps)
     return app
 

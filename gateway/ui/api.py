@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from datetime import UTC, datetime
 from importlib import metadata
 from typing import Any
@@ -11,26 +10,30 @@ from typing import Any
 from aiohttp import web
 
 from gateway.errors import BadRequest, NotFound, SearchTimedOut
-from gateway.items import ViolationKind
-from gateway.mcp.checks import KINDS as MCP_KINDS
 from gateway.runs.status import TraceStatus
 from gateway.store.read import queries
 from gateway.store.read import sessions as session_list
 from gateway.store.read.deadline import ReadTimedOut
 from gateway.store.read.filters import TraceFilters
 from gateway.ui import cassette, mcp_api
+from gateway.ui.answer import json_answer
+from gateway.ui.api_models.cassette import CassetteLine
+from gateway.ui.api_models.queries import (
+    KINDS,
+    MAX_LIMIT,
+    MAX_SEQ,
+    MAX_STEPS_LIMIT,
+    STEPS_LIMIT,
+    whole,
+)
+from gateway.ui.api_models.sessions import SessionList
+from gateway.ui.api_models.traces import TraceDetail, TraceList
+from gateway.ui.api_models.violations import ViolationList
 from gateway.ui.deps import ReadDeps
-
-MAX_LIMIT = 200
-STEPS_LIMIT = 100  # steps in one answer of GET /api/traces/{id}, unless asked otherwise
-MAX_STEPS_LIMIT = 500
 
 
 def _whole(request: web.Request, name: str, default: int, low: int, high: int) -> int:
-    raw = request.query.get(name, str(default))
-    if not raw.isdigit() or not low <= int(raw) <= high:
-        raise BadRequest(f"{name} must be a whole number from {low} to {high}", param=name)
-    return int(raw)
+    return whole(request.query.get(name, str(default)), name, low, high)
 
 
 def _limit(request: web.Request) -> int:
@@ -39,7 +42,7 @@ def _limit(request: web.Request) -> int:
 
 def _violation_kind(request: web.Request) -> str | None:
     kind = request.query.get("violation") or request.query.get("kind")
-    if kind and kind not in ViolationKind.__members__.values() and kind not in MCP_KINDS:
+    if kind and kind not in KINDS:
         raise BadRequest(f"unknown violation kind: {kind}", param="violation")
     return kind or None
 
@@ -70,9 +73,10 @@ def _time(request: web.Request, name: str) -> datetime | None:
         raw = raw.replace(" ", "+")  # an unescaped `+` of the offset arrives as a space
     try:
         when = datetime.fromisoformat(raw)
-    except ValueError:
+        # In UTC, as the store compares: an offset may carry it past year 1 or 9999.
+        return (when if when.tzinfo else when.replace(tzinfo=UTC)).astimezone(UTC)
+    except (ValueError, OverflowError):
         raise BadRequest(f"{name} must be an RFC 3339 time", param=name) from None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def _filters(request: web.Request) -> TraceFilters:
@@ -101,7 +105,7 @@ async def list_traces(request: web.Request, deps: ReadDeps) -> web.Response:
         idle_seconds=deps.settings.trace_idle_seconds,
         search_timeout=deps.settings.search_timeout_s,
     )
-    return await _json(result)
+    return await json_answer(TraceList, result)
 
 
 async def list_sessions(request: web.Request, deps: ReadDeps) -> web.Response:
@@ -111,7 +115,7 @@ async def list_sessions(request: web.Request, deps: ReadDeps) -> web.Response:
         limit=_limit(request),
         cursor=request.query.get("cursor") or None,
     )
-    return await _json(result)
+    return await json_answer(SessionList, result)
 
 
 async def get_trace(request: web.Request, deps: ReadDeps) -> web.Response:
@@ -121,13 +125,13 @@ async def get_trace(request: web.Request, deps: ReadDeps) -> web.Response:
         request.match_info["trace_id"],
         now=deps.clock(),
         idle_seconds=deps.settings.trace_idle_seconds,
-        steps_after=_whole(request, "steps_after", 0, 0, 2**31 - 1),
+        steps_after=_whole(request, "steps_after", 0, 0, MAX_SEQ),
         steps_limit=_whole(request, "steps_limit", STEPS_LIMIT, 1, MAX_STEPS_LIMIT),
     )
     if trace is None:
         raise NotFound(f"no trace {request.match_info['trace_id']}")
     trace = await asyncio.to_thread(mcp_api.add_executions, deps.engine, trace)
-    return await _json(trace)
+    return await json_answer(TraceDetail, trace)
 
 
 async def get_cassette(request: web.Request, deps: ReadDeps) -> web.Response:
@@ -136,10 +140,17 @@ async def get_cassette(request: web.Request, deps: ReadDeps) -> web.Response:
     lines = await _read(cassette.cassette_lines, deps, trace_id, version())
     if lines is None:
         raise NotFound(f"no trace {trace_id}")
+    await asyncio.to_thread(_checked, lines)
     return web.Response(text="".join(line + "\n" for line in lines), content_type=JSONL)
 
 
 JSONL = "application/jsonl"
+
+
+def _checked(lines: list[str]) -> None:
+    """Each line read by its model (gateway.ui.api_models.cassette); written as it is."""
+    for line in lines:
+        CassetteLine.model_validate_json(line)
 
 
 def version() -> str:
@@ -158,7 +169,7 @@ async def list_violations(request: web.Request, deps: ReadDeps) -> web.Response:
         cursor=request.query.get("cursor") or None,
         kind=_violation_kind(request),
     )
-    return await _json(result)
+    return await json_answer(ViolationList, result)
 
 
 async def _read(function: Any, deps: ReadDeps, *args: Any, **kwargs: Any) -> Any:
@@ -168,9 +179,3 @@ async def _read(function: Any, deps: ReadDeps, *args: Any, **kwargs: Any) -> Any
         raise BadRequest(str(exc), param="cursor") from None
     except ReadTimedOut as exc:
         raise SearchTimedOut(str(exc), param="q") from None
-
-
-async def _json(result: Any) -> web.Response:
-    """Serialized in a thread: a long trace must not hold up the streams being proxied."""
-    text = await asyncio.to_thread(json.dumps, result)
-    return web.Response(text=text, content_type="application/json")

@@ -12,15 +12,16 @@ from yarl import URL
 
 from gateway.errors import BadRequest
 from gateway.store.read import mcp as reads
+from gateway.ui.answer import json_answer
+from gateway.ui.api_models.mcp import ExecutionList, ServerList
+from gateway.ui.api_models.queries import MAX_LIMIT, whole
 from gateway.ui.deps import ReadDeps
-
-MAX_LIMIT = 200
 
 
 async def list_servers(request: web.Request, deps: ReadDeps) -> web.Response:
     configured = {server.name: _shown(server.url) for server in deps.settings.mcp_servers}
     found = await asyncio.to_thread(reads.servers, deps.engine, configured)
-    return web.json_response({"servers": found})
+    return await json_answer(ServerList, {"servers": found})
 
 
 async def list_executions(request: web.Request, deps: ReadDeps) -> web.Response:
@@ -28,15 +29,13 @@ async def list_executions(request: web.Request, deps: ReadDeps) -> web.Response:
     join = request.query.get("join") or None
     if join not in (None, "none", "ambiguous"):
         raise BadRequest("join must be none or ambiguous", param="join")
-    raw = request.query.get("limit", "50")
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
-        raise BadRequest(f"limit must be a whole number from 1 to {MAX_LIMIT}", param="limit")
+    limit = whole(request.query.get("limit", "50"), "limit", 1, MAX_LIMIT)
     cursor = request.query.get("cursor") or None
     try:
-        found = await asyncio.to_thread(reads.unjoined, deps.engine, join, int(raw), cursor)
+        found = await asyncio.to_thread(reads.unjoined, deps.engine, join, limit, cursor)
     except ValueError as exc:  # a malformed cursor
         raise BadRequest(str(exc), param="cursor") from None
-    return web.json_response(found)
+    return await json_answer(ExecutionList, found)
 
 
 def _shown(url: str) -> str:

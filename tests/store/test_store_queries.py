@@ -80,14 +80,14 @@ def test_list_newest_first_across_pages(engine: Engine, make_step: MakeStep) -> 
         "tool_ms",
         "session_id",
         "first_user_text",
-        "parent_trace_id",
-        "root_trace_id",
-        "depth",
-        "tree",
         "replay_of",
         "diverged_at",
         "fork_of",
         "fork_at",
+        "parent_trace_id",
+        "root_trace_id",
+        "depth",
+        "tree",
     }
     assert trace["updated_at"].endswith("Z")
     made_from = ("replay_of", "diverged_at", "fork_of", "fork_at")

@@ -83,12 +83,12 @@ def trace_json(
         "tool_ms": row["tool_ms"],
         "session_id": row["session_id"],
         "first_user_text": row["first_user_text"],
-        # A run made from another's record (null otherwise): a replay, or a fork.
-        "replay_of": row.get("replay_of"),
-        "diverged_at": row.get("diverged_at"),
-        "fork_of": row.get("fork_of"),
-        "fork_at": row.get("fork_at"),
+        # A run made from another's record (revision 0020); null on any other.
+        **{name: row[name] for name in RECORD_OF_FIELDS},
     }
+
+
+RECORD_OF_FIELDS = ("replay_of", "diverged_at", "fork_of", "fork_at")
 
 
 def violation_json(row: RowMapping) -> dict[str, Any]:

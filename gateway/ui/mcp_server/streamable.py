@@ -12,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.ui import api, mcp_api
+from gateway.ui import api
 from gateway.ui.deps import ReadDeps
 from gateway.ui.mcp_server import answers
 from gateway.ui.mcp_server.rpc import PARSE_ERROR, VERSIONS, Dispatcher, error
@@ -23,9 +23,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def add_routes(app: web.Application, with_deps: Callable[[Any], Handler]) -> None:
-    """The MCP side's read API (`/api/mcp/servers`, `/api/mcp/executions`) and this server."""
-    app.router.add_get("/api/mcp/servers", with_deps(mcp_api.list_servers))
-    app.router.add_get("/api/mcp/executions", with_deps(mcp_api.list_executions))
+    """This server's one path (the MCP side's read API is in the read API's route table)."""
     app.router.add_route("*", PATH, with_deps(partial(handle, server_version=api.version())))
 
 
