@@ -51,7 +51,7 @@ from gateway.store.ledger.file import separate_sqlite_ledger
 from gateway.store.ledger.memory import MemoryLedger
 from gateway.store.partitions.keeper import PartitionKeeper
 from gateway.store.retention.sweep import Retention
-from gateway.ui import api, auth, mcp_api
+from gateway.ui import api, auth, fork_api, mcp_api
 from gateway.ui.health import Readiness
 from gateway.ui.pages import routes as views
 
@@ -101,11 +101,8 @@ def create_app(
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
     app.router.add_get("/metrics", _metrics)
-    app.router.add_get("/api/traces", _with_deps(api.list_traces))
-    app.router.add_get("/api/traces/{trace_id}", _with_deps(api.get_trace))
-    app.router.add_get("/api/traces/{trace_id}/cassette", _with_deps(api.get_cassette))
-    app.router.add_get("/api/violations", _with_deps(api.list_violations))
-    app.router.add_get("/api/sessions", _with_deps(api.list_sessions))
+    api.add_routes(app, _with_deps)
+    app.router.add_post("/api/traces/{trace_id}/fork", _with_deps(fork_api.fork_trace))
     views.add_routes(app, _with_deps)
     return app
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from importlib import metadata
 from typing import Any
@@ -128,6 +129,15 @@ async def get_trace(request: web.Request, deps: ReadDeps) -> web.Response:
         raise NotFound(f"no trace {request.match_info['trace_id']}")
     trace = await asyncio.to_thread(mcp_api.add_executions, deps.engine, trace)
     return await _json(trace)
+
+
+def add_routes(app: web.Application, with_deps: Callable[[Any], Any]) -> None:
+    """Mount the read API's trace, violation and session routes."""
+    app.router.add_get("/api/traces", with_deps(list_traces))
+    app.router.add_get("/api/traces/{trace_id}", with_deps(get_trace))
+    app.router.add_get("/api/traces/{trace_id}/cassette", with_deps(get_cassette))
+    app.router.add_get("/api/violations", with_deps(list_violations))
+    app.router.add_get("/api/sessions", with_deps(list_sessions))
 
 
 async def get_cassette(request: web.Request, deps: ReadDeps) -> web.Response:

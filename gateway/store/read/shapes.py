@@ -83,6 +83,8 @@ def trace_json(
         "tool_ms": row["tool_ms"],
         "session_id": row["session_id"],
         "first_user_text": row["first_user_text"],
+        "fork_of": row["fork_of"],
+        "fork_at": row["fork_at"],
     }
 
 

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 from sqlalchemy.engine import Connection, Dialect
 
 from gateway import jsoncodec
-from gateway.step import Lineage
+from gateway.step import FORK_AT, FORK_OF, Lineage, StepRecord
 from gateway.store.models import TRACES
 from gateway.store.write import session_summary
 from gateway.store.write.rows import converter, placeholder
@@ -66,6 +66,8 @@ _INSERTED = (
     "root_trace_id",
     "depth",
     "client",
+    "fork_of",
+    "fork_at",
 )
 # What the fold reads of a stored row, and session_summary of a trace joining its session.
 # `placed_at` is set when the row is made and never merged: every batch of a trace places
@@ -144,6 +146,14 @@ def lineage_columns(trace_id: str, lineage: Lineage | None) -> dict[str, Any]:
         "root_trace_id": lineage.root_trace_id,
         "depth": lineage.depth,
     }
+
+
+def fork_columns(steps: Sequence[StepRecord]) -> dict[str, Any]:
+    """A new trace's `fork_of` and `fork_at`: from its first step made by the fork API."""
+    for step in steps:
+        if step.attrs and FORK_OF in step.attrs:
+            return {"fork_of": step.attrs[FORK_OF], "fork_at": step.attrs[FORK_AT]}
+    return {"fork_of": None, "fork_at": None}
 
 
 def touch_ancestors(conn: Connection, runs: Sequence[tuple[Lineage, datetime]]) -> None:

@@ -246,6 +246,7 @@ def _trace_row(delta: TraceDelta) -> dict[str, Any]:
         "open_calls": 0,
         **trace_merge.lineage_columns(delta.trace_id, delta.lineage),
         "client": delta.client,
+        **trace_merge.fork_columns(delta.steps),
     }
 
 
