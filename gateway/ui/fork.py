@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import BadRequest, ForkImpossible
-from gateway.items import RETURNS, Item
+from gateway.items import RETURNS, Item, ItemKind
 from gateway.protocols.request_facts import fork_body, reasoning_off
 from gateway.ui.cassette import step_to_fork
 
@@ -81,12 +81,19 @@ def _rebuilt(
     return line, history
 
 
+# `attrs["encrypted"]` of a reasoning item the provider sent an encrypted payload with (its
+# adapter says so; the payload is not stored).
+_ENCRYPTED = "encrypted"
+
+
 def _check_reasoning(seq: int, history: tuple[Item, ...]) -> None:
     """The provider wants opaque reasoning back that the store does not hold: refused."""
-    wanted = sorted({str(i.attrs[RETURNS]) for i in history if RETURNS in i.attrs})
+    wanted = {str(i.attrs[RETURNS]) for i in history if RETURNS in i.attrs}
+    if any(i.kind is ItemKind.REASONING and i.attrs.get(_ENCRYPTED) for i in history):
+        wanted.add("encrypted reasoning")
     if wanted:
         raise ForkImpossible(
             f"step {seq} cannot be forked with reasoning on: the provider needs back its "
-            f"reasoning ({', '.join(wanted)}), whose payload was not kept. Turn reasoning off "
-            "in params (set its field to null) or set keep_opaque_reasoning."
+            f"reasoning ({', '.join(sorted(wanted))}), whose payload was not kept. "
+            "Turn reasoning off in params (set its field to null)."
         )

@@ -287,3 +287,42 @@ async def test_the_fork_page_shows_the_original_step_beside_the_fork(guarded: Ga
     assert "tool_calls" in compare and "completed" in compare
     assert "Original" in compare and "Fork" in compare and "gpt-4o" in compare
     assert "<b>odd</b>" not in html and "&lt;b&gt;odd&lt;/b&gt;" in compare  # escaped
+
+
+async def test_encrypted_responses_reasoning_not_kept_is_a_409(guarded: Gateway) -> None:
+    fake = fake_responses
+    first = [
+        fake.reasoning(["Weather first."], encrypted="gAAAAopaque-payload"),
+        fake.function_call("call_1", "get_weather", {"city": "Paris"}),
+    ]
+    guarded.provider.queue(
+        fake.reply(fake.response(first, response_id="resp_1")),
+        fake.reply(fake.response([fake.message("Sunny.", "msg_2")], response_id="resp_2")),
+    )
+    body: dict[str, Any] = {
+        "model": "gpt-5",
+        "store": False,
+        "include": ["reasoning.encrypted_content"],
+        "reasoning": {"effort": "medium"},
+        "input": [{"role": "user", "content": "Weather in Paris?"}],
+    }
+    headers = {"Authorization": "Bearer sk-t"}
+    async with aiohttp.ClientSession() as s:
+        async with s.post(guarded.openai_base + "/responses", json=body, headers=headers) as r:
+            assert r.status == 200, await r.text()
+            answer = await r.json()
+        result = {"type": "function_call_output", "call_id": "call_1", "output": "sunny"}
+        body["input"] += [*answer["output"], result]
+        async with s.post(guarded.openai_base + "/responses", json=body, headers=headers) as r:
+            assert r.status == 200, await r.text()
+    original = await only_trace(guarded)
+    status, answer = await fork(guarded, original, {"at_step": 2, "model": "gpt-5-mini"})
+    assert status == 409, answer
+    assert "step 2" in answer["error"]["message"] and "encrypted" in answer["error"]["message"]
+    guarded.provider.queue(responses_answer())
+    status, made = await fork(guarded, original, {"at_step": 2, "params": {"reasoning": None}})
+    assert status == 201, made
+    sent = guarded.provider.received[-1].json()
+    assert "reasoning" not in sent
+    assert [i.get("type") for i in sent["input"] if i.get("type") == "reasoning"] == []
+    assert "gAAAAopaque-payload" not in json.dumps(sent)
