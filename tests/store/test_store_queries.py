@@ -80,6 +80,8 @@ def test_list_newest_first_across_pages(engine: Engine, make_step: MakeStep) -> 
         "tool_ms",
         "session_id",
         "first_user_text",
+        "fork_of",
+        "fork_at",
         "parent_trace_id",
         "root_trace_id",
         "depth",
