@@ -222,12 +222,13 @@ def _model_start(
 
 def _asked(admitted: Admitted) -> dict[str, Any] | None:
     """What the request asked beside a model's answer, and its protocol headers."""
-    attrs = dict(admitted.parsed.attrs)
+    attrs = admitted.parsed.attrs
+    added: dict[str, Any] = {}
     if admitted.protocol_headers:
-        attrs[PROTOCOL_HEADERS] = admitted.protocol_headers
-    if admitted.fork is not None:
-        attrs[FORK_OF], attrs[FORK_AT] = admitted.fork
-    return attrs or None
+        added[PROTOCOL_HEADERS] = admitted.protocol_headers
+    if admitted.fork is not None:  # made by the fork API (`ids.fork_mark`)
+        added[FORK_OF], added[FORK_AT] = admitted.fork
+    return {**attrs, **added} if added else (attrs or None)
 
 
 def step_end(
