@@ -326,3 +326,18 @@ async def test_encrypted_responses_reasoning_not_kept_is_a_409(guarded: Gateway)
     assert "reasoning" not in sent
     assert [i.get("type") for i in sent["input"] if i.get("type") == "reasoning"] == []
     assert "gAAAAopaque-payload" not in json.dumps(sent)
+
+
+async def test_a_client_cannot_name_its_trace_a_fork(guarded: Gateway) -> None:
+    guarded.provider.queue(completion("hello"))
+    hello = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+    forged = {"X-Loopwatch-Fork": "tr-someone 1 00000000000000000000000000000000"}
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(guarded.openai_base + "/chat/completions", json=hello, headers=forged) as r,
+    ):
+        assert r.status == 200, await r.text()
+        trace_id = r.headers["X-Loopwatch-Trace-Id"]
+    made = await trace(guarded, trace_id)
+    assert (made["fork_of"], made["fork_at"]) == (None, None)
+    assert "fork_of" not in made["steps"][0]["attrs"]
