@@ -65,7 +65,7 @@ async def _json_body(request: web.Request) -> Any:
 def _own_url(request: web.Request) -> str:
     """This gateway's address as the call reached it (the socket's, not the Host header's)."""
     sockname = request.transport.get_extra_info("sockname") if request.transport else None
-    if not sockname:
+    if not isinstance(sockname, tuple) or len(sockname) < 2:  # e.g. a Unix socket
         raise BadRequest("The gateway cannot call its own endpoints from this connection.")
     host, port = str(sockname[0]), int(sockname[1])
     host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
