@@ -79,6 +79,15 @@ class ReplayDiverged(GatewayError):
         self.details = {"diff": diff}
 
 
+class ForkImpossible(GatewayError):
+    """A fork whose request cannot be sent: not rebuilt from the trace, or needing what the
+    gateway did not keep (opaque reasoning)."""
+
+    status = 409
+    type = "invalid_request_error"
+    code = "fork_impossible"
+
+
 class BudgetExceeded(GatewayError):
     status = 429
     type = "budget_exceeded"

@@ -27,6 +27,10 @@ from gateway.items import (
 # (ProtocolAdapter.recorded_headers: API version, betas), so that a cassette sends them
 # again. Not named `…headers`: redaction hides every value of a headers object.
 PROTOCOL_HEADERS = "api_versions"
+# `attrs[FORK_OF]`, `attrs[FORK_AT]`: the trace and step a fork's first step was made from
+# (the fork API); the trace row takes them from it.
+FORK_OF = "fork_of"
+FORK_AT = "fork_at"
 
 # `ended_at` not given: derived from `started_at` and `latency_ms` when the record is built.
 _DERIVED = datetime.min.replace(tzinfo=UTC)

@@ -33,7 +33,7 @@ from gateway.proxy.finisher import StepEnd
 from gateway.proxy.history_checks import history_refusal, history_violations
 from gateway.proxy.placement import Placement, place
 from gateway.routing import Target
-from gateway.step import PROTOCOL_HEADERS, Lineage, RefusalRecord, StepStart
+from gateway.step import FORK_AT, FORK_OF, PROTOCOL_HEADERS, Lineage, RefusalRecord, StepStart
 
 # Bodies from this size on are parsed in a thread rather than on the event loop.
 LARGE_BODY = 1024 * 1024
@@ -60,6 +60,7 @@ class Admitted:
     lineage: Lineage | None = None  # the run's place in its tree (None: a root)
     client: str | None = None  # the client's keyed key fingerprint
     protocol_headers: dict[str, str] | None = None  # `ProtocolAdapter.recorded_headers`
+    fork: tuple[str, int] | None = None  # the trace and step this request forks (fork API)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +128,8 @@ async def check(
     own.update(admission.headers)
     found = (placement, violations, admission, own, session, lineage, client)
     sent = {name: headers[name] for name in adapter.recorded_headers if name in headers}
-    return Admitted(request.raw, body, parsed, target, *found, protocol_headers=sent)
+    fork = ids.read_fork_mark(deps.secret, headers.get(ids.FORK_HEADER), placement.trace_id)
+    return Admitted(request.raw, body, parsed, target, *found, protocol_headers=sent, fork=fork)
 
 
 def _rules_refusal(
@@ -221,9 +223,12 @@ def _model_start(
 def _asked(admitted: Admitted) -> dict[str, Any] | None:
     """What the request asked beside a model's answer, and its protocol headers."""
     attrs = admitted.parsed.attrs
+    added: dict[str, Any] = {}
     if admitted.protocol_headers:
-        return {**attrs, PROTOCOL_HEADERS: admitted.protocol_headers}
-    return attrs or None
+        added[PROTOCOL_HEADERS] = admitted.protocol_headers
+    if admitted.fork is not None:  # made by the fork API (`ids.fork_mark`)
+        added[FORK_OF], added[FORK_AT] = admitted.fork
+    return {**attrs, **added} if added else (attrs or None)
 
 
 def step_end(

@@ -4,7 +4,7 @@ provider received and its answer, rebuilt from the store by each protocol's enco
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -31,14 +31,37 @@ def cassette_lines(engine: Engine, trace_id: str, version: str) -> list[str] | N
         "loopwatch_version": version,
     }
     lines = [json.dumps(header)]
+    lines += [json.dumps(step_line(step, items, output)) for step, items, output in _walk(trace)]
+    return lines
+
+
+def step_to_fork(
+    trace: Mapping[str, Any], seq: int, *, without_reasoning: bool = False
+) -> tuple[dict[str, Any], tuple[Item, ...]]:
+    """Step `seq`'s cassette line and the whole history its request carried;
+    `without_reasoning`: the history's reasoning items left out (a fork that turns it off)."""
+    for step, items, output in _walk(trace):
+        if step["seq"] == seq:
+            history = items[0]
+            if without_reasoning:
+                history = tuple(i for i in history if i.kind is not ItemKind.REASONING)
+                items = (history, tuple(i for i in items[1] if i.kind is not ItemKind.REASONING))
+            return step_line(step, items, output), history
+    raise KeyError(seq)
+
+
+Inputs = tuple[tuple[Item, ...], tuple[Item, ...]]  # a step's whole input, and its new part
+
+
+def _walk(trace: Mapping[str, Any]) -> Iterator[tuple[Mapping[str, Any], Inputs, tuple[Item, ...]]]:
+    """Each step, its whole input and the part new in it, and its output."""
     history: list[Item] = []
     for step in trace["steps"]:
         new = tuple(_item(i) for i in step["input_items"])
         history += new
         output = tuple(_item(i) for i in step["output_items"])
-        lines.append(json.dumps(step_line(step, (tuple(history), new), output)))
+        yield step, (tuple(history), new), output
         history += output
-    return lines
 
 
 def step_line(

@@ -1,4 +1,5 @@
-"""What the read side needs of the gateway's dependencies: settings, the store and a clock."""
+"""What the read side needs of the gateway's dependencies: settings, the store, a clock
+and the install secret."""
 
 from __future__ import annotations
 
@@ -22,3 +23,6 @@ class ReadDeps(Protocol):
 
     @property
     def clock(self) -> Callable[[], datetime]: ...
+
+    @property
+    def secret(self) -> bytes: ...  # the install secret: signs a fork's request (`ids.fork_mark`)

@@ -61,25 +61,12 @@ def test_a_key_no_model_names_is_an_error() -> None:
         dumped(ViolationList, page)
 
 
-def test_a_route_with_a_body_documents_it() -> None:
-    from pydantic import BaseModel
-
-    from gateway.ui.openapi.document import openapi
-    from gateway.ui.openapi.route import ApiRoute
-
-    class ForkRequest(BaseModel):
-        at_step: int
-
-    async def fork(*_: object) -> None:  # never called: only its name is read
-        raise AssertionError
-
-    route = ApiRoute(
-        "POST", "/api/traces/{trace_id}/fork", fork, "Fork.", ViolationList, body=ForkRequest
-    )
-    document = openapi((*ROUTES, route), version="0", secured=False)
+def test_the_fork_route_documents_its_body_and_its_answers() -> None:
+    document = openapi_document(secured=True)
     validate(document)
     operation = document["paths"]["/api/traces/{trace_id}/fork"]["post"]
     assert operation["requestBody"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/ForkRequest"
     }
-    assert "ForkRequest" in document["components"]["schemas"]
+    assert {"ForkRequest", "ForkAnswer"} <= set(document["components"]["schemas"])
+    assert set(operation["responses"]) == {"200", "201", "202", "400", "401", "404", "409"}

@@ -289,7 +289,38 @@
     later(3);
   }
 
+  /* A step's fork form: its request sent again, changed, through the gateway; on success the
+     fork's trace opens. The provider key goes in its own header and is never kept here. */
+  function onFork(event) {
+    var form = event.target;
+    if (!form.matches || !form.matches("form[data-fork]")) { return; }
+    event.preventDefault();
+    var out = form.querySelector("[data-fork-result]");
+    var body = { at_step: Number(form.getAttribute("data-step")) };
+    var model = form.elements.model.value.trim();
+    if (model) { body.model = model; }
+    var params = form.elements.params.value.trim();
+    if (params) {
+      try { body.params = JSON.parse(params); } catch (e) { out.textContent = "Parameters are not JSON."; return; }
+    }
+    var headers = { "Content-Type": "application/json", Accept: "application/json" };
+    var key = form.elements.key.value;
+    if (key) { headers["X-Loopwatch-Provider-Authorization"] = "Bearer " + key; }
+    out.textContent = "forking…";
+    fetch(form.getAttribute("data-fork"), {
+      method: "POST", headers: headers, body: JSON.stringify(body), credentials: "same-origin"
+    }).then(function (r) {
+      return r.json().then(function (data) { return { ok: r.ok, data: data }; });
+    }).then(function (answer) {
+      var data = answer.data;
+      if (answer.ok && data.url) { window.location.assign(data.url); return; }
+      var error = data.error || {};
+      out.textContent = error.message || ("fork failed: " + JSON.stringify(data).slice(0, 200));
+    }).catch(function (e) { out.textContent = "fork failed: " + e.message; });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    document.addEventListener("submit", onFork);
     addCopyButtons(document);
     addTraceTools();
     var filters = document.querySelector(".filters-box:not([data-active])");

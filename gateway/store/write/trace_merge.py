@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 from sqlalchemy.engine import Connection, Dialect
 
 from gateway import jsoncodec
-from gateway.step import Lineage, Replay
+from gateway.step import FORK_AT, FORK_OF, Lineage, Replay, StepRecord
 from gateway.store.models import TRACES
 from gateway.store.write import session_summary
 from gateway.store.write.rows import converter, placeholder
@@ -69,6 +69,8 @@ _INSERTED = (
     # A replay's recorded trace, set when the row is made; where it diverged, the earliest.
     "replay_of",
     "diverged_at",
+    "fork_of",
+    "fork_at",
 )
 # What the fold reads of a stored row, and session_summary of a trace joining its session.
 # `placed_at` is set when the row is made and never merged: every batch of a trace places
@@ -176,6 +178,14 @@ def mark_diverged(conn: Connection, replays: Sequence[tuple[str, Replay]]) -> No
         f" AND (diverged_at IS NULL OR diverged_at > {mark})"
     )
     conn.exec_driver_sql(sql, [(n, trace_id, n) for trace_id, n in found])
+
+
+def fork_columns(steps: Sequence[StepRecord]) -> dict[str, Any]:
+    """A new trace's `fork_of` and `fork_at`: from its first step made by the fork API."""
+    for step in steps:
+        if step.attrs and FORK_OF in step.attrs:
+            return {"fork_of": step.attrs[FORK_OF], "fork_at": step.attrs[FORK_AT]}
+    return {"fork_of": None, "fork_at": None}
 
 
 def touch_ancestors(conn: Connection, runs: Sequence[tuple[Lineage, datetime]]) -> None:

@@ -20,6 +20,7 @@ ERRORS = {
     400: "A query value it cannot use.",
     401: "The admin token is missing or wrong.",
     404: "No such trace.",
+    409: "The step cannot be sent again as asked; the message says why.",
     503: "A search ran past its time limit; retry later or narrow it.",
 }
 SECURITY_SCHEMES = {
@@ -117,7 +118,8 @@ def _responses(route: ApiRoute, secured: bool) -> dict[str, Any]:
     if route.media_type != JSON:  # JSON Lines: the schema is each line's
         answer = {"schema": {"type": "string"}, "x-itemSchema": answer["schema"]}
     responses: dict[str, Any] = {
-        "200": {"description": route.summary, "content": {route.media_type: answer}}
+        str(status): {"description": route.summary, "content": {route.media_type: answer}}
+        for status in route.success
     }
     error = {JSON: {"schema": {"$ref": REF.format(model=ErrorBody.__name__)}}}
     for status in sorted({*route.errors, *((401,) if secured else ())}):

@@ -25,6 +25,7 @@ class ApiRoute:
     query: type[BaseModel] | None = None  # its query parameters
     body: type[BaseModel] | None = None  # its JSON request body (a POST's)
     errors: tuple[int, ...] = ()  # statuses answered in the error shape, besides 401
+    success: tuple[int, ...] = (200,)  # statuses answered with `response`
     media_type: str = JSON
 
     @property

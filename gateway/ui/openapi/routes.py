@@ -11,8 +11,9 @@ from typing import Any
 from aiohttp import web
 from pydantic import RootModel
 
-from gateway.ui import api, mcp_api
+from gateway.ui import api, fork_api, mcp_api
 from gateway.ui.api_models.cassette import CassetteLine
+from gateway.ui.api_models.forks import ForkAnswer, ForkRequest
 from gateway.ui.api_models.mcp import ExecutionList, ServerList
 from gateway.ui.api_models.queries import (
     ExecutionQuery,
@@ -68,6 +69,17 @@ ROUTES: tuple[ApiRoute, ...] = (
         CassetteLine,
         errors=(404,),
         media_type=api.JSONL,
+    ),
+    ApiRoute(
+        "POST",
+        "/api/traces/{trace_id}/fork",
+        fork_api.fork_trace,
+        "Step N's request sent again through the gateway with another model or parameters: "
+        "a new trace, the fork of that step.",
+        ForkAnswer,
+        body=ForkRequest,
+        errors=(400, 404, 409),
+        success=(200, 201, 202),
     ),
     ApiRoute(
         "GET",

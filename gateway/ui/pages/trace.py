@@ -28,6 +28,7 @@ from gateway.ui.pages.rendering import (
     render,
     render_text,
 )
+from gateway.ui.views.fork_compare import ForkCompare, fork_compare
 from gateway.ui.views.present import TraceView, trace_view
 from gateway.ui.views.shapes import Row, StepView
 
@@ -107,10 +108,25 @@ async def trace_page(request: web.Request, deps: ReadDeps) -> web.Response:
     auth = deps.settings.admin_token is not None
     html = view.pages.get(auth)
     if html is None:
-        html = await render_text(request, deps, "trace.html", view=view)
+        compare = await _fork_compare(deps, view)
+        html = await render_text(request, deps, "trace.html", view=view, compare=compare)
         if not view.running:  # the same bytes until the trace changes
             view.pages[auth] = html
     return html_response(html)
+
+
+async def _fork_compare(deps: ReadDeps, view: TraceView) -> ForkCompare | None:
+    """A fork's trace beside the step it forked, read from the original trace."""
+    trace = view.trace
+    if trace.get("fork_of") is None or trace.get("fork_at") is None:
+        return None
+    at = int(trace["fork_at"])
+    original = await read(
+        queries.get_trace, deps, trace["fork_of"], steps_after=at - 1, steps_limit=1
+    )
+    steps = [s for s in (original or {}).get("steps", []) if s["seq"] == at]
+    first = await read(queries.get_trace, deps, trace["id"], steps_limit=1)
+    return fork_compare(first or trace, steps[0] if steps else None)
 
 
 async def step_page(request: web.Request, deps: ReadDeps) -> web.Response:

@@ -35,15 +35,17 @@ async def test_every_answer_matches_the_document(demo_store: str) -> None:
         trace_ids = [trace["id"] for trace in listed["traces"]]
         assert len(trace_ids) >= 10  # the demo's runs and sub-agents
         checked: dict[str, int] = {}
-        for path, methods in document["paths"].items():
-            assert set(methods) == {"get"}, path
+        reads = {path for path, methods in document["paths"].items() if "get" in methods}
+        for path in sorted(reads):
             for concrete in [path.replace("{trace_id}", t) for t in trace_ids] or [path]:
                 status, text = await _get(gw, concrete)
                 assert status == 200, (concrete, text)
                 for body in _bodies(path, text):
                     validate(document, path, 200, body)
                 checked[path] = checked.get(path, 0) + 1
-        assert set(checked) == set(document["paths"])
+        assert set(checked) == reads
+        # The one route that is no read: its answers are held by tests/e2e/ui/test_fork.py.
+        assert set(document["paths"]) - reads == {"/api/traces/{trace_id}/fork"}
 
 
 def _bodies(path: str, text: str) -> list[Any]:
