@@ -13,6 +13,7 @@ from sqlalchemy.engine import Engine
 from gateway.items import Item, ItemKind
 from gateway.protocols.base import Recorded
 from gateway.protocols.registry import ENCODERS
+from gateway.protocols.wire_shapes import spell
 from gateway.step import PROTOCOL_HEADERS
 from gateway.store.read import queries
 
@@ -32,12 +33,15 @@ def cassette_lines(engine: Engine, trace_id: str, version: str) -> list[str] | N
     }
     lines = [json.dumps(header)]
     history: list[Item] = []
+    answered = 0  # the previous step's output items: the end of `history`
     for step in trace["steps"]:
         new = tuple(_item(i) for i in step["input_items"])
+        spell.with_echo(history, new, answered)
         history += new
         output = tuple(_item(i) for i in step["output_items"])
         lines.append(json.dumps(step_line(step, (tuple(history), new), output)))
         history += output
+        answered = len(output)
     return lines
 
 

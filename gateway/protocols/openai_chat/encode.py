@@ -10,17 +10,19 @@ by type only, so a user part that is not text is left out.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from gateway.items import ASSISTANT_KINDS, Item, ItemKind
 from gateway.protocols.base import Recorded
+from gateway.protocols.wire_shapes import spell
 
 _USAGE = ("prompt_tokens", "completion_tokens", "total_tokens")
 
 
 class ChatEncoder:
     def request_body(self, step: Recorded) -> dict[str, Any]:
-        body: dict[str, Any] = {**step.params, "messages": messages(step.items)}
+        body: dict[str, Any] = {**step.params, "messages": spell.history(step.items, messages)}
         if step.tools:
             legacy = all(isinstance(t, dict) and "type" not in t for t in step.tools)
             body["functions" if legacy else "tools"] = list(step.tools)
@@ -71,7 +73,7 @@ class ChatEncoder:
 ENCODER = ChatEncoder()
 
 
-def messages(items: tuple[Item, ...]) -> list[dict[str, Any]]:
+def messages(items: Sequence[Item]) -> list[Any]:
     """The history as messages: each run of assistant items is one assistant message."""
     out: list[dict[str, Any]] = []
     turn: list[Item] = []

@@ -1,0 +1,23 @@
+"""The attrs keys and reference markers a wire shape is written with, shared by the side
+that records shapes and the side that spells them back."""
+
+from __future__ import annotations
+
+# `attrs[WIRE]` of the first item a shape covers: {"n": how many items it covers, in order
+# from this one, "els": the shapes of the history elements they came from}.
+WIRE = "wire"
+# `attrs[ECHO]` of a step's first new item: the shape of the previous answer as this
+# request echoed it back ({"n", "els"} as WIRE, its references into that answer's items).
+ECHO = "wire_echo"
+# `attrs[OPAQUE]` of a reasoning item whose opaque payloads are kept (`keep_opaque_reasoning`):
+# {wire field name: payload}, e.g. {"signature": …}, {"data": …}, {"encrypted_content": …}.
+# A shape marks where each went; without it the field is left out.
+OPAQUE = "opaque"
+
+# A reference inside a shape: {"$lw": [what, …]}. What: "t" an item's text, "a" its
+# arguments as text, "j" its arguments as JSON, "p" lines of its text, "s" a slice of its
+# text, "r" readable reasoning (the placeholder), "o" an opaque payload.
+REF = "$lw"
+
+# What stands for readable reasoning text, which is never stored.
+REASONING_PLACEHOLDER = "[reasoning not stored]"

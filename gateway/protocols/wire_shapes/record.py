@@ -1,0 +1,230 @@
+"""Shapes of the history elements a step brings: each element's JSON with the texts its
+items store replaced by references, readable reasoning by a marker and opaque payloads by
+where they go. Built once a step, from its new elements only (and the echo of the previous
+answer), so the work is proportional to what the step stores."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+
+from gateway.errors import BadRequest
+from gateway.items import ASSISTANT_KINDS, Item, ItemKind
+from gateway.protocols.base import ProtocolAdapter
+from gateway.protocols.wire_shapes.keys import ECHO, REF, WIRE
+
+# The body field holding each protocol's history, and the one holding its separate
+# instruction (kept outside the history), by protocol name.
+HISTORY_FIELDS = {"chat": "messages", "messages": "messages", "responses": "input"}
+INSTRUCTION_FIELDS = {"messages": "system", "responses": "instructions"}
+
+# Readable reasoning: never stored, a marker stands for it.
+_REASONING_KEYS = frozenset({"thinking", "reasoning_content", "reasoning"})
+_REASONING_PARTS = frozenset({"reasoning_text", "summary_text"})
+# Opaque payloads a provider wants back: stored only when kept (keys.OPAQUE).
+_OPAQUE_KEYS = frozenset({"signature", "encrypted_content"})
+_OPAQUE_BLOCKS = {"redacted_thinking": "data"}
+_INDEX = "message_index"  # the history element an item came from, where adapters say
+_ARGUMENT_KEYS = frozenset({"input", "arguments"})
+_TEXT_SEPARATORS = ("\n", "")
+# An echo longer than this is not an answer's echo: it is not shaped.
+_MAX_ECHO = 64
+
+Parse = Callable[[Any], Sequence[Item]]  # one history element → its items
+
+
+def shaped(adapter: ProtocolAdapter, body: Any, new_items: Sequence[Item]) -> tuple[Item, ...]:
+    """`new_items` with the shapes of the elements they came from in their attrs; as they
+    are when the elements cannot be told apart (then a cassette spells them canonically)."""
+    protocol = adapter.name
+
+    def separate(item: Item) -> bool:  # from the instruction field, not the history
+        return adapter.is_separate_instruction(item) and _INDEX not in item.attrs
+
+    field = HISTORY_FIELDS.get(protocol)
+    if not new_items or field is None or not isinstance(body, dict):
+        return tuple(new_items)
+
+    def parse(element: Any) -> list[Item]:
+        return adapter.parse_request({field: [element]}).items
+
+    items = list(new_items)
+    apart = [n for n, item in enumerate(items) if separate(item)]
+    if len(apart) == 1 and isinstance(body.get(INSTRUCTION_FIELDS.get(protocol, "")), str | list):
+        at = apart[0]
+        value = body[INSTRUCTION_FIELDS[protocol]]
+        items[at] = _carrying(items[at], {WIRE: _cover([value], [items[at]])})
+    elements = body.get(field)
+    rest = [n for n, item in enumerate(items) if not separate(item)]
+    if not rest or not isinstance(elements, list):
+        return tuple(items)
+    try:
+        found = _tail(elements, len(rest), parse)
+    except (BadRequest, ValueError, RecursionError):  # an element typed alone differs
+        found = None
+    if found is not None:
+        new, echo = found
+        carried: dict[str, Any] = {WIRE: _cover(*new)}
+        if echo[0]:
+            carried[ECHO] = _cover(*echo)
+        items[rest[0]] = _carrying(items[rest[0]], carried)
+    return tuple(items)
+
+
+Elements = tuple[list[Any], list[Item]]  # decoded elements, and their items in order
+
+
+def _tail(elements: list[Any], count: int, parse: Parse) -> tuple[Elements, Elements] | None:
+    """The last elements holding `count` items, and the answer echoed just before them."""
+    at = len(elements)
+    new: list[tuple[Any, Sequence[Item]]] = []
+    held = 0
+    while held < count and at > 0:
+        at -= 1
+        typed = [i for i in parse(elements[at])]
+        new.insert(0, (elements[at], typed))
+        held += len(typed)
+    if held != count:
+        return None
+    echo: list[tuple[Any, Sequence[Item]]] = []
+    while at > 0 and len(echo) < _MAX_ECHO:
+        typed = list(parse(elements[at - 1]))
+        if not typed or any(i.kind not in ASSISTANT_KINDS for i in typed):
+            break
+        at -= 1
+        echo.insert(0, (elements[at], typed))
+    return _flat(new), _flat(echo)
+
+
+def _flat(pairs: list[tuple[Any, Sequence[Item]]]) -> Elements:
+    return [_decoded(e) for e, _ in pairs], [i for _, typed in pairs for i in typed]
+
+
+def _decoded(element: Any) -> Any:
+    return msgspec.json.decode(element) if isinstance(element, msgspec.Raw) else element
+
+
+def _carrying(item: Item, carried: dict[str, Any]) -> Item:
+    return item.with_changes(attrs={**item.attrs, **carried})
+
+
+def _cover(elements: list[Any], items: list[Item]) -> dict[str, Any]:
+    return {"n": len(items), "els": _Shaper(items).shapes(elements)}
+
+
+class _Shaper:
+    """Walks elements once, replacing what the items hold by references to them."""
+
+    def __init__(self, items: list[Item]) -> None:
+        self.items = items
+        self.used: set[int] = set()
+        self.loose: list[tuple[Any, Any, str]] = []  # (container, key, text) not matched
+        self.reasoning = [n for n, i in enumerate(items) if i.kind is ItemKind.REASONING]
+
+    def shapes(self, elements: list[Any]) -> list[Any]:
+        out = [self._walk(_decoded(e), None) for e in elements]
+        self._join_pieces()
+        return out
+
+    def _walk(self, value: Any, key: str | None) -> Any:
+        if isinstance(value, dict):
+            return self._object(value)
+        if isinstance(value, list):
+            shaped_list: list[Any] = []
+            for n, element in enumerate(value):
+                shaped_list.append(self._walk(element, None))
+                self._note(shaped_list, n, element)
+            return shaped_list
+        return value
+
+    def _object(self, value: dict[str, Any]) -> dict[str, Any]:
+        kind = value.get("type")
+        opaque = {*(k for k in _OPAQUE_KEYS if k in value)}
+        if isinstance(kind, str) and _OPAQUE_BLOCKS.get(kind) in value:
+            opaque.add(_OPAQUE_BLOCKS[kind])
+        owner = self._next_reasoning() if opaque or kind == "thinking" else None
+        out: dict[str, Any] = {}
+        for key, field in value.items():
+            if key in opaque:
+                if field is not None:
+                    out[key] = {REF: ["o", owner, key]}
+                else:
+                    out[key] = None
+            elif isinstance(field, str) and field and _readable_reasoning(key, kind):
+                out[key] = {REF: ["r"]}
+            elif key in _ARGUMENT_KEYS and isinstance(field, dict | list):
+                out[key] = self._arguments(field)
+            else:
+                out[key] = self._walk(field, key)
+                self._note(out, key, field)
+        return out
+
+    def _next_reasoning(self) -> int | None:
+        for n in self.reasoning:
+            if n not in self.used:
+                self.used.add(n)
+                return n
+        return None
+
+    def _arguments(self, value: Any) -> Any:
+        for n, item in enumerate(self.items):
+            if n in self.used or item.kind is not ItemKind.TOOL_CALL or item.arguments is None:
+                continue
+            try:
+                if json.loads(item.arguments) == value:
+                    self.used.add(n)
+                    return {REF: ["j", n]}
+            except ValueError:
+                continue
+        return self._walk(value, None)
+
+    def _note(self, container: Any, key: Any, value: Any) -> None:
+        """A text: a reference to the item holding it, or kept aside as a piece of one."""
+        if not isinstance(value, str) or not value:
+            return
+        for n, item in enumerate(self.items):
+            if n in self.used:
+                continue
+            if item.text == value and item.kind is not ItemKind.REASONING:
+                self.used.add(n)
+                container[key] = {REF: ["t", n]}
+                return
+            if item.arguments == value:
+                self.used.add(n)
+                container[key] = {REF: ["a", n]}
+                return
+        self.loose.append((container, key, value))
+
+    def _join_pieces(self) -> None:
+        """Texts the protocol joined into one item (text parts, blocks): pieces of it."""
+        for n, item in enumerate(self.items):
+            text = item.text
+            if n in self.used or not text or item.kind is ItemKind.REASONING:
+                continue
+            pieces = [p for p in self.loose if p[2] in text]
+            for sep in _TEXT_SEPARATORS:
+                if pieces and sep.join(p[2] for p in pieces) == text:
+                    self._cut(n, pieces, sep)
+                    break
+
+    def _cut(self, n: int, pieces: list[tuple[Any, Any, str]], sep: str) -> None:
+        self.used.add(n)
+        at = 0
+        for container, key, value in pieces:
+            if sep:
+                lines = value.count(sep) + 1
+                container[key] = {REF: ["p", n, at, lines]}
+                at += lines
+            else:
+                container[key] = {REF: ["s", n, at, at + len(value)]}
+                at += len(value)
+            self.loose.remove((container, key, value))
+
+
+def _readable_reasoning(key: str, kind: Any) -> bool:
+    if kind in _REASONING_PARTS:
+        return key == "text"
+    return key in _REASONING_KEYS and kind != "redacted_thinking"

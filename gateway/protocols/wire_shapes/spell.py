@@ -1,0 +1,103 @@
+"""Recorded shapes filled back with their items: the history elements as the client sent
+them, up to redaction (texts as stored, the placeholder for readable reasoning, opaque
+payloads only where kept). Items without a shape (older records) are spelled by the
+protocol's canonical encoder."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from gateway.items import Item
+from gateway.protocols.wire_shapes.keys import ECHO, OPAQUE, REASONING_PLACEHOLDER, REF, WIRE
+
+Canonical = Callable[[list[Item]], list[Any]]  # a run of items without shapes → elements
+_DROP = object()  # an opaque payload that was not kept: its field is left out
+
+
+def history(items: Sequence[Item], canonical: Canonical) -> list[Any]:
+    """The history elements `items` were stored from, in order."""
+    out: list[Any] = []
+    run: list[Item] = []
+    at = 0
+    while at < len(items):
+        cover = covered(items[at])
+        if cover is not None and at + cover[0] <= len(items):
+            out += canonical(run) if run else []
+            run = []
+            count, elements = cover
+            out += [fill(e, items[at : at + count]) for e in elements]
+            at += count
+        else:
+            run.append(items[at])
+            at += 1
+    return out + (canonical(run) if run else [])
+
+
+def covered(item: Item) -> tuple[int, list[Any]] | None:
+    """How many items the shape `item` carries covers, and the elements; None: no shape."""
+    wire = item.attrs.get(WIRE)
+    if not isinstance(wire, dict):
+        return None
+    count, elements = wire.get("n"), wire.get("els")
+    if not isinstance(count, int) or count < 1 or not isinstance(elements, list):
+        return None
+    return count, elements
+
+
+def with_echo(history_items: list[Item], new: Sequence[Item], answered: int) -> None:
+    """The last `answered` items of `history_items` (the previous answer) take the shape
+    the first of `new` recorded for them as its request echoed them, when it covers them."""
+    echo = new[0].attrs.get(ECHO) if new else None
+    if not isinstance(echo, dict) or echo.get("n") != answered or answered == 0:
+        return
+    first = history_items[-answered]
+    history_items[-answered] = first.with_changes(attrs={**first.attrs, WIRE: echo})
+
+
+def fill(shape: Any, items: Sequence[Item]) -> Any:
+    if isinstance(shape, dict):
+        ref = shape.get(REF) if len(shape) == 1 else None
+        if isinstance(ref, list):
+            return _resolve(ref, items)
+        out = {}
+        for key, value in shape.items():
+            filled = fill(value, items)
+            if filled is not _DROP:
+                out[key] = filled
+        return out
+    if isinstance(shape, list):
+        return [fill(value, items) for value in shape]
+    return shape
+
+
+def _resolve(ref: list[Any], items: Sequence[Item]) -> Any:
+    what = ref[0]
+    if what == "r":
+        return REASONING_PLACEHOLDER
+    item = _at(items, ref[1] if len(ref) > 1 else None)
+    if what == "o":
+        kept = item.attrs.get(OPAQUE) if item is not None else None
+        return kept[ref[2]] if isinstance(kept, dict) and ref[2] in kept else _DROP
+    if item is None:
+        return ""
+    text = item.text or ""
+    if what == "t":
+        return text
+    if what == "a":
+        return item.arguments or ""
+    if what == "j":
+        try:
+            return json.loads(item.arguments or "{}")
+        except ValueError:
+            return {}
+    if what == "p":
+        return "\n".join(text.split("\n")[ref[2] : ref[2] + ref[3]])
+    if what == "s":
+        return text[ref[2] : ref[3]]
+    return None
+
+
+def _at(items: Sequence[Item], index: Any) -> Item | None:
+    return items[index] if isinstance(index, int) and 0 <= index < len(items) else None
