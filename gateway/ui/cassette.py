@@ -36,7 +36,7 @@ def cassette_lines(engine: Engine, trace_id: str, version: str) -> list[str] | N
     answered = 0  # the previous step's output items: the end of `history`
     for step in trace["steps"]:
         new = tuple(_item(i) for i in step["input_items"])
-        spell.with_echo(history, new, answered)
+        spell.respelt(history, new, answered)
         history += new
         output = tuple(_item(i) for i in step["output_items"])
         lines.append(json.dumps(step_line(step, (tuple(history), new), output)))

@@ -6,9 +6,12 @@ from __future__ import annotations
 # `attrs[WIRE]` of the first item a shape covers: {"n": how many items it covers, in order
 # from this one, "els": the shapes of the history elements they came from}.
 WIRE = "wire"
-# `attrs[ECHO]` of a step's first new item: the shape of the previous answer as this
-# request echoed it back ({"n", "els"} as WIRE, its references into that answer's items).
+# `attrs[ECHO]` of a step's first new item: the shapes of the previous answer's elements as
+# this request echoed them back (a list of WIRE values, in order, covering its items).
 ECHO = "wire_echo"
+# `attrs[RESPELT]` of a step's first new item: the shapes of the few elements before that
+# echo as this request spelled them (clients move cache marks, turn a string into blocks).
+RESPELT = "wire_respelt"
 # `attrs[OPAQUE]` of a reasoning item whose opaque payloads are kept (`keep_opaque_reasoning`):
 # {wire field name: payload}, e.g. {"signature": …}, {"data": …}, {"encrypted_content": …}.
 # A shape marks where each went; without it the field is left out.

@@ -14,7 +14,7 @@ import msgspec
 from gateway.errors import BadRequest
 from gateway.items import ASSISTANT_KINDS, Item, ItemKind
 from gateway.protocols.base import ProtocolAdapter
-from gateway.protocols.wire_shapes.keys import ECHO, REF, WIRE
+from gateway.protocols.wire_shapes.keys import ECHO, REF, RESPELT, WIRE
 
 # The body field holding each protocol's history, and the one holding its separate
 # instruction (kept outside the history), by protocol name.
@@ -32,6 +32,8 @@ _ARGUMENT_KEYS = frozenset({"input", "arguments"})
 _TEXT_SEPARATORS = ("\n", "")
 # An echo longer than this is not an answer's echo: it is not shaped.
 _MAX_ECHO = 64
+# How many elements before the echo are shaped again (`keys.RESPELT`).
+_RESPELT = 2
 
 Parse = Callable[[Any], Sequence[Item]]  # one history element → its items
 
@@ -65,42 +67,58 @@ def shaped(adapter: ProtocolAdapter, body: Any, new_items: Sequence[Item]) -> tu
         found = _tail(elements, len(rest), parse)
     except (BadRequest, ValueError, RecursionError):  # an element typed alone differs
         found = None
-    if found is not None:
-        new, echo = found
-        carried: dict[str, Any] = {WIRE: _cover(*new)}
-        if echo[0]:
-            carried[ECHO] = _cover(*echo)
-        items[rest[0]] = _carrying(items[rest[0]], carried)
+    if found is None:
+        return tuple(items)
+    new, echo, before = found
+    at = 0
+    for cover in _covers(new):
+        items[rest[at]] = _carrying(items[rest[at]], {WIRE: cover})
+        at += cover["n"]
+    respelt = {ECHO: _covers(echo), RESPELT: _covers(before)}
+    items[rest[0]] = _carrying(items[rest[0]], {k: v for k, v in respelt.items() if v})
     return tuple(items)
 
 
-Elements = tuple[list[Any], list[Item]]  # decoded elements, and their items in order
+Pairs = list[tuple[Any, list[Item]]]  # history elements and the items of each
 
 
-def _tail(elements: list[Any], count: int, parse: Parse) -> tuple[Elements, Elements] | None:
-    """The last elements holding `count` items, and the answer echoed just before them."""
+def _tail(elements: list[Any], count: int, parse: Parse) -> tuple[Pairs, Pairs, Pairs] | None:
+    """The last elements holding `count` items, the answer echoed just before them, and a
+    few elements before that (clients re-spell their latest turns: cache marks move)."""
     at = len(elements)
-    new: list[tuple[Any, Sequence[Item]]] = []
+    new: Pairs = []
     held = 0
     while held < count and at > 0:
         at -= 1
-        typed = [i for i in parse(elements[at])]
+        typed = list(parse(elements[at]))
         new.insert(0, (elements[at], typed))
         held += len(typed)
     if held != count:
         return None
-    echo: list[tuple[Any, Sequence[Item]]] = []
+    echo: Pairs = []
     while at > 0 and len(echo) < _MAX_ECHO:
         typed = list(parse(elements[at - 1]))
         if not typed or any(i.kind not in ASSISTANT_KINDS for i in typed):
             break
         at -= 1
         echo.insert(0, (elements[at], typed))
-    return _flat(new), _flat(echo)
+    before = [(elements[n], list(parse(elements[n]))) for n in range(max(0, at - _RESPELT), at)]
+    return new, echo, before
 
 
-def _flat(pairs: list[tuple[Any, Sequence[Item]]]) -> Elements:
-    return [_decoded(e) for e, _ in pairs], [i for _, typed in pairs for i in typed]
+def _covers(pairs: Pairs) -> list[dict[str, Any]]:
+    """A shape for each element with items; one without is shaped with the next."""
+    out: list[dict[str, Any]] = []
+    pending: list[Any] = []
+    for element, typed in pairs:
+        if not typed:
+            pending.append(element)
+            continue
+        out.append(_cover([*pending, element], typed))
+        pending = []
+    if pending and out:
+        out[-1]["els"] += _Shaper([]).shapes(pending)
+    return out
 
 
 def _decoded(element: Any) -> Any:

@@ -10,7 +10,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gateway.items import Item
-from gateway.protocols.wire_shapes.keys import ECHO, OPAQUE, REASONING_PLACEHOLDER, REF, WIRE
+from gateway.protocols.wire_shapes.keys import (
+    ECHO,
+    OPAQUE,
+    REASONING_PLACEHOLDER,
+    REF,
+    RESPELT,
+    WIRE,
+)
 
 Canonical = Callable[[list[Item]], list[Any]]  # a run of items without shapes → elements
 _DROP = object()  # an opaque payload that was not kept: its field is left out
@@ -46,14 +53,33 @@ def covered(item: Item) -> tuple[int, list[Any]] | None:
     return count, elements
 
 
-def with_echo(history_items: list[Item], new: Sequence[Item], answered: int) -> None:
-    """The last `answered` items of `history_items` (the previous answer) take the shape
-    the first of `new` recorded for them as its request echoed them, when it covers them."""
-    echo = new[0].attrs.get(ECHO) if new else None
-    if not isinstance(echo, dict) or echo.get("n") != answered or answered == 0:
+def respelt(history_items: list[Item], new: Sequence[Item], answered: int) -> None:
+    """`history_items` as the request bringing `new` spelled them: the previous answer (its
+    last `answered` items) as echoed, and the few elements before it as re-spelt."""
+    first = new[0].attrs if new else {}
+    _cover_at(history_items, len(history_items) - answered, first.get(ECHO), answered)
+    before = first.get(RESPELT)
+    count = _count(before)
+    _cover_at(history_items, len(history_items) - answered - count, before, count)
+
+
+def _count(covers: Any) -> int:
+    if not isinstance(covers, list):
+        return 0
+    return sum(c["n"] for c in covers if isinstance(c, dict) and isinstance(c.get("n"), int))
+
+
+def _cover_at(history_items: list[Item], start: int, covers: Any, count: int) -> None:
+    if start < 0 or count == 0 or _count(covers) != count:
         return
-    first = history_items[-answered]
-    history_items[-answered] = first.with_changes(attrs={**first.attrs, WIRE: echo})
+    for at in range(start, start + count):  # shapes there before are replaced
+        if WIRE in history_items[at].attrs:
+            attrs = {k: v for k, v in history_items[at].attrs.items() if k != WIRE}
+            history_items[at] = history_items[at].with_changes(attrs=attrs)
+    for cover in covers:
+        first = history_items[start]
+        history_items[start] = first.with_changes(attrs={**first.attrs, WIRE: cover})
+        start += cover["n"]
 
 
 def fill(shape: Any, items: Sequence[Item]) -> Any:

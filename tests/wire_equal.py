@@ -1,0 +1,80 @@
+"""What a cassette's request body must equal: the body the provider received, with exactly
+the allowances the contract makes and no other — texts as the default redactor changes them,
+readable reasoning text replaced by the store's placeholder (the field stays), opaque
+reasoning payloads left out (they are stored only when kept)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.config import RedactionSettings
+from gateway.protocols.wire_shapes.keys import REASONING_PLACEHOLDER
+from gateway.redaction.redactor import Redactor
+
+_REDACTOR = Redactor(RedactionSettings())
+_READABLE = frozenset({"thinking", "reasoning_content", "reasoning"})
+_READABLE_PARTS = frozenset({"reasoning_text", "summary_text"})
+_OPAQUE = frozenset({"signature", "encrypted_content"})
+_OPAQUE_BLOCKS = {"redacted_thinking": "data"}
+
+
+def as_recorded(sent: Any, history: str) -> Any:
+    """`sent` as a cassette spells it back; only its `history` field and the instruction
+    fields hold texts the allowances touch, the rest is compared redacted."""
+    return {key: _allowed(value) if key in (history, "system") else _redacted(value)
+            for key, value in sent.items()}
+
+
+def _allowed(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_allowed(v) for v in value]
+    if not isinstance(value, dict):
+        return _redacted(value)
+    kind = value.get("type")
+    out: dict[str, Any] = {}
+    for key, field in value.items():
+        if (key in _OPAQUE or key == _OPAQUE_BLOCKS.get(kind)) and field is not None:
+            continue
+        if isinstance(field, str) and field and _readable(key, kind):
+            out[key] = REASONING_PLACEHOLDER
+        else:
+            out[key] = _allowed(field)
+    return out
+
+
+def _readable(key: str, kind: Any) -> bool:
+    if kind in _READABLE_PARTS:
+        return key == "text"
+    return key in _READABLE and kind != "redacted_thinking"
+
+
+def _redacted(value: Any) -> Any:
+    if isinstance(value, str):
+        return _REDACTOR.redact_text(value)
+    if isinstance(value, list):
+        return [_redacted(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    return value
+
+
+def differences(rebuilt: Any, expected: Any, path: str = "") -> list[str]:
+    """Where two JSON values differ, a line each (empty: JSON-equal)."""
+    if isinstance(rebuilt, dict) and isinstance(expected, dict):
+        out: list[str] = []
+        for key in sorted(set(rebuilt) | set(expected)):
+            if key not in rebuilt:
+                out.append(f"{path}.{key}: missing")
+            elif key not in expected:
+                out.append(f"{path}.{key}: extra")
+            else:
+                out += differences(rebuilt[key], expected[key], f"{path}.{key}")
+        return out
+    if isinstance(rebuilt, list) and isinstance(expected, list):
+        if len(rebuilt) != len(expected):
+            return [f"{path}: {len(rebuilt)} elements, sent {len(expected)}"]
+        return [d for n, pair in enumerate(zip(rebuilt, expected, strict=True))
+                for d in differences(*pair, f"{path}[{n}]")]
+    if rebuilt == expected and type(rebuilt) is type(expected):
+        return []
+    return [f"{path}: {str(rebuilt)[:80]!r} != {str(expected)[:80]!r}"]
