@@ -3,6 +3,8 @@ that records shapes and the side that spells them back."""
 
 from __future__ import annotations
 
+from typing import Any
+
 # `attrs[WIRE]` of the first item a shape covers: {"n": how many items it covers, in order
 # from this one, "els": the shapes of the history elements they came from}.
 WIRE = "wire"
@@ -24,3 +26,21 @@ REF = "$lw"
 
 # What stands for readable reasoning text, which is never stored.
 REASONING_PLACEHOLDER = "[reasoning not stored]"
+
+
+# Each kind of item by a letter: a cover notes the kinds it covers ("k"), so that one laid
+# over stored items (an echo, a re-spelt turn) is used only where they are those items.
+KIND_LETTERS = {
+    "instruction": "i",
+    "user": "u",
+    "assistant_text": "a",
+    "tool_call": "c",
+    "tool_result": "r",
+    "reasoning": "t",
+    "refusal": "f",
+    "other": "o",
+}
+
+
+def kinds_of(items: Any) -> str:
+    return "".join(KIND_LETTERS.get(item.kind.value, "o") for item in items)

@@ -14,7 +14,7 @@ import msgspec
 from gateway.errors import BadRequest
 from gateway.items import ASSISTANT_KINDS, Item, ItemKind
 from gateway.protocols.base import ProtocolAdapter
-from gateway.protocols.wire_shapes.keys import ECHO, REF, RESPELT, WIRE
+from gateway.protocols.wire_shapes.keys import ECHO, REF, RESPELT, WIRE, kinds_of
 
 # The body field holding each protocol's history, and the one holding its separate
 # instruction (kept outside the history), by protocol name.
@@ -74,7 +74,7 @@ def shaped(adapter: ProtocolAdapter, body: Any, new_items: Sequence[Item]) -> tu
     for cover in _covers(new):
         items[rest[at]] = _carrying(items[rest[at]], {WIRE: cover})
         at += cover["n"]
-    respelt = {ECHO: _covers(echo), RESPELT: _covers(before)}
+    respelt = {ECHO: _covers(echo, noted=True), RESPELT: _covers(before, noted=True)}
     items[rest[0]] = _carrying(items[rest[0]], {k: v for k, v in respelt.items() if v})
     return tuple(items)
 
@@ -103,11 +103,15 @@ def _tail(elements: list[Any], count: int, parse: Parse) -> tuple[Pairs, Pairs, 
         at -= 1
         echo.insert(0, (elements[at], typed))
     before = [(elements[n], list(parse(elements[n]))) for n in range(max(0, at - _RESPELT), at)]
+    # Not from an earlier answer's turn: its items as stored may be typed otherwise.
+    while before and all(i.kind in ASSISTANT_KINDS for i in before[0][1]):
+        before.pop(0)
     return new, echo, before
 
 
-def _covers(pairs: Pairs) -> list[dict[str, Any]]:
-    """A shape for each element with items; one without is shaped with the next."""
+def _covers(pairs: Pairs, *, noted: bool = False) -> list[dict[str, Any]]:
+    """A shape for each element with items; one without is shaped with the next. `noted`:
+    each notes the kinds it covers (it will be laid over items stored before)."""
     out: list[dict[str, Any]] = []
     pending: list[Any] = []
     for element, typed in pairs:
@@ -115,6 +119,8 @@ def _covers(pairs: Pairs) -> list[dict[str, Any]]:
             pending.append(element)
             continue
         out.append(_cover([*pending, element], typed))
+        if noted:
+            out[-1]["k"] = kinds_of(typed)
         pending = []
     if pending and out:
         out[-1]["els"] += _Shaper([]).shapes(pending)

@@ -17,6 +17,7 @@ from gateway.protocols.wire_shapes.keys import (
     REF,
     RESPELT,
     WIRE,
+    kinds_of,
 )
 
 Canonical = Callable[[list[Item]], list[Any]]  # a run of items without shapes → elements
@@ -72,6 +73,9 @@ def _count(covers: Any) -> int:
 def _cover_at(history_items: list[Item], start: int, covers: Any, count: int) -> None:
     if start < 0 or count == 0 or _count(covers) != count:
         return
+    noted = "".join(str(c.get("k")) for c in covers)
+    if noted != kinds_of(history_items[start : start + count]):
+        return  # not the items it was recorded over (an answer typed otherwise)
     for at in range(start, start + count):  # shapes there before are replaced
         if WIRE in history_items[at].attrs:
             attrs = {k: v for k, v in history_items[at].attrs.items() if k != WIRE}
