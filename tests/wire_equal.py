@@ -21,15 +21,17 @@ _OPAQUE_BLOCKS = {"redacted_thinking": "data"}
 def as_recorded(sent: Any, history: str) -> Any:
     """`sent` as a cassette spells it back; only its `history` field and the instruction
     fields hold texts the allowances touch, the rest is compared redacted."""
-    return {key: _allowed(value) if key in (history, "system") else _redacted(value)
-            for key, value in sent.items()}
+    return {
+        key: _allowed(value) if key in (history, "system") else _redacted(value)
+        for key, value in sent.items()
+    }
 
 
-def _allowed(value: Any) -> Any:
+def _allowed(value: Any, as_json: bool = False) -> Any:
     if isinstance(value, list):
-        return [_allowed(v) for v in value]
+        return [_allowed(v, as_json) for v in value]
     if not isinstance(value, dict):
-        return _redacted(value)
+        return _redacted(value, as_json)
     kind = value.get("type")
     out: dict[str, Any] = {}
     for key, field in value.items():
@@ -38,8 +40,23 @@ def _allowed(value: Any) -> Any:
         if isinstance(field, str) and field and _readable(key, kind):
             out[key] = REASONING_PLACEHOLDER
         else:
-            out[key] = _allowed(field)
+            out[key] = _allowed(field, as_json or _json_text(value, key))
     return out
+
+
+def _json_text(element: dict[str, Any], key: str) -> bool:
+    """Tool results and call arguments: the redactor stores JSON in them compactly."""
+    if key == "content" and (
+        element.get("role") in _RESULT_ROLES or element.get("type") == "tool_result"
+    ):
+        return True
+    if key == "output" and element.get("type") in _RESULT_TYPES:
+        return True
+    return key == "arguments" and element.get("type") != "custom_tool_call"
+
+
+_RESULT_ROLES = frozenset({"tool", "function"})
+_RESULT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"})
 
 
 def _readable(key: str, kind: Any) -> bool:
@@ -48,9 +65,9 @@ def _readable(key: str, kind: Any) -> bool:
     return key in _READABLE and kind != "redacted_thinking"
 
 
-def _redacted(value: Any) -> Any:
+def _redacted(value: Any, as_json: bool = False) -> Any:
     if isinstance(value, str):
-        return _REDACTOR.redact_text(value)
+        return _REDACTOR.redact_json_text(value) if as_json else _REDACTOR.redact_text(value)
     if isinstance(value, list):
         return [_redacted(v) for v in value]
     if isinstance(value, dict):
@@ -73,8 +90,11 @@ def differences(rebuilt: Any, expected: Any, path: str = "") -> list[str]:
     if isinstance(rebuilt, list) and isinstance(expected, list):
         if len(rebuilt) != len(expected):
             return [f"{path}: {len(rebuilt)} elements, sent {len(expected)}"]
-        return [d for n, pair in enumerate(zip(rebuilt, expected, strict=True))
-                for d in differences(*pair, f"{path}[{n}]")]
+        return [
+            d
+            for n, pair in enumerate(zip(rebuilt, expected, strict=True))
+            for d in differences(*pair, f"{path}[{n}]")
+        ]
     if rebuilt == expected and type(rebuilt) is type(expected):
         return []
     return [f"{path}: {str(rebuilt)[:80]!r} != {str(expected)[:80]!r}"]

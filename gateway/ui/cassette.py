@@ -34,10 +34,16 @@ def cassette_lines(engine: Engine, trace_id: str, version: str) -> list[str] | N
     lines = [json.dumps(header)]
     history: list[Item] = []
     answered = 0  # the previous step's output items: the end of `history`
+    # Each step's history before its new items, and the `answered` it began with: a retry
+    # goes on from where its failed attempt began, without that attempt's answer.
+    began: dict[str, tuple[list[Item], int]] = {}
     for step in trace["steps"]:
+        if step.get("retry_of") in began:
+            history, answered = began[step["retry_of"]]
+        began[step["id"]] = (list(history), answered)
         new = tuple(_item(i) for i in step["input_items"])
         spell.respelt(history, new, answered)
-        history += new
+        history = history + list(new)
         output = tuple(_item(i) for i in step["output_items"])
         lines.append(json.dumps(step_line(step, (tuple(history), new), output)))
         history += output

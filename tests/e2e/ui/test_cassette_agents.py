@@ -101,24 +101,48 @@ def _answer(field: str, after: list[Any]) -> Reply:
         output = [e for e in after if not str(e.get("type", "")).endswith("_output")]
         return Reply(body=_response(output))
     echoed = after[0]
-    if field == "messages" and "tool_calls" not in echoed and isinstance(echoed.get("content"), list):
-        stop = "tool_use" if any(b.get("type") == "tool_use" for b in echoed["content"]) else "end_turn"
-        return Reply(body={
-            "id": "msg_run", "type": "message", "role": "assistant", "model": "claude",
-            "content": echoed["content"], "stop_reason": stop, "stop_sequence": None,
-            "usage": {"input_tokens": 10, "output_tokens": 5},
-        })
+    if (
+        field == "messages"
+        and "tool_calls" not in echoed
+        and isinstance(echoed.get("content"), list)
+    ):
+        stop = (
+            "tool_use"
+            if any(b.get("type") == "tool_use" for b in echoed["content"])
+            else "end_turn"
+        )
+        return Reply(
+            body={
+                "id": "msg_run",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude",
+                "content": echoed["content"],
+                "stop_reason": stop,
+                "stop_sequence": None,
+                "usage": {"input_tokens": 10, "output_tokens": 5},
+            }
+        )
     finish = "tool_calls" if echoed.get("tool_calls") else "stop"
-    return Reply(body={
-        "id": "chatcmpl-run", "object": "chat.completion", "created": 1, "model": "m",
-        "choices": [{"index": 0, "message": echoed, "finish_reason": finish}],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-    })
+    return Reply(
+        body={
+            "id": "chatcmpl-run",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "m",
+            "choices": [{"index": 0, "message": echoed, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        }
+    )
 
 
 def _response(output: list[Any]) -> dict[str, Any]:
     return {
-        "id": "resp_run", "object": "response", "created_at": 1, "status": "completed",
-        "model": "m", "output": output,
+        "id": "resp_run",
+        "object": "response",
+        "created_at": 1,
+        "status": "completed",
+        "model": "m",
+        "output": output,
         "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15},
     }
