@@ -31,8 +31,13 @@ from gateway.store.engine import make_engine  # noqa: E402
 from gateway.store.read import queries  # noqa: E402
 
 SHAPES = (WIRE, ECHO, RESPELT)
+_ITEM_FIELDS = ("input_items", "output_items")
 FIXTURES = ROOT / "tests" / "fixtures" / "agents"
-PROTOCOL_OF_PATH = {"/v1/messages": "messages", "/v1/chat/completions": "chat", "/v1/responses": "responses"}
+PROTOCOL_OF_PATH = {
+    "/v1/messages": "messages",
+    "/v1/chat/completions": "chat",
+    "/v1/responses": "responses",
+}
 REDACTOR = Redactor(RedactionSettings())
 
 
@@ -84,7 +89,7 @@ def demo_steps() -> list[tuple[str, tuple[int, int]]]:
                 for trace_id in ids:
                     for step in (queries.get_trace(engine, trace_id) or {})["steps"]:
                         items = [*step["input_items"], *step["output_items"]]
-                        rows = {k: v for k, v in step.items() if k not in ("input_items", "output_items")}
+                        rows = {k: v for k, v in step.items() if k not in _ITEM_FIELDS}
                         out.append((f"demo/{step['protocol']}", sizes(rows, items)))
         finally:
             engine.dispose()
@@ -101,7 +106,8 @@ def main() -> None:
         total[3] = max(total[3], round(1000 * shaped_bytes / bare)) if bare else total[3]
     print(f"{'steps of':<22}{'n':>4}{'without':>12}{'with':>12}{'ratio':>8}{'worst step':>12}")
     for group, (count, bare, with_shapes, worst) in sorted(totals.items()):
-        print(f"{group:<22}{count:>4}{bare:>12}{with_shapes:>12}{with_shapes / bare:>8.3f}{worst / 1000:>12.3f}")
+        ratio = with_shapes / bare
+        print(f"{group:<22}{count:>4}{bare:>12}{with_shapes:>12}{ratio:>8.3f}{worst / 1000:>12.3f}")
 
 
 if __name__ == "__main__":

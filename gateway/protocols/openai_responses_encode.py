@@ -69,9 +69,9 @@ ENCODER = ResponsesEncoder()
 def input_of(items: tuple[Item, ...]) -> list[dict[str, Any]] | str:
     """The history as input items: a lone user string stays a string."""
     turns = [i for i in items if i.attrs.get("field") != "instructions"]
-    if len(turns) == 1 and turns[0].kind is ItemKind.USER and _INDEX in turns[0].attrs:
-        if spell.covered(turns[0]) is None:
-            return turns[0].text or ""
+    lone = len(turns) == 1 and turns[0].kind is ItemKind.USER and _INDEX in turns[0].attrs
+    if lone and spell.covered(turns[0]) is None:
+        return turns[0].text or ""
     return spell.history(turns, _canonical)
 
 
