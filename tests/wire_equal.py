@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.config import RedactionSettings
-from gateway.protocols.wire_shapes.keys import REASONING_PLACEHOLDER
+from gateway.protocols.wire_shapes.keys import ECHO, REASONING_PLACEHOLDER, RESPELT, WIRE
 from gateway.redaction.redactor import Redactor
 
 _REDACTOR = Redactor(RedactionSettings())
@@ -98,3 +98,8 @@ def differences(rebuilt: Any, expected: Any, path: str = "") -> list[str]:
     if rebuilt == expected and type(rebuilt) is type(expected):
         return []
     return [f"{path}: {str(rebuilt)[:80]!r} != {str(expected)[:80]!r}"]
+
+
+def unshaped(attrs: dict[str, Any]) -> dict[str, Any]:
+    """An item's attrs without the wire shapes a cassette spells its request back from."""
+    return {key: value for key, value in attrs.items() if key not in (WIRE, ECHO, RESPELT)}
