@@ -2,7 +2,8 @@
 `messages` from the trace's items (each input item keeps the index of its message), and an
 answer (a Message or its events) from the step's output.
 
-What the items do not keep is written in its usual form: `system` as one string; a user
+Elements with a recorded wire shape are spelled as the client sent them (`wire_shapes`);
+the others (older records) in their usual form: `system` as one string; a user
 turn of one text as a string, else as blocks; a tool result's content as a string. Thinking
 text is never stored: thinking blocks are left out. Images and documents are noted by type
 only: they are left out too.

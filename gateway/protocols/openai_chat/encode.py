@@ -1,7 +1,8 @@
 """Recorded Chat Completions steps back on the wire, for cassettes: the request's `messages`
 from the trace's items, and an answer (a body or its chunks) from the step's output.
 
-What the items do not keep is written in its usual form: an echoed assistant message is
+Elements with a recorded wire shape are spelled as the client sent them (`wire_shapes`);
+the others (older records) in their usual form: an echoed assistant message is
 `{"role", "content", "tool_calls"?}` (no `refusal: null`, no `annotations`); reasoning
 text is never stored, so `reasoning_content` is not sent back; images and files are noted
 by type only, so a user part that is not text is left out.
