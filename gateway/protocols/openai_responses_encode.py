@@ -2,8 +2,9 @@
 from the trace's items, and an answer (a Response or its events) from the step's output.
 
 A request continuing `previous_response_id` or a `conversation` sent only its new items
-(the provider holds the rest): so does the rebuild. What the items do not keep is written
-in its usual form: a message's content as one text part (a string when it was one), no
+(the provider holds the rest): so does the rebuild. Elements with a recorded wire shape are
+spelled as the client sent them (`wire_shapes`); the others (older records) in their usual
+form: a message's content as one text part (a string when it was one), no
 `status` on an echoed item. Reasoning items, images and files (noted by type only) and
 items of the provider's own tools are left out.
 """
