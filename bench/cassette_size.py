@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from gateway.config import RedactionSettings, Settings  # noqa: E402
 from gateway.demo.main import serve_demo  # noqa: E402
+from gateway.items import ASSISTANT_KINDS  # noqa: E402
 from gateway.protocols import request_facts  # noqa: E402
 from gateway.protocols.registry import ADAPTERS  # noqa: E402
 from gateway.protocols.wire_shapes.keys import ECHO, RESPELT, WIRE  # noqa: E402
@@ -53,6 +54,11 @@ def sizes(rows: dict[str, Any], items: list[dict[str, Any]]) -> tuple[int, int]:
     return with_shapes, bare
 
 
+def parse(adapter: Any, element: Any) -> list[Any]:
+    field = HISTORY_FIELDS[adapter.name]
+    return list(adapter.parse_request({field: [element]}).items)
+
+
 def fixture_steps() -> list[tuple[str, tuple[int, int]]]:
     out = []
     bodies = {p.stem: json.loads(p.read_text()) for p in sorted(FIXTURES.glob("*.json"))}
@@ -64,8 +70,12 @@ def fixture_steps() -> list[tuple[str, tuple[int, int]]]:
         earlier = bodies.get(f"{name[:-1]}{int(name[-1]) - 1}")
         field = HISTORY_FIELDS[protocol]
         if earlier is not None and len(earlier["body"][field]) < len(body[field]):
-            known = len(adapter.parse_request(earlier["body"]).items)
-            items = items[known:]  # an approximation of placement: its answer counts as new
+            # The step going on from the earlier one: its new elements follow the echo of
+            # the earlier one's answer (stored with that step, as its output).
+            after = body[field][len(earlier["body"][field]) :]
+            while after and all(i.kind in ASSISTANT_KINDS for i in parse(adapter, after[0])):
+                after = after[1:]
+            items = [i for element in after for i in parse(adapter, element)]
         new = [REDACTOR.redact_item(i).to_json() for i in shaped(adapter, body, items)]
         rows = {
             "params": dict(request_facts.request_params(adapter, body) or {}),

@@ -28,6 +28,7 @@ _REASONING_PARTS = frozenset({"reasoning_text", "summary_text"})
 _OPAQUE_KEYS = frozenset({"signature", "encrypted_content"})
 _OPAQUE_BLOCKS = {"redacted_thinking": "data"}
 _INDEX = "message_index"  # the history element an item came from, where adapters say
+_CACHE_MARK = "cache_control"
 _ARGUMENT_KEYS = frozenset({"input", "arguments"})
 _TEXT_SEPARATORS = ("\n", "")
 # An echo longer than this is not an answer's echo: it is not shaped.
@@ -71,10 +72,13 @@ def shaped(adapter: ProtocolAdapter, body: Any, new_items: Sequence[Item]) -> tu
         return tuple(items)
     new, echo, before = found
     at = 0
-    for cover in _covers(new):
+    marks: list[bool] = []
+    for cover in _covers(new, marks=marks):
         items[rest[at]] = _carrying(items[rest[at]], {WIRE: cover})
         at += cover["n"]
-    respelt = {ECHO: _covers(echo, noted=True), RESPELT: _covers(before, noted=True)}
+    respelt = {ECHO: _covers(echo, noted=True)}
+    if any(marks):  # a client that marks cache points moves them: its latest turns change
+        respelt[RESPELT] = _covers(before, noted=True)
     items[rest[0]] = _carrying(items[rest[0]], {k: v for k, v in respelt.items() if v})
     return tuple(items)
 
@@ -109,16 +113,19 @@ def _tail(elements: list[Any], count: int, parse: Parse) -> tuple[Pairs, Pairs, 
     return new, echo, before
 
 
-def _covers(pairs: Pairs, *, noted: bool = False) -> list[dict[str, Any]]:
+def _covers(
+    pairs: Pairs, *, noted: bool = False, marks: list[bool] | None = None
+) -> list[dict[str, Any]]:
     """A shape for each element with items; one without is shaped with the next. `noted`:
-    each notes the kinds it covers (it will be laid over items stored before)."""
+    each notes the kinds it covers (it will be laid over items stored before); `marks`
+    gets whether each element marks a cache point."""
     out: list[dict[str, Any]] = []
     pending: list[Any] = []
     for element, typed in pairs:
         if not typed:
             pending.append(element)
             continue
-        out.append(_cover([*pending, element], typed))
+        out.append(_cover([*pending, element], typed, marks))
         if noted:
             out[-1]["k"] = kinds_of(typed)
         pending = []
@@ -135,8 +142,14 @@ def _carrying(item: Item, carried: dict[str, Any]) -> Item:
     return item.with_changes(attrs={**item.attrs, **carried})
 
 
-def _cover(elements: list[Any], items: list[Item]) -> dict[str, Any]:
-    return {"n": len(items), "els": _Shaper(items).shapes(elements)}
+def _cover(
+    elements: list[Any], items: list[Item], marks: list[bool] | None = None
+) -> dict[str, Any]:
+    shaper = _Shaper(items)
+    cover = {"n": len(items), "els": shaper.shapes(elements)}
+    if marks is not None:
+        marks.append(shaper.marked)
+    return cover
 
 
 class _Shaper:
@@ -147,6 +160,7 @@ class _Shaper:
         self.used: set[int] = set()
         self.loose: list[tuple[Any, Any, str]] = []  # (container, key, text) not matched
         self.reasoning = [n for n, i in enumerate(items) if i.kind is ItemKind.REASONING]
+        self.marked = False  # a cache point was marked (`cache_control`)
 
     def shapes(self, elements: list[Any]) -> list[Any]:
         out = [self._walk(_decoded(e), None) for e in elements]
@@ -171,6 +185,7 @@ class _Shaper:
             opaque.add(_OPAQUE_BLOCKS[kind])
         owner = self._next_reasoning() if opaque or kind == "thinking" else None
         out: dict[str, Any] = {}
+        self.marked = self.marked or _CACHE_MARK in value
         for key, field in value.items():
             if key in opaque:
                 if field is not None:
