@@ -129,3 +129,19 @@ def test_a_shape_is_not_laid_over_items_of_other_kinds() -> None:
     new = (Item(ItemKind.USER, role="user", text="next", attrs={"wire_echo": echo}),)
     spell.respelt(history, new, 1)
     assert WIRE not in history[1].attrs
+
+
+def test_odd_elements_are_shaped_or_left_unshaped_never_refused() -> None:
+    body: dict[str, Any] = {
+        "model": "m",
+        "messages": [
+            7,
+            "text",
+            {"role": "assistant", "tool_calls": [{"id": "c", "function": {"arguments": "{"}}]},
+            {"role": "user", "content": [None, {"type": "text", "text": None}]},
+        ],
+    }
+    items = CHAT.parse_request(body).items
+    stored = shaped(CHAT, body, items)
+    assert [i.kind for i in stored] == [i.kind for i in items]
+    assert len(spell.history(list(stored), chat_encode.messages)) == len(body["messages"])

@@ -42,6 +42,15 @@ Parse = Callable[[Any], Sequence[Item]]  # one history element → its items
 def shaped(adapter: ProtocolAdapter, body: Any, new_items: Sequence[Item]) -> tuple[Item, ...]:
     """`new_items` with the shapes of the elements they came from in their attrs; as they
     are when the elements cannot be told apart (then a cassette spells them canonically)."""
+    try:
+        return _shaped(adapter, body, new_items)
+    except (BadRequest, ValueError, TypeError, KeyError, RecursionError):
+        # A body the gateway forwards as sent is never refused for its shape: the step is
+        # recorded without one.
+        return tuple(new_items)
+
+
+def _shaped(adapter: ProtocolAdapter, body: Any, new_items: Sequence[Item]) -> tuple[Item, ...]:
     protocol = adapter.name
 
     def separate(item: Item) -> bool:  # from the instruction field, not the history
@@ -64,10 +73,7 @@ def shaped(adapter: ProtocolAdapter, body: Any, new_items: Sequence[Item]) -> tu
     rest = [n for n, item in enumerate(items) if not separate(item)]
     if not rest or not isinstance(elements, list):
         return tuple(items)
-    try:
-        found = _tail(elements, len(rest), parse)
-    except (BadRequest, ValueError, RecursionError):  # an element typed alone differs
-        found = None
+    found = _tail(elements, len(rest), parse)
     if found is None:
         return tuple(items)
     new, echo, before = found
