@@ -13,9 +13,14 @@ from gateway.redaction.redactor import Redactor
 
 _REDACTOR = Redactor(RedactionSettings())
 _READABLE = frozenset({"thinking", "reasoning_content", "reasoning"})
-_READABLE_PARTS = frozenset({"reasoning_text", "summary_text"})
-_OPAQUE = frozenset({"signature", "encrypted_content"})
-_OPAQUE_BLOCKS = {"redacted_thinking": "data"}
+_READABLE_PARTS = {
+    "reasoning_text": "text",
+    "summary_text": "text",
+    "reasoning.text": "text",
+    "reasoning.summary": "summary",
+}
+_OPAQUE = frozenset({"signature", "encrypted_content", "thought_signature"})
+_OPAQUE_BLOCKS = {"redacted_thinking": "data", "reasoning.encrypted": "data"}
 
 
 def as_recorded(sent: Any, history: str) -> Any:
@@ -61,7 +66,7 @@ _RESULT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"})
 
 def _readable(key: str, kind: Any) -> bool:
     if kind in _READABLE_PARTS:
-        return key == "text"
+        return key == _READABLE_PARTS[kind]
     return key in _READABLE and kind != "redacted_thinking"
 
 

@@ -23,10 +23,16 @@ INSTRUCTION_FIELDS = {"messages": "system", "responses": "instructions"}
 
 # Readable reasoning: never stored, a marker stands for it.
 _REASONING_KEYS = frozenset({"thinking", "reasoning_content", "reasoning"})
-_REASONING_PARTS = frozenset({"reasoning_text", "summary_text"})
+# Parts of reasoning by type, and the key holding their readable text.
+_REASONING_PARTS = {
+    "reasoning_text": "text",
+    "summary_text": "text",
+    "reasoning.text": "text",
+    "reasoning.summary": "summary",
+}
 # Opaque payloads a provider wants back: stored only when kept (keys.OPAQUE).
-_OPAQUE_KEYS = frozenset({"signature", "encrypted_content"})
-_OPAQUE_BLOCKS = {"redacted_thinking": "data"}
+_OPAQUE_KEYS = frozenset({"signature", "encrypted_content", "thought_signature"})
+_OPAQUE_BLOCKS = {"redacted_thinking": "data", "reasoning.encrypted": "data"}
 _INDEX = "message_index"  # the history element an item came from, where adapters say
 _CACHE_MARK = "cache_control"
 _ARGUMENT_KEYS = frozenset({"input", "arguments"})
@@ -271,5 +277,5 @@ class _Shaper:
 
 def _readable_reasoning(key: str, kind: Any) -> bool:
     if kind in _REASONING_PARTS:
-        return key == "text"
+        return key == _REASONING_PARTS[kind]
     return key in _REASONING_KEYS and kind != "redacted_thinking"
