@@ -1,7 +1,8 @@
 """What a cassette's request body must equal: the body the provider received, with exactly
 the allowances the contract makes and no other — texts as the default redactor changes them,
 readable reasoning text replaced by the store's placeholder (the field stays), opaque
-reasoning payloads left out (they are stored only when kept)."""
+reasoning payloads left out (they are stored only when kept), inline media left out (only
+its type is recorded)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 from gateway.config import RedactionSettings
 from gateway.protocols.wire_shapes.keys import ECHO, REASONING_PLACEHOLDER, RESPELT, WIRE
+from gateway.protocols.wire_shapes.record import is_media
 from gateway.redaction.redactor import Redactor
 
 _REDACTOR = Redactor(RedactionSettings())
@@ -42,6 +44,8 @@ def _allowed(value: Any, as_json: bool = False) -> Any:
     for key, field in value.items():
         if (key in _OPAQUE or key == _OPAQUE_BLOCKS.get(kind)) and field is not None:
             continue
+        if isinstance(field, str) and is_media(key, field, kind):
+            continue  # inline images, audio and files: only their type is recorded
         if isinstance(field, str) and field and _readable(key, kind):
             out[key] = REASONING_PLACEHOLDER
         else:

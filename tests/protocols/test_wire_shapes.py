@@ -145,3 +145,17 @@ def test_odd_elements_are_shaped_or_left_unshaped_never_refused() -> None:
     stored = shaped(CHAT, body, items)
     assert [i.kind for i in stored] == [i.kind for i in items]
     assert len(spell.history(list(stored), chat_encode.messages)) == len(body["messages"])
+
+
+def test_inline_media_is_never_stored_in_a_shape() -> None:
+    image = {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo" * 50}
+    body = {
+        "model": "claude",
+        "messages": [
+            {"role": "user", "content": [{"type": "image", "source": image}, _part("what?")]}
+        ],
+    }
+    stored = shaped(MESSAGES, body, MESSAGES.parse_request(body).items)
+    assert "iVBORw0KGgo" not in repr([dict(i.attrs) for i in stored])
+    rebuilt = spell.history(list(stored), anthropic_encode.messages)
+    assert rebuilt[0]["content"][0]["source"] == {"type": "base64", "media_type": "image/png"}

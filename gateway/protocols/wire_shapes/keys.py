@@ -21,7 +21,8 @@ OPAQUE = "opaque"
 
 # A reference inside a shape: {"$lw": [what, …]}. What: "t" an item's text, "a" its
 # arguments as text, "j" its arguments as JSON, "p" lines of its text, "s" a slice of its
-# text, "r" readable reasoning (the placeholder), "o" an opaque payload.
+# text, "r" readable reasoning (the placeholder), "o" an opaque payload, "m" inline media
+# (left out: only its type is recorded).
 REF = "$lw"
 
 # What stands for readable reasoning text, which is never stored.

@@ -204,6 +204,8 @@ class _Shaper:
                     out[key] = {REF: ["o", owner, key]}
                 else:
                     out[key] = None
+            elif isinstance(field, str) and is_media(key, field, kind):
+                out[key] = {REF: ["m"]}  # images, audio and files: never stored
             elif isinstance(field, str) and field and _readable_reasoning(key, kind):
                 out[key] = {REF: ["r"]}
             elif key in _ARGUMENT_KEYS and isinstance(field, dict | list):
@@ -279,3 +281,12 @@ def _readable_reasoning(key: str, kind: Any) -> bool:
     if kind in _REASONING_PARTS:
         return key == _REASONING_PARTS[kind]
     return key in _REASONING_KEYS and kind != "redacted_thinking"
+
+
+def is_media(key: str, value: str, kind: Any) -> bool:
+    """The content of an image, a sound or a file, inline (base64, a `data:` URL)."""
+    return (
+        value.startswith("data:")
+        or key == "file_data"
+        or (key == "data" and kind in ("base64", "input_audio"))
+    )

@@ -106,6 +106,8 @@ def _resolve(ref: list[Any], items: Sequence[Item]) -> Any:
     what = ref[0]
     if what == "r":
         return REASONING_PLACEHOLDER
+    if what == "m":  # inline media: only its type is recorded
+        return _DROP
     item = _at(items, ref[1] if len(ref) > 1 else None)
     if what == "o":
         kept = item.attrs.get(OPAQUE) if item is not None else None
