@@ -65,6 +65,9 @@ def sink_of(gw: Gateway) -> OtlpSink:
 
 
 async def exported(gw: Gateway, collector: FakeCollector) -> list[ReceivedSpan]:
+    # The last step's end reaches the sinks after its stream ended: once the store has it,
+    # the exporters had it too (one bus hands each record to both), then their queue drains.
+    await gw.flush()
     assert await asyncio.to_thread(redacting_of(gw).flush)
     return sorted(collector.spans, key=lambda s: (s.start_ns, s.name))
 
