@@ -1,6 +1,7 @@
 """OpenAI Responses API stream events and response bodies → neutral deltas.
 
-Reasoning text and `encrypted_content` never leave this module: only their size and flags do.
+Reasoning text never leaves this module: only its size and flags do; `encrypted_content`
+only as an opaque blob, with `keep_opaque_reasoning` (`gateway.opaque`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 from gateway import jsoncodec
 from gateway.items import Item, ItemKind, StopReason, Usage
+from gateway.opaque import kept_opaque
 from gateway.protocols.json_values import as_dict, as_int, as_list, as_str
 from gateway.protocols.openai_responses_hosted import (
     APPROVAL_REQUEST,
@@ -43,6 +45,8 @@ from gateway.stream.sse import SSEEvent
 
 # Summaries arrive in parts (and in several reasoning items); a blank line keeps them apart.
 SUMMARY_SEPARATOR = "\n\n"
+# A reasoning item's encrypted reasoning, kept as a blob only with `keep_opaque_reasoning`.
+ENCRYPTED_CONTENT = "encrypted_content"
 
 # Output items that are tool calls the client runs: JSON `arguments` or free-form `input`.
 CALL_TYPES = frozenset({"function_call", "custom_tool_call", *BUILTIN_CALLS})
@@ -189,7 +193,8 @@ def finish_of(response: dict[str, Any], facts: OutputFacts) -> FinishDelta:
 class ResponsesEventDecoder:
     """Per-response state: which output items have started, streamed content or ended."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep_opaque: bool = False) -> None:
+        self._keep_opaque = keep_opaque  # `keep_opaque_reasoning`: encrypted_content kept
         self._calls_started: set[int] = set()
         self._calls_named: set[int] = set()
         self._calls_ended: set[int] = set()
@@ -350,8 +355,12 @@ class ResponsesEventDecoder:
                 text = as_str(part.get("text")) or ""
                 if text:
                     deltas.append(ReasoningDelta(chars=len(text)))
-        if item.get("encrypted_content"):
-            deltas.append(ReasoningDelta(chars=0, attrs={"encrypted": True}))
+        encrypted = item.get("encrypted_content")
+        if encrypted:
+            attrs = {"encrypted": True}
+            if self._keep_opaque:
+                attrs.update(kept_opaque(ENCRYPTED_CONTENT, encrypted))
+            deltas.append(ReasoningDelta(chars=0, attrs=attrs))
         if index not in self._content_streamed:
             for number, part in enumerate(map(as_dict, as_list(item.get("summary")))):
                 deltas += self._summary((index, number), as_str(part.get("text")) or "")
@@ -382,11 +391,11 @@ class ResponsesEventDecoder:
         return [RefusalDelta(text)]
 
 
-def decode_response_body(body: Any) -> list[Delta]:
+def decode_response_body(body: Any, *, keep_opaque: bool = False) -> list[Delta]:
     """A non-streamed response object: as if a stream had sent only its done items."""
     if not isinstance(body, dict):
         return []
-    decoder = ResponsesEventDecoder()
+    decoder = ResponsesEventDecoder(keep_opaque=keep_opaque)
     deltas: list[Delta] = [meta_of(body)]
     for index, item in enumerate(as_list(body.get("output"))):
         deltas += decoder.item_done(index, as_dict(item))
