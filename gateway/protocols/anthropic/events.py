@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway import jsoncodec
-from gateway.items import RETURNS, Item, ItemKind, StopReason
+from gateway.items import RETURNS, SIGNED_TEXT, Item, ItemKind, StopReason
 from gateway.opaque import Digests, kept
 from gateway.protocols.anthropic.blocks import (
     caller_attrs,
@@ -61,7 +61,9 @@ ROLE = "assistant"
 # A tool-use turn's thinking and redacted_thinking blocks must come back unchanged, with
 # their signature or data, in the request that answers its tool calls.
 THINKING = "thinking"
-_RETURNS_THINKING = {RETURNS: THINKING}
+_RETURNS_THINKING: dict[str, Any] = {RETURNS: THINKING}
+# A kept signature signs the block's text, which is never stored (`items.SIGNED_TEXT`).
+_SIGNED = {SIGNED_TEXT: True}
 
 
 def _finish(raw: Any, details: Any = None) -> list[Delta]:
@@ -110,7 +112,7 @@ def _block_deltas(
             return [ReasoningDelta(chars=chars)]
         returns = _RETURNS_THINKING
         if digests.keep:
-            returns = {**returns, **kept(digests, "signature", block.get("signature"))}
+            returns = {**returns, **kept(digests, "signature", block.get("signature")), **_SIGNED}
         return [ReasoningDelta(chars=chars, attrs=returns, digests=signed)]
     if kind == "redacted_thinking":
         data = returned_thinking(block.get("data"), digests)
@@ -193,7 +195,7 @@ class MessagesEventDecoder:
                 return []
             attrs = _RETURNS_THINKING
             if self._digests.keep:
-                attrs = {**attrs, **kept(self._digests, "signature", signature)}
+                attrs = {**attrs, **kept(self._digests, "signature", signature), **_SIGNED}
             return [ReasoningDelta(attrs=attrs, digests=signed)]
         fragment = as_str(delta.get("partial_json"))
         if kind != "input_json_delta" or index is None or not fragment:

@@ -176,16 +176,18 @@ def get_trace(
     *,
     steps_after: int = 0,
     steps_limit: int | None = None,
+    opaque: bool = False,
 ) -> dict[str, Any] | None:
     """The trace with its violations, refusals and steps: those numbered after `steps_after`,
     at most `steps_limit` of them (None: all). `next_steps_after` is the last step number
-    given when more steps follow, else None."""
+    given when more steps follow, else None. `opaque`: items keep the opaque payloads held
+    for cassettes and forks, which no view shows."""
     with reading(engine) as conn:
         row = conn.execute(sa.select(TRACES).where(TRACES.c.id == trace_id)).mappings().first()
         if row is None:
             return None
         placed = _partition_of(conn, row)
-        steps, more = _steps(conn, trace_id, steps_after, steps_limit, placed)
+        steps, more = _steps(conn, trace_id, steps_after, steps_limit, placed, opaque)
         violations = conn.execute(
             sa.select(VIOLATIONS)
             .where(VIOLATIONS.c.trace_id == trace_id, *_in_partition(VIOLATIONS, placed))
@@ -215,7 +217,12 @@ def _in_partition(table: sa.Table, placed: datetime | None) -> list[sa.ColumnEle
 
 
 def _steps(
-    conn: Connection, trace_id: str, after: int, limit: int | None, placed: datetime | None
+    conn: Connection,
+    trace_id: str,
+    after: int,
+    limit: int | None,
+    placed: datetime | None,
+    opaque: bool = False,
 ) -> tuple[list[dict[str, Any]], bool]:
     """A page of the trace's steps in order, with their items and tools; and whether more
     steps follow it. Read by the (trace_id, seq) index and the items' step index."""
@@ -238,7 +245,9 @@ def _steps(
     rows = conn.execute(items.order_by(i.step_id, i.direction, i.position)).mappings()
     by_step = {step["id"]: step for step in steps}
     for item in rows:
-        by_step[item["step_id"]][item["direction"] + "_items"].append(item_json(item))
+        by_step[item["step_id"]][item["direction"] + "_items"].append(
+            item_json(item, opaque=opaque)
+        )
     tool_sets = read_tool_sets(conn, (step["tool_set"] for step in steps))
     for step in steps:
         step["tools"] = tool_sets.get(step["tool_set"] or "")

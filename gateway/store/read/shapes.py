@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy.engine import RowMapping
 
+from gateway.opaque import OPAQUE
 from gateway.runs.status import DEFAULT_IDLE_SECONDS, StoredStatus, TraceStatus, status_at
 
 USAGE_FIELDS = (
@@ -159,8 +160,14 @@ def step_json(row: RowMapping) -> dict[str, Any]:
     }
 
 
-def item_json(row: RowMapping) -> dict[str, Any]:
-    return {name: row[name] for name in ITEM_FIELDS}
+def item_json(row: RowMapping, *, opaque: bool = False) -> dict[str, Any]:
+    """An item as read; the opaque payloads it holds (`keep_opaque_reasoning`) only with
+    `opaque` (cassettes and forks send them back), never shown."""
+    item = {name: row[name] for name in ITEM_FIELDS}
+    attrs = item["attrs"]
+    if not opaque and attrs and OPAQUE in attrs:
+        item["attrs"] = {k: v for k, v in attrs.items() if k != OPAQUE}
+    return item
 
 
 def mcp_violation_json(row: RowMapping) -> dict[str, Any]:
