@@ -6,7 +6,6 @@ later request can be told to have sent them back without the payloads ever being
 from __future__ import annotations
 
 from hashlib import blake2b
-from typing import Any
 
 # `attrs[OPAQUE]` of a reasoning item whose payloads are kept: {wire field name: payload}.
 OPAQUE = "opaque"
@@ -32,17 +31,6 @@ class Digests:
     def of(self, payload: str) -> str:
         raw = blake2b(payload.encode("utf-8", "surrogatepass"), key=self._key, digest_size=8)
         return raw.hexdigest().translate(_LETTERS)
-
-
-def kept(digests: Digests, field: str, payload: Any) -> dict[str, Any]:
-    """`{OPAQUE: {field: payload}}` to add to a reasoning item's attrs when payloads are kept
-    (`keep_opaque_reasoning`), else nothing."""
-    return kept_opaque(field, payload) if digests.keep else {}
-
-
-def kept_opaque(field: str, payload: Any) -> dict[str, Any]:
-    """`{OPAQUE: {field: payload}}` for a payload (a non-empty string), else nothing."""
-    return {OPAQUE: {field: payload}} if isinstance(payload, str) and payload else {}
 
 
 # The key of the adapters' module instances (tests, and the error bodies of requests no app

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.errors import BadRequest, GatewayError
 from gateway.items import Item, ItemKind
-from gateway.opaque import Digests, kept_opaque
+from gateway.opaque import OPAQUE, Digests
 from gateway.protocols.base import (
     OPENAI_SESSION_FIELDS,
     REFERENCE_TYPE,
@@ -248,8 +248,9 @@ def _reasoning_item(entry: dict[str, Any], index: int, keep: bool = False) -> It
     text = SUMMARY_SEPARATOR.join(s for s in summaries if s) or None
     encrypted = True if entry.get("encrypted_content") else None
     attrs = _attrs(index, item_id=as_str(entry.get("id")), encrypted=encrypted)
-    if keep and encrypted:
-        attrs.update(kept_opaque(ENCRYPTED_CONTENT, entry["encrypted_content"]))
+    payload = entry.get(ENCRYPTED_CONTENT)
+    if keep and isinstance(payload, str) and payload:
+        attrs[OPAQUE] = {ENCRYPTED_CONTENT: payload}
     return Item(ItemKind.REASONING, role="assistant", text=text, attrs=attrs)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from gateway import jsoncodec
 from gateway.items import Item, ItemKind, StopReason, Usage
-from gateway.opaque import kept_opaque
+from gateway.opaque import OPAQUE
 from gateway.protocols.json_values import as_dict, as_int, as_list, as_str
 from gateway.protocols.openai_responses_hosted import (
     APPROVAL_REQUEST,
@@ -357,9 +357,9 @@ class ResponsesEventDecoder:
                     deltas.append(ReasoningDelta(chars=len(text)))
         encrypted = item.get("encrypted_content")
         if encrypted:
-            attrs = {"encrypted": True}
-            if self._keep_opaque:
-                attrs.update(kept_opaque(ENCRYPTED_CONTENT, encrypted))
+            attrs: dict[str, Any] = {"encrypted": True}
+            if self._keep_opaque and isinstance(encrypted, str):
+                attrs[OPAQUE] = {ENCRYPTED_CONTENT: encrypted}
             deltas.append(ReasoningDelta(chars=0, attrs=attrs))
         if index not in self._content_streamed:
             for number, part in enumerate(map(as_dict, as_list(item.get("summary")))):

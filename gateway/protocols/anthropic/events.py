@@ -16,11 +16,12 @@ from typing import Any
 
 from gateway import jsoncodec
 from gateway.items import RETURNS, SIGNED_TEXT, Item, ItemKind, StopReason
-from gateway.opaque import Digests, kept
+from gateway.opaque import Digests
 from gateway.protocols.anthropic.blocks import (
     caller_attrs,
     is_provider_call,
     is_provider_result,
+    kept,
     provider_call,
     provider_result,
     whole_provider_call,

@@ -14,12 +14,13 @@ import msgspec
 from gateway.config import Settings
 from gateway.errors import BadRequest, GatewayError
 from gateway.items import DIGESTS, RETURNS, SIGNED_TEXT, Item, ItemKind
-from gateway.opaque import UNKEYED, Digests, kept
+from gateway.opaque import UNKEYED, Digests
 from gateway.protocols.anthropic.blocks import (
     TOOL_TYPES,
     caller_attrs,
     is_provider_call,
     is_provider_result,
+    kept,
     provider_result,
     whole_provider_call,
 )
