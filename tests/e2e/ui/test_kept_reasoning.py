@@ -21,6 +21,7 @@ from gateway.ui.mcp_server.answers import Reader, get_trace
 from tests.e2e.proxy.test_proxy_unhappy import database_bytes
 from tests.e2e.sinks.test_otlp import exported, redacting_of
 from tests.e2e.sinks.test_redacted import Seen
+from tests.e2e.ui.test_fork import AUTH, TOKEN, fork, messages_answer, responses_answer, unstreamed
 from tests.fakes import anthropic as fake_anthropic
 from tests.fakes import responses as fake_responses
 from tests.fakes.collector import FakeCollector
@@ -28,8 +29,6 @@ from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noq
 
 pytestmark = pytest.mark.sqlite
 
-TOKEN = "kept-admin-token-0123456789"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
 # Payloads as providers send them: base64 a redaction rule could mistake for a secret.
 SIGNATURE = "EqQBCkgIBRABGAIiQKeptSignatureZ9y8x7w6v5u4t3s2r1q0p9o8n7m6l5k4j3i2h1g0f9e8d7c6b5a4"
 REDACTED = "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpPkNRj2YfWXmYvOuO"
@@ -129,9 +128,7 @@ async def responses_loop(gw: Gateway, *, stream: bool) -> None:
             answer = await sdk.responses.create(**kwargs)
         if n == 1:
             history += [item.model_dump(exclude_none=True) for item in answer.output]
-            history.append(
-                {"type": "function_call_output", "call_id": "call_1", "output": "sunny"}
-            )
+            history.append({"type": "function_call_output", "call_id": "call_1", "output": "sunny"})
 
 
 def opaque_fields(value: Any, path: str = "") -> list[tuple[str, str]]:
@@ -294,3 +291,49 @@ def _items(step: StepRecord) -> tuple[Any, ...]:
 
 def _any_payload(text: str) -> bool:
     return any(p in text for p in PAYLOADS)
+
+
+async def test_a_fork_sends_kept_encrypted_reasoning_back(make_gateway: GatewayFactory) -> None:
+    gw = await keeping(make_gateway, True)
+    await responses_loop(gw, stream=True)
+    original = await only_trace(gw)
+    step_2 = gw.provider.received[1].json()
+    gw.provider.queue(responses_answer())
+    status, made = await fork(gw, original, {"at_step": 2, "model": "gpt-5-mini"})
+    assert status == 201, made
+    sent = gw.provider.received[-1].json()
+    assert sent["model"] == "gpt-5-mini"
+    assert opaque_fields(sent) == opaque_fields(step_2) != []
+    assert ENCRYPTED not in json.dumps(made)
+
+
+async def test_a_fork_sends_kept_redacted_thinking_back(make_gateway: GatewayFactory) -> None:
+    gw = await keeping(make_gateway, True)
+    await messages_loop(gw, stream=False, kind="redacted")
+    original = await only_trace(gw)
+    step_2 = gw.provider.received[1].json()
+    gw.provider.queue(messages_answer())
+    status, made = await fork(gw, original, {"at_step": 2, "model": "claude-opus-4-1"})
+    assert status == 201, made
+    sent = gw.provider.received[-1].json()
+    assert unstreamed({**sent, "model": step_2["model"]}) == unstreamed(step_2)
+    assert opaque_fields(sent) == [(".messages[1].content[0].data", REDACTED)]
+
+
+async def test_a_kept_signature_cannot_sign_thinking_text_never_stored(
+    make_gateway: GatewayFactory,
+) -> None:
+    """The provider checks a thinking block's text against its signature: the text is never
+    stored, so the block cannot go back as it came, kept signature or not."""
+    gw = await keeping(make_gateway, True)
+    await messages_loop(gw, stream=True)
+    original = await only_trace(gw)
+    status, answer = await fork(gw, original, {"at_step": 2, "model": "claude-opus-4-1"})
+    assert status == 409, answer
+    message = answer["error"]["message"]
+    assert "step 2" in message and "signature" in message and "never stores" in message
+    assert "not kept" not in message and SIGNATURE not in message
+    gw.provider.queue(messages_answer())
+    status, made = await fork(gw, original, {"at_step": 2, "params": {"thinking": None}})
+    assert status == 201, made
+    assert opaque_fields(gw.provider.received[-1].json()) == []
