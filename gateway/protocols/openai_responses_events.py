@@ -1,7 +1,6 @@
 """OpenAI Responses API stream events and response bodies → neutral deltas.
 
-Reasoning text never leaves this module: only its size and flags do; `encrypted_content`
-only as an opaque blob, with `keep_opaque_reasoning` (`gateway.opaque`).
+Reasoning text never leaves this module, only its size and flags; `encrypted_content` if kept.
 """
 
 from __future__ import annotations
@@ -45,8 +44,7 @@ from gateway.stream.sse import SSEEvent
 
 # Summaries arrive in parts (and in several reasoning items); a blank line keeps them apart.
 SUMMARY_SEPARATOR = "\n\n"
-# A reasoning item's encrypted reasoning, kept as a blob only with `keep_opaque_reasoning`.
-ENCRYPTED_CONTENT = "encrypted_content"
+ENCRYPTED_CONTENT = "encrypted_content"  # kept (as a blob) only with keep_opaque_reasoning
 
 # Output items that are tool calls the client runs: JSON `arguments` or free-form `input`.
 CALL_TYPES = frozenset({"function_call", "custom_tool_call", *BUILTIN_CALLS})

@@ -29,6 +29,7 @@ from gateway.store.read.shapes import (
     step_json,
     trace_json,
     violation_json,
+    without_opaque,
 )
 from gateway.store.write import trace_models
 from gateway.store.write.tool_sets import read_tool_sets
@@ -180,21 +181,20 @@ def get_trace(
 ) -> dict[str, Any] | None:
     """The trace with its violations, refusals and steps: those numbered after `steps_after`,
     at most `steps_limit` of them (None: all). `next_steps_after` is the last step number
-    given when more steps follow, else None. `opaque`: items keep the opaque payloads held
-    for cassettes and forks, which no view shows."""
+    given when more steps follow, else None. `opaque`: with kept payloads (cassettes, forks)."""
     with reading(engine) as conn:
         row = conn.execute(sa.select(TRACES).where(TRACES.c.id == trace_id)).mappings().first()
         if row is None:
             return None
         placed = _partition_of(conn, row)
-        steps, more = _steps(conn, trace_id, steps_after, steps_limit, placed, opaque)
+        steps, more = _steps(conn, trace_id, steps_after, steps_limit, placed)
         violations = conn.execute(
             sa.select(VIOLATIONS)
             .where(VIOLATIONS.c.trace_id == trace_id, *_in_partition(VIOLATIONS, placed))
             .order_by(VIOLATIONS.c.created_at, VIOLATIONS.c.id)
         ).mappings()
         result = trace_json(row, now, idle_seconds) | trees.place_json(conn, row, now, idle_seconds)
-        result["steps"] = steps
+        result["steps"] = steps if opaque else without_opaque(steps)
         result["replays"] = replays.replays_json(conn, trace_id, now, idle_seconds)
         result["next_steps_after"] = steps[-1]["seq"] if more else None
         stored = list(violations)
@@ -217,12 +217,7 @@ def _in_partition(table: sa.Table, placed: datetime | None) -> list[sa.ColumnEle
 
 
 def _steps(
-    conn: Connection,
-    trace_id: str,
-    after: int,
-    limit: int | None,
-    placed: datetime | None,
-    opaque: bool = False,
+    conn: Connection, trace_id: str, after: int, limit: int | None, placed: datetime | None
 ) -> tuple[list[dict[str, Any]], bool]:
     """A page of the trace's steps in order, with their items and tools; and whether more
     steps follow it. Read by the (trace_id, seq) index and the items' step index."""
@@ -245,9 +240,7 @@ def _steps(
     rows = conn.execute(items.order_by(i.step_id, i.direction, i.position)).mappings()
     by_step = {step["id"]: step for step in steps}
     for item in rows:
-        by_step[item["step_id"]][item["direction"] + "_items"].append(
-            item_json(item, opaque=opaque)
-        )
+        by_step[item["step_id"]][item["direction"] + "_items"].append(item_json(item))
     tool_sets = read_tool_sets(conn, (step["tool_set"] for step in steps))
     for step in steps:
         step["tools"] = tool_sets.get(step["tool_set"] or "")

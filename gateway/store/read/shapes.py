@@ -160,14 +160,20 @@ def step_json(row: RowMapping) -> dict[str, Any]:
     }
 
 
-def item_json(row: RowMapping, *, opaque: bool = False) -> dict[str, Any]:
-    """An item as read; the opaque payloads it holds (`keep_opaque_reasoning`) only with
-    `opaque` (cassettes and forks send them back), never shown."""
-    item = {name: row[name] for name in ITEM_FIELDS}
-    attrs = item["attrs"]
-    if not opaque and attrs and OPAQUE in attrs:
-        item["attrs"] = {k: v for k, v in attrs.items() if k != OPAQUE}
-    return item
+def item_json(row: RowMapping) -> dict[str, Any]:
+    return {name: row[name] for name in ITEM_FIELDS}
+
+
+def without_opaque(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The steps with no opaque payload on their items (`keep_opaque_reasoning` keeps them
+    for cassettes and forks alone): no view shows one."""
+    for step in steps:
+        for items in (step["input_items"], step["output_items"]):
+            for item in items:
+                attrs = item["attrs"]
+                if attrs and OPAQUE in attrs:
+                    item["attrs"] = {k: v for k, v in attrs.items() if k != OPAQUE}
+    return steps
 
 
 def mcp_violation_json(row: RowMapping) -> dict[str, Any]:
