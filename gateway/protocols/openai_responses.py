@@ -246,9 +246,8 @@ def _reasoning_item(entry: dict[str, Any], index: int, keep: bool = False) -> It
     only as an opaque blob with `keep` (`keep_opaque_reasoning`)."""
     summaries = (as_str(as_dict(part).get("text")) for part in as_list(entry.get("summary")))
     text = SUMMARY_SEPARATOR.join(s for s in summaries if s) or None
-    encrypted = True if entry.get("encrypted_content") else None
-    attrs = _attrs(index, item_id=as_str(entry.get("id")), encrypted=encrypted)
     payload = entry.get(ENCRYPTED_CONTENT)
+    attrs = _attrs(index, item_id=as_str(entry.get("id")), encrypted=True if payload else None)
     if keep and isinstance(payload, str) and payload:
         attrs[OPAQUE] = {ENCRYPTED_CONTENT: payload}
     return Item(ItemKind.REASONING, role="assistant", text=text, attrs=attrs)
