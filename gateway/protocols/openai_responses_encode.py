@@ -2,8 +2,9 @@
 from the trace's items, and an answer (a Response or its events) from the step's output.
 
 A request continuing `previous_response_id` or a `conversation` sent only its new items
-(the provider holds the rest): so does the rebuild. What the items do not keep is written
-in its usual form: a message's content as one text part (a string when it was one), no
+(the provider holds the rest): so does the rebuild. Elements with a recorded wire shape are
+spelled as the client sent them (`wire_shapes`); the others (older records) in their usual
+form: a message's content as one text part (a string when it was one), no
 `status` on an echoed item. Reasoning items, images and files (noted by type only) and
 items of the provider's own tools are left out.
 """
@@ -15,6 +16,7 @@ from typing import Any
 
 from gateway.items import Item, ItemKind
 from gateway.protocols.base import Recorded
+from gateway.protocols.wire_shapes import spell
 
 _INDEX = "message_index"
 _RESULTS = frozenset({"function_call_output", "custom_tool_call_output"})
@@ -28,7 +30,8 @@ class ResponsesEncoder:
         body: dict[str, Any] = {**step.params, "input": input_of(items)}
         for item in items:
             if item.kind is ItemKind.INSTRUCTION and item.attrs.get("field") == "instructions":
-                body["instructions"] = item.text
+                cover = spell.covered(item)
+                body["instructions"] = spell.fill(cover[1][0], [item]) if cover else item.text
         if step.tools:
             body["tools"] = list(step.tools)
         return body
@@ -67,8 +70,13 @@ ENCODER = ResponsesEncoder()
 def input_of(items: tuple[Item, ...]) -> list[dict[str, Any]] | str:
     """The history as input items: a lone user string stays a string."""
     turns = [i for i in items if i.attrs.get("field") != "instructions"]
-    if len(turns) == 1 and turns[0].kind is ItemKind.USER and _INDEX in turns[0].attrs:
+    lone = len(turns) == 1 and turns[0].kind is ItemKind.USER and _INDEX in turns[0].attrs
+    if lone and spell.covered(turns[0]) is None:
         return turns[0].text or ""
+    return spell.history(turns, _canonical)
+
+
+def _canonical(turns: list[Item]) -> list[Any]:
     out = [_input(item) for item in turns]
     return [entry for entry in out if entry is not None]
 

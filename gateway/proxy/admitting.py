@@ -26,6 +26,7 @@ from gateway.items import Violation, ViolationKind
 from gateway.protocols import request_facts
 from gateway.protocols.base import ParsedRequest, ProtocolAdapter
 from gateway.protocols.frames import FrameDecoder
+from gateway.protocols.wire_shapes.record import shaped
 from gateway.proxy import parents
 from gateway.proxy.admission import Admission, admit
 from gateway.proxy.deps import Deps
@@ -203,7 +204,7 @@ def _model_start(
         started_at=deps.clock(),
         model=admitted.parsed.model,
         stream=admitted.parsed.stream,
-        input_items=tuple(admitted.placement.new_items),
+        input_items=shaped(adapter, admitted.body, admitted.placement.new_items),
         violations=tuple(admitted.violations),
         budget_max_steps=admitted.admission.limits.max_steps,
         budget_max_tokens=admitted.admission.limits.max_tokens,

@@ -13,6 +13,7 @@ from sqlalchemy.engine import Engine
 from gateway.items import Item, ItemKind
 from gateway.protocols.base import Recorded
 from gateway.protocols.registry import ENCODERS
+from gateway.protocols.wire_shapes import spell
 from gateway.step import PROTOCOL_HEADERS
 from gateway.store.read import queries
 
@@ -56,12 +57,21 @@ Inputs = tuple[tuple[Item, ...], tuple[Item, ...]]  # a step's whole input, and 
 def _walk(trace: Mapping[str, Any]) -> Iterator[tuple[Mapping[str, Any], Inputs, tuple[Item, ...]]]:
     """Each step, its whole input and the part new in it, and its output."""
     history: list[Item] = []
+    answered = 0  # the previous step's output items: the end of `history`
+    # Each step's history before its new items, and the `answered` it began with: a retry
+    # goes on from where its failed attempt began, without that attempt's answer.
+    began: dict[str, tuple[list[Item], int]] = {}
     for step in trace["steps"]:
+        if step.get("retry_of") in began:
+            history, answered = began[step["retry_of"]]
+        began[step["id"]] = (list(history), answered)
         new = tuple(_item(i) for i in step["input_items"])
-        history += new
+        spell.respelt(history, new, answered)
+        history = history + list(new)
         output = tuple(_item(i) for i in step["output_items"])
         yield step, (tuple(history), new), output
         history += output
+        answered = len(output)
 
 
 def step_line(

@@ -2,7 +2,8 @@
 `messages` from the trace's items (each input item keeps the index of its message), and an
 answer (a Message or its events) from the step's output.
 
-What the items do not keep is written in its usual form: `system` as one string; a user
+Elements with a recorded wire shape are spelled as the client sent them (`wire_shapes`);
+the others (older records) in their usual form: `system` as one string; a user
 turn of one text as a string, else as blocks; a tool result's content as a string. Thinking
 text is never stored: thinking blocks are left out. Images and documents are noted by type
 only: they are left out too.
@@ -16,6 +17,7 @@ from typing import Any
 
 from gateway.items import Item, ItemKind
 from gateway.protocols.base import Recorded
+from gateway.protocols.wire_shapes import spell
 
 _INDEX = "message_index"
 
@@ -26,8 +28,11 @@ class MessagesEncoder:
         turns = [
             i for i in step.items if not (i.kind is ItemKind.INSTRUCTION and _INDEX not in i.attrs)
         ]
-        body: dict[str, Any] = {**step.params, "messages": messages(turns)}
-        if system:
+        body: dict[str, Any] = {**step.params, "messages": spell.history(turns, messages)}
+        cover = spell.covered(system[0]) if len(system) == 1 else None
+        if cover is not None:
+            body["system"] = spell.fill(cover[1][0], system)
+        elif system:
             body["system"] = "\n".join(i.text or "" for i in system)
         if step.tools:
             body["tools"] = list(step.tools)
@@ -59,7 +64,7 @@ class MessagesEncoder:
 ENCODER = MessagesEncoder()
 
 
-def messages(items: list[Item]) -> list[dict[str, Any]]:
+def messages(items: list[Item]) -> list[Any]:
     """A turn for each message index (an answer's output items, without one, are a turn)."""
     out: list[dict[str, Any]] = []
     for (_, role), group in groupby(items, key=lambda i: (i.attrs.get(_INDEX), i.role)):

@@ -1,7 +1,8 @@
 """Recorded Chat Completions steps back on the wire, for cassettes: the request's `messages`
 from the trace's items, and an answer (a body or its chunks) from the step's output.
 
-What the items do not keep is written in its usual form: an echoed assistant message is
+Elements with a recorded wire shape are spelled as the client sent them (`wire_shapes`);
+the others (older records) in their usual form: an echoed assistant message is
 `{"role", "content", "tool_calls"?}` (no `refusal: null`, no `annotations`); reasoning
 text is never stored, so `reasoning_content` is not sent back; images and files are noted
 by type only, so a user part that is not text is left out.
@@ -10,17 +11,19 @@ by type only, so a user part that is not text is left out.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from gateway.items import ASSISTANT_KINDS, Item, ItemKind
 from gateway.protocols.base import Recorded
+from gateway.protocols.wire_shapes import spell
 
 _USAGE = ("prompt_tokens", "completion_tokens", "total_tokens")
 
 
 class ChatEncoder:
     def request_body(self, step: Recorded) -> dict[str, Any]:
-        body: dict[str, Any] = {**step.params, "messages": messages(step.items)}
+        body: dict[str, Any] = {**step.params, "messages": spell.history(step.items, messages)}
         if step.tools:
             legacy = all(isinstance(t, dict) and "type" not in t for t in step.tools)
             body["functions" if legacy else "tools"] = list(step.tools)
@@ -71,7 +74,7 @@ class ChatEncoder:
 ENCODER = ChatEncoder()
 
 
-def messages(items: tuple[Item, ...]) -> list[dict[str, Any]]:
+def messages(items: Sequence[Item]) -> list[Any]:
     """The history as messages: each run of assistant items is one assistant message."""
     out: list[dict[str, Any]] = []
     turn: list[Item] = []
