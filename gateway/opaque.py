@@ -7,9 +7,6 @@ from __future__ import annotations
 
 from hashlib import blake2b
 
-# `attrs[OPAQUE]` of a reasoning item whose payloads are kept: {wire field name: payload}.
-OPAQUE = "opaque"
-
 # Hex digits spelled as letters: a digest is then never read as a number (a card or a phone
 # number) by a redaction rule, which would change it in the store and not in memory.
 _LETTERS = str.maketrans("0123456789abcdef", "abcdefghijklmnop")

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.errors import BadRequest, GatewayError
 from gateway.items import Item, ItemKind
-from gateway.opaque import OPAQUE, Digests
+from gateway.opaque import Digests
 from gateway.protocols.base import (
     OPENAI_SESSION_FIELDS,
     REFERENCE_TYPE,
@@ -48,6 +48,7 @@ from gateway.protocols.openai_responses_tools import (
     declared_tools,
     qualified,
 )
+from gateway.protocols.wire_shapes.keys import OPAQUE
 from gateway.routing import Wire
 from gateway.stream.deltas import Delta
 from gateway.stream.sse import SSEEvent

@@ -11,7 +11,6 @@ from typing import Any
 
 from gateway import jsoncodec
 from gateway.items import Item, ItemKind, StopReason, Usage
-from gateway.opaque import OPAQUE
 from gateway.protocols.json_values import as_dict, as_int, as_list, as_str
 from gateway.protocols.openai_responses_hosted import (
     APPROVAL_REQUEST,
@@ -23,6 +22,7 @@ from gateway.protocols.openai_responses_hosted import (
     typed_items,
 )
 from gateway.protocols.openai_responses_tools import BUILTIN_CALLS, qualified
+from gateway.protocols.wire_shapes.keys import OPAQUE
 from gateway.stream.deltas import (
     Delta,
     EndDelta,

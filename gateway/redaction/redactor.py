@@ -18,7 +18,7 @@ import orjson
 from gateway import jsoncodec
 from gateway.config import RedactionSettings
 from gateway.items import Item, ItemKind, Violation
-from gateway.opaque import OPAQUE
+from gateway.protocols.wire_shapes.keys import OPAQUE
 from gateway.redaction.credentials import ParamsRedactor, credential_kind
 from gateway.redaction.memo import Memo
 from gateway.redaction.rules import BUILTIN_RULES, TRIGGER, TextRule, marker

@@ -9,8 +9,8 @@ from typing import Any
 
 from gateway.errors import BadRequest, ForkImpossible
 from gateway.items import RETURNS, SIGNED_TEXT, Item, ItemKind
-from gateway.opaque import OPAQUE
 from gateway.protocols.request_facts import fork_body, reasoning_off
+from gateway.protocols.wire_shapes.keys import OPAQUE
 from gateway.ui.cassette import step_to_fork
 
 

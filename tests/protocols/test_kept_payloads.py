@@ -13,6 +13,7 @@ import pytest
 from gateway.items import Item, ItemKind
 from gateway.opaque import Digests
 from gateway.protocols.registry import ADAPTERS
+from gateway.protocols.wire_shapes.keys import OPAQUE
 from gateway.stream.assembler import Assembler
 from gateway.stream.deltas import Delta
 from gateway.stream.sse import SSEDecoder
@@ -47,7 +48,7 @@ def assembled(deltas: list[Delta]) -> list[Item]:
 
 
 def kept(items: list[Item]) -> list[Any]:
-    return [i.attrs["opaque"] for i in items if "opaque" in i.attrs]
+    return [i.attrs[OPAQUE] for i in items if OPAQUE in i.attrs]
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ import pytest
 
 from gateway.config import RedactionPattern, RedactionSettings
 from gateway.items import Item, ItemKind, Violation, ViolationKind
+from gateway.protocols.wire_shapes.keys import OPAQUE
 from gateway.redaction.redactor import Redactor, without_opaque
 from tests.factories import assistant_text, bare_step, user_text
 
@@ -218,12 +219,12 @@ CIPHERTEXT = "EqQBCkgIBRAB/sk-ant-api03xQ9v2Lm8Kp4Rz7Tn1Wb6/4111111111111111/Yc3
 def test_opaque_payloads_are_left_byte_for_byte() -> None:
     assert REDACTOR.redact_text(CIPHERTEXT) != CIPHERTEXT  # what a rule would do to it
     kept = {"signature": CIPHERTEXT}
-    item = Item(ItemKind.REASONING, attrs={"opaque": kept, "by": "ops@example.com"})
-    assert REDACTOR.redact_item(item).attrs == {"opaque": kept, "by": "[REDACTED:email]"}
+    item = Item(ItemKind.REASONING, attrs={OPAQUE: kept, "by": "ops@example.com"})
+    assert REDACTOR.redact_item(item).attrs == {OPAQUE: kept, "by": "[REDACTED:email]"}
 
 
 def test_exporters_get_steps_without_opaque_payloads() -> None:
-    kept = Item(ItemKind.REASONING, attrs={"opaque": {"signature": CIPHERTEXT}, "chars": 3})
+    kept = Item(ItemKind.REASONING, attrs={OPAQUE: {"signature": CIPHERTEXT}, "chars": 3})
     step = replace(bare_step(), input_items=(user_text("hi"), kept), output_items=(kept,))
     exported = without_opaque(step)
     assert [i.attrs for i in exported.output_items] == [{"chars": 3}]

@@ -13,8 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.items import EXECUTED_BY, PROVIDER, Item, ItemKind
-from gateway.opaque import OPAQUE, Digests
+from gateway.opaque import Digests
 from gateway.protocols.json_values import as_dict, as_int, as_str, compact
+from gateway.protocols.wire_shapes.keys import OPAQUE
 
 _CLIENT_CALL = "tool_use"
 _CLIENT_RESULT = "tool_result"

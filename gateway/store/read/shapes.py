@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy.engine import RowMapping
 
-from gateway.opaque import OPAQUE
+from gateway.protocols.wire_shapes.keys import OPAQUE
 from gateway.runs.status import DEFAULT_IDLE_SECONDS, StoredStatus, TraceStatus, status_at
 
 USAGE_FIELDS = (

@@ -15,6 +15,7 @@ import anthropic
 import openai
 import pytest
 
+from gateway.protocols.wire_shapes.keys import OPAQUE
 from gateway.sinks.otlp.sink import OtlpSink
 from gateway.step import StepRecord
 from gateway.ui.mcp_server.answers import Reader, get_trace
@@ -277,7 +278,7 @@ async def test_exporters_never_get_a_payload(
     spans = await exported(gw, collector)
     assert spans and not [s for span in spans for s in span.strings() if _any_payload(s)]
     assert len(seen.steps) == 4
-    assert not [i for step in seen.steps for i in _items(step) if "opaque" in i.attrs]
+    assert not [i for step in seen.steps for i in _items(step) if OPAQUE in i.attrs]
     assert not _any_payload(repr(seen.steps))
     # The store has them: the exporters alone go without.
     await gw.flush()
