@@ -30,13 +30,13 @@ from tests.harness import Gateway, GatewayFactory, make_gateway, provider  # noq
 
 pytestmark = pytest.mark.sqlite
 
-# Payloads as providers send them: base64 a redaction rule could mistake for a secret.
-SIGNATURE = "EqQBCkgIBRABGAIiQKeptSignatureZ9y8x7w6v5u4t3s2r1q0p9o8n7m6l5k4j3i2h1g0f9e8d7c6b5a4"
+# Payloads as providers send them: base64, here with what a redaction rule would rewrite.
+SIGNATURE = "EqQBCkgIBRAB/sk-ant-api03KeptSignatureZ9y8x7w6v5u4t3s2r1q0p9o8n7m6l5k4j3i2h1g0"
 REDACTED = "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpPkNRj2YfWXmYvOuO"
 ENCRYPTED = "gAAAAABpZ3kQKeptEncrypted-Xq9rT2vL8mN4bC6dF1gH3jK5lP7sR0tU2wY4zA6cE8iO9uQ1"
 PAYLOADS = (SIGNATURE, REDACTED, ENCRYPTED)
 THOUGHT = "Paris first, then Rome."
-WORD = "KeptSignatureZ9y8x7w6v5u4t3s2r1q0p9o8n7m6l5k4j3i2h1g0f9e8d7c6b5a4"  # one search word
+WORD = "api03KeptSignatureZ9y8x7w6v5u4t3s2r1q0p9o8n7m6l5k4j3i2h1g0"  # one search word
 
 MESSAGES_TOOLS: Any = [
     {
@@ -119,6 +119,7 @@ async def responses_loop(gw: Gateway, *, stream: bool) -> None:
             "model": "gpt-5",
             "input": history,
             "tools": RESPONSES_TOOLS,
+            "reasoning": {"effort": "low"},
             "store": False,
             "include": ["reasoning.encrypted_content"],
         }
