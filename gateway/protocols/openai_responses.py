@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from gateway.errors import BadRequest, GatewayError
 from gateway.items import Item, ItemKind
@@ -272,7 +272,7 @@ class OpenAIResponsesAdapter:
     # `keep_opaque_reasoning`: reasoning items keep their `encrypted_content` (gateway.opaque).
     keep_opaque: bool = False
 
-    def keyed(self, digests: Digests) -> OpenAIResponsesAdapter:
+    def keyed(self, digests: Digests) -> Self:
         # No payload of this protocol is recorded as a digest: its reasoning items are
         # recognised by their ids; `encrypted_content` is kept only when payloads are.
         if not digests.keep:

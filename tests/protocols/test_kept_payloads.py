@@ -12,7 +12,7 @@ import pytest
 
 from gateway.items import Item, ItemKind
 from gateway.opaque import Digests
-from gateway.protocols.registry import ADAPTERS
+from gateway.protocols.registry import ADAPTERS, keyed
 from gateway.protocols.wire_shapes.keys import OPAQUE
 from gateway.stream.assembler import Assembler
 from gateway.stream.deltas import Delta
@@ -144,3 +144,10 @@ def test_odd_payloads_are_never_kept(payload: Any) -> None:
     assert kept(ADAPTERS["messages"].keyed(KEEPING).parse_request(request).items) == []
     responses = {"model": "m", "input": [{"type": "reasoning", "encrypted_content": payload}]}
     assert kept(ADAPTERS["responses"].keyed(KEEPING).parse_request(responses).items) == []
+
+
+def test_the_compact_endpoint_keeps_what_it_is_sent() -> None:
+    body = {"model": "m", "input": [{"type": "reasoning", "encrypted_content": ENCRYPTED}]}
+    compact = keyed(b"install secret", keep_opaque=True)["responses.compact"]
+    assert kept(compact.parse_request(body).items) == [{"encrypted_content": ENCRYPTED}]
+    assert compact.parse_request(body).compaction  # still the compact endpoint's adapter
