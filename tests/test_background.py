@@ -43,6 +43,9 @@ ALLOWED = {
     # The parent of `serve --workers N` runs no event loop: it supervises its worker
     # processes (starts, restarts, stops them on a signal) in its own loop of waits.
     ("gateway/ops/workers.py", "Process"),
+    # The pytest plugin's `loopwatch` fixture runs a test's gateway on a thread with its own
+    # event loop (sync tests have none), started and joined by the fixture around each test.
+    ("gateway/testing/loop_thread.py", "Thread"),
 }
 
 

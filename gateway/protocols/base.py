@@ -118,6 +118,11 @@ class ProtocolAdapter(Protocol):
         """True for an instruction the wire keeps outside the message history."""
         ...
 
+    def contained_tools(self, body: dict[str, Any]) -> list[Any] | None:
+        """The tools the request declares inside its history instead of a top-level field
+        (the very list in `body`), when that is its one declaration; None otherwise."""
+        ...
+
     def parse_request(self, body: Any) -> ParsedRequest:
         """Typed items from a request body; raises BadRequest naming the bad field."""
         ...

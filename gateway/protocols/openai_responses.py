@@ -45,6 +45,7 @@ from gateway.protocols.openai_responses_outcomes import loaded_tools
 from gateway.protocols.openai_responses_tools import (
     BUILTIN_CALLS,
     BUILTIN_RESULTS,
+    contained_tools,
     declared_tools,
     qualified,
 )
@@ -284,6 +285,9 @@ class OpenAIResponsesAdapter:
     def is_separate_instruction(self, item: Item) -> bool:
         """`instructions` sits outside the `input` history; system messages in it do not."""
         return item.kind is ItemKind.INSTRUCTION and item.attrs.get("field") == "instructions"
+
+    def contained_tools(self, body: dict[str, Any]) -> list[Any] | None:
+        return contained_tools(body)
 
     def parse_request(self, body: Any) -> ParsedRequest:
         if not isinstance(body, dict):

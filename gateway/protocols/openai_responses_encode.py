@@ -27,12 +27,12 @@ class ResponsesEncoder:
     def request_body(self, step: Recorded) -> dict[str, Any]:
         held = step.params.get("previous_response_id") or step.params.get("conversation")
         items = step.new_items if held else step.items
-        body: dict[str, Any] = {**step.params, "input": input_of(items)}
+        body: dict[str, Any] = {**step.params, "input": input_of(items, step.tools)}
         for item in items:
             if item.kind is ItemKind.INSTRUCTION and item.attrs.get("field") == "instructions":
                 cover = spell.covered(item)
                 body["instructions"] = spell.fill(cover[1][0], [item]) if cover else item.text
-        if step.tools:
+        if step.tools and not spell.refers_to_tools(items):  # else sent inside `input`
             body["tools"] = list(step.tools)
         return body
 
@@ -67,13 +67,16 @@ class ResponsesEncoder:
 ENCODER = ResponsesEncoder()
 
 
-def input_of(items: tuple[Item, ...]) -> list[dict[str, Any]] | str:
-    """The history as input items: a lone user string stays a string."""
+def input_of(
+    items: tuple[Item, ...], tools: tuple[Any, ...] | None = None
+) -> list[dict[str, Any]] | str:
+    """The history as input items: a lone user string stays a string; `tools`: the step's
+    declared tools, for an element that held them."""
     turns = [i for i in items if i.attrs.get("field") != "instructions"]
     lone = len(turns) == 1 and turns[0].kind is ItemKind.USER and _INDEX in turns[0].attrs
     if lone and spell.covered(turns[0]) is None:
         return turns[0].text or ""
-    return spell.history(turns, _canonical)
+    return spell.history(turns, _canonical, tools)
 
 
 def _canonical(turns: list[Item]) -> list[Any]:

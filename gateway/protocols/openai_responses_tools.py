@@ -33,6 +33,7 @@ _BUILTIN_TOOLS = frozenset(name for name, _ in BUILTIN_CALLS.values())
 
 # Input items whose `tools` declare tools for the rest of the conversation.
 _TOOL_CONTAINERS = frozenset({"additional_tools", "tool_search_output"})
+_DECLARING = "additional_tools"  # the one a client declares its own tools in
 _MAX_DEPTH = 8  # namespaces nest rarely; a deeper one is not walked
 
 
@@ -66,6 +67,23 @@ def declared_tools(body: dict[str, Any], entries: list[Any]) -> dict[str, Any] |
     if body.get("previous_response_id") is not None and not containers and not declared:
         return None
     return declared
+
+
+def contained_tools(body: dict[str, Any]) -> list[Any] | None:
+    """The `tools` of the one `additional_tools` input item, when the request declares its
+    own tools there alone: no top-level `tools`, no second such item (Codex). Tools a
+    search loaded (`tool_search_output`) are an answer's, not a declaration."""
+    entries = body.get("input")
+    if body.get("tools") or not isinstance(entries, list):
+        return None
+    found: list[Any] | None = None
+    for entry in entries:
+        if isinstance(entry, dict) and entry.get("type") == _DECLARING:
+            tools = entry.get("tools")
+            if found is not None or not isinstance(tools, list):
+                return None
+            found = tools
+    return found or None
 
 
 def _collect(tools: Any, namespace: str | None, declared: dict[str, Any], depth: int) -> None:

@@ -15,15 +15,17 @@ from gateway.protocols.base import ProtocolAdapter
 
 
 def declared_tools(adapter: ProtocolAdapter, body: Any) -> tuple[Any, ...] | None:
-    """The request's tool declarations as sent (function, custom and hosted tools alike);
-    None when it declares none."""
+    """The request's tool declarations as sent (function, custom and hosted tools alike),
+    from its top-level field or else from the one history element declaring them (a shape
+    then refers to them: `wire_shapes.keys.REF`); None when it declares none."""
     if not isinstance(body, dict):
         return None
     for name in adapter.tool_fields:
         tools = body.get(name)
         if isinstance(tools, list) and tools:
             return tuple(tools)
-    return None
+    contained = adapter.contained_tools(body)
+    return tuple(contained) if contained else None
 
 
 def request_params(adapter: ProtocolAdapter, body: Any) -> Mapping[str, Any] | None:

@@ -7,8 +7,11 @@ from typing import Any
 
 from gateway.config import RedactionSettings
 from gateway.items import Item, ItemKind
+from gateway.protocols import request_facts
 from gateway.protocols.anthropic import encode as anthropic_encode
+from gateway.protocols.base import Recorded
 from gateway.protocols.openai_chat import encode as chat_encode
+from gateway.protocols.openai_responses_encode import ResponsesEncoder
 from gateway.protocols.registry import ADAPTERS
 from gateway.protocols.wire_shapes import spell
 from gateway.protocols.wire_shapes.keys import OPAQUE, REASONING_PLACEHOLDER, WIRE
@@ -159,3 +162,62 @@ def test_inline_media_is_never_stored_in_a_shape() -> None:
     assert "iVBORw0KGgo" not in repr([dict(i.attrs) for i in stored])
     rebuilt = spell.history(list(stored), anthropic_encode.messages)
     assert rebuilt[0]["content"][0]["source"] == {"type": "base64", "media_type": "image/png"}
+
+
+RESPONSES = ADAPTERS["responses"]
+_SHELL = {"type": "function", "name": "shell", "parameters": {"type": "object"}}
+_PATCH = {"type": "custom", "name": "apply_patch", "format": {"type": "text"}}
+
+
+def _codex_body(*containers: list[Any], tools: list[Any] | None = None) -> dict[str, Any]:
+    """Tools declared in `additional_tools` input items, as Codex sends them."""
+    declaring = [{"type": "additional_tools", "role": "developer", "tools": t} for t in containers]
+    user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]}
+    body: dict[str, Any] = {"model": "gpt", "input": [*declaring, user], "store": False}
+    return {**body, "tools": tools} if tools is not None else body
+
+
+def _rebuilt(body: dict[str, Any]) -> tuple[dict[str, Any], list[Item]]:
+    """The request a cassette spells from what the step stores."""
+    stored = [REDACTOR.redact_item(i) for i in shaped(RESPONSES, body, _parse(body))]
+    tools = request_facts.declared_tools(RESPONSES, body)
+    params = request_facts.request_params(RESPONSES, body) or {}
+    step = Recorded(
+        params=params,
+        tools=tools,
+        items=tuple(stored),
+        new_items=tuple(stored),
+        output=(),
+        model="gpt",
+        stream=False,
+        response_id=None,
+        raw_stop_reason=None,
+        usage={},
+        created=0,
+    )
+    return ResponsesEncoder().request_body(step), stored
+
+
+def _parse(body: dict[str, Any]) -> list[Item]:
+    return RESPONSES.parse_request(body).items
+
+
+def test_tools_declared_in_the_history_are_the_steps_tool_set_and_referred_to() -> None:
+    body = _codex_body([_SHELL, _PATCH])
+    assert request_facts.declared_tools(RESPONSES, body) == (_SHELL, _PATCH)
+    rebuilt, stored = _rebuilt(body)
+    assert "apply_patch" not in repr([dict(i.attrs) for i in stored])  # stored once, apart
+    assert rebuilt == body  # and no top-level `tools` that was never sent
+    # What the checks judge calls by is unchanged.
+    assert RESPONSES.parse_request(body).tools == {"shell": {"type": "object"}, "apply_patch": None}
+
+
+def test_tools_declared_elsewhere_too_stay_inline_in_the_element() -> None:
+    top_level = _codex_body([_PATCH], tools=[_SHELL])
+    assert request_facts.declared_tools(RESPONSES, top_level) == (_SHELL,)
+    twice = _codex_body([_SHELL], [_PATCH])
+    assert request_facts.declared_tools(RESPONSES, twice) is None
+    for body in (top_level, twice):
+        rebuilt, stored = _rebuilt(body)
+        assert "apply_patch" in repr([dict(i.attrs) for i in stored])
+        assert rebuilt == body

@@ -278,6 +278,9 @@ class AnthropicMessagesAdapter:
     span_attributes: Mapping[str, Mapping[str, str]] = {}
     provider_tool_types: frozenset[str] = TOOL_TYPES
 
+    def contained_tools(self, body: dict[str, Any]) -> list[Any] | None:
+        return None  # tools are declared only at the top
+
     def is_separate_instruction(self, item: Item) -> bool:
         return item.kind is ItemKind.INSTRUCTION  # `system` sits outside `messages`
 

@@ -105,6 +105,9 @@ class OpenAIChatAdapter:
     def keyed(self, digests: Digests) -> OpenAIChatAdapter:
         return OpenAIChatAdapter(digests)
 
+    def contained_tools(self, body: dict[str, Any]) -> list[Any] | None:
+        return None  # tools are declared only at the top
+
     def is_separate_instruction(self, item: Item) -> bool:
         return False  # system and developer messages are in the history
 

@@ -22,7 +22,8 @@ OPAQUE = "opaque"
 # A reference inside a shape: {"$lw": [what, …]}. What: "t" an item's text, "a" its
 # arguments as text, "j" its arguments as JSON, "p" lines of its text, "s" a slice of its
 # text, "r" readable reasoning (the placeholder), "o" an opaque payload, "m" inline media
-# (left out: only its type is recorded).
+# (left out: only its type is recorded), "T" the step's declared tools (a history element
+# holding the tools the step stores as its tool set: `request_facts.declared_tools`).
 REF = "$lw"
 
 # What stands for readable reasoning text, which is never stored.

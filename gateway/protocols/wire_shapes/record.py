@@ -70,6 +70,7 @@ def _shaped(adapter: ProtocolAdapter, body: Any, new_items: Sequence[Item]) -> t
         return adapter.parse_request({field: [element]}).items
 
     items = list(new_items)
+    tools = adapter.contained_tools(body)  # stored as the step's tool set: referred to
     apart = [n for n, item in enumerate(items) if separate(item)]
     if len(apart) == 1 and isinstance(body.get(INSTRUCTION_FIELDS.get(protocol, "")), str | list):
         at = apart[0]
@@ -85,12 +86,12 @@ def _shaped(adapter: ProtocolAdapter, body: Any, new_items: Sequence[Item]) -> t
     new, echo, before = found
     at = 0
     marks: list[bool] = []
-    for cover in _covers(new, marks=marks):
+    for cover in _covers(new, marks=marks, tools=tools):
         items[rest[at]] = _carrying(items[rest[at]], {WIRE: cover})
         at += cover["n"]
-    respelt = {ECHO: _covers(echo, noted=True)}
+    respelt = {ECHO: _covers(echo, noted=True, tools=tools)}
     if any(marks):  # a client that marks cache points moves them: its latest turns change
-        respelt[RESPELT] = _covers(before, noted=True)
+        respelt[RESPELT] = _covers(before, noted=True, tools=tools)
     items[rest[0]] = _carrying(items[rest[0]], {k: v for k, v in respelt.items() if v})
     return tuple(items)
 
@@ -126,7 +127,11 @@ def _tail(elements: list[Any], count: int, parse: Parse) -> tuple[Pairs, Pairs, 
 
 
 def _covers(
-    pairs: Pairs, *, noted: bool = False, marks: list[bool] | None = None
+    pairs: Pairs,
+    *,
+    noted: bool = False,
+    marks: list[bool] | None = None,
+    tools: list[Any] | None = None,
 ) -> list[dict[str, Any]]:
     """A shape for each element with items; one without is shaped with the next. `noted`:
     each notes the kinds it covers (it will be laid over items stored before); `marks`
@@ -137,12 +142,12 @@ def _covers(
         if not typed:
             pending.append(element)
             continue
-        out.append(_cover([*pending, element], typed, marks))
+        out.append(_cover([*pending, element], typed, marks, tools))
         if noted:
             out[-1]["k"] = kinds_of(typed)
         pending = []
     if pending and out:
-        out[-1]["els"] += _Shaper([]).shapes(pending)
+        out[-1]["els"] += _Shaper([], tools).shapes(pending)
     return out
 
 
@@ -155,9 +160,12 @@ def _carrying(item: Item, carried: dict[str, Any]) -> Item:
 
 
 def _cover(
-    elements: list[Any], items: list[Item], marks: list[bool] | None = None
+    elements: list[Any],
+    items: list[Item],
+    marks: list[bool] | None = None,
+    tools: list[Any] | None = None,
 ) -> dict[str, Any]:
-    shaper = _Shaper(items)
+    shaper = _Shaper(items, tools)
     cover = {"n": len(items), "els": shaper.shapes(elements)}
     if marks is not None:
         marks.append(shaper.marked)
@@ -167,8 +175,9 @@ def _cover(
 class _Shaper:
     """Walks elements once, replacing what the items hold by references to them."""
 
-    def __init__(self, items: list[Item]) -> None:
+    def __init__(self, items: list[Item], tools: list[Any] | None = None) -> None:
         self.items = items
+        self.tools = tools  # the very list stored as the step's tool set, if one is
         self.used: set[int] = set()
         self.loose: list[tuple[Any, Any, str]] = []  # (container, key, text) not matched
         self.reasoning = [n for n, i in enumerate(items) if i.kind is ItemKind.REASONING]
@@ -199,7 +208,9 @@ class _Shaper:
         out: dict[str, Any] = {}
         self.marked = self.marked or _CACHE_MARK in value
         for key, field in value.items():
-            if key in opaque:
+            if field is self.tools and field is not None:
+                out[key] = {REF: ["T"]}
+            elif key in opaque:
                 if field is not None:
                     out[key] = {REF: ["o", owner, key]}
                 else:

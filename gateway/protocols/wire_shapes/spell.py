@@ -21,11 +21,15 @@ from gateway.protocols.wire_shapes.keys import (
 )
 
 Canonical = Callable[[list[Item]], list[Any]]  # a run of items without shapes → elements
+_TOOLS_REF = {REF: ["T"]}  # the step's declared tools
 _DROP = object()  # an opaque payload that was not kept: its field is left out
 
 
-def history(items: Sequence[Item], canonical: Canonical) -> list[Any]:
-    """The history elements `items` were stored from, in order."""
+def history(
+    items: Sequence[Item], canonical: Canonical, tools: Sequence[Any] | None = None
+) -> list[Any]:
+    """The history elements `items` were stored from, in order; `tools`: the step's
+    declared tools, which a shape may refer to."""
     out: list[Any] = []
     run: list[Item] = []
     at = 0
@@ -35,7 +39,7 @@ def history(items: Sequence[Item], canonical: Canonical) -> list[Any]:
             out += canonical(run) if run else []
             run = []
             count, elements = cover
-            out += [fill(e, items[at : at + count]) for e in elements]
+            out += [fill(e, items[at : at + count], tools) for e in elements]
             at += count
         else:
             run.append(items[at])
@@ -86,24 +90,40 @@ def _cover_at(history_items: list[Item], start: int, covers: Any, count: int) ->
         start += cover["n"]
 
 
-def fill(shape: Any, items: Sequence[Item]) -> Any:
+def fill(shape: Any, items: Sequence[Item], tools: Sequence[Any] | None = None) -> Any:
     if isinstance(shape, dict):
         ref = shape.get(REF) if len(shape) == 1 else None
-        if isinstance(ref, list):
-            return _resolve(ref, items)
+        if isinstance(ref, list) and ref:
+            return _resolve(ref, items, tools)
         out = {}
         for key, value in shape.items():
-            filled = fill(value, items)
+            filled = fill(value, items, tools)
             if filled is not _DROP:
                 out[key] = filled
         return out
     if isinstance(shape, list):
-        return [fill(value, items) for value in shape]
+        return [fill(value, items, tools) for value in shape]
     return shape
 
 
-def _resolve(ref: list[Any], items: Sequence[Item]) -> Any:
+def refers_to_tools(items: Sequence[Item]) -> bool:
+    """True when a shape among `items` holds the step's declared tools: the request sent
+    them there, not in a field of their own."""
+    return any(_refers(cover[1]) for item in items if (cover := covered(item)) is not None)
+
+
+def _refers(shape: Any) -> bool:
+    if isinstance(shape, dict):
+        return shape == _TOOLS_REF or any(_refers(value) for value in shape.values())
+    if isinstance(shape, list):
+        return any(_refers(value) for value in shape)
+    return False
+
+
+def _resolve(ref: list[Any], items: Sequence[Item], tools: Sequence[Any] | None) -> Any:
     what = ref[0]
+    if what == "T":
+        return list(tools or ())
     if what == "r":
         return REASONING_PLACEHOLDER
     if what == "m":  # inline media: only its type is recorded

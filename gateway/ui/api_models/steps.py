@@ -52,7 +52,13 @@ class Step(ApiModel):
     input_items: list[Item]
     output_items: list[Item]
     error: dict[str, Any] | None
-    params: dict[str, Any] | None = Field(description="The request's parameters, redacted.")
+    params: dict[str, Any] | str | None = Field(
+        description="The request's parameters, redacted; as JSON text when they nest deeper "
+        "than the store writes JSON (the provider judged them; the step is kept)."
+    )
     tool_set: str | None
-    tools: list[Any] | None = Field(description="The declared tools; null: not recorded.")
+    tools: list[Any] | str | None = Field(
+        description="The declared tools; null: not recorded; JSON text when they nest deeper "
+        "than the store writes JSON."
+    )
     attrs: dict[str, Any]
