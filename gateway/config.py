@@ -159,6 +159,9 @@ class Settings(_Frozen):
     reasoning_check: Literal["observe", "enforce"] = "observe"
     admin_token: str | None = None
     store_reasoning_summary: bool = True
+    # Opaque payloads a provider wants back (thinking signatures, encrypted reasoning) kept
+    # as blobs on their reasoning items, for cassettes and forks; never shown nor exported.
+    keep_opaque_reasoning: bool = False
     recorder_queue_size: int = Field(default=10_000, ge=1)
     recorder_batch_size: int = Field(default=200, ge=1)
     # While records keep coming, the longest they gather before a batch is written: at 0.2 s

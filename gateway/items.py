@@ -43,6 +43,10 @@ TOOL_TYPE = "tool_type"
 # payloads themselves.
 RETURNS = "returns"
 DIGESTS = "digests"
+# `attrs["signed_text"]` of a reasoning item whose kept payload (`keep_opaque_reasoning`)
+# signs its readable text (an Anthropic thinking block's signature): that text is never
+# stored, so the item cannot go back to its provider as it came.
+SIGNED_TEXT = "signed_text"
 
 
 # `attrs["held_state"]` of an item standing for history only its provider can read (a

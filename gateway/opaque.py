@@ -18,10 +18,12 @@ class Digests:
     digest recorded by one matches the echo another parses, and reveals nothing of the
     payload to a reader of the store."""
 
-    __slots__ = ("_key",)
+    __slots__ = ("_key", "keep")
 
-    def __init__(self, secret: bytes) -> None:
+    def __init__(self, secret: bytes, *, keep: bool = False) -> None:
         self._key = blake2b(secret, digest_size=32, person=b"lw-returned").digest()
+        # `keep_opaque_reasoning`: the adapters keep the payloads too, as opaque blobs.
+        self.keep = keep
 
     def of(self, payload: str) -> str:
         raw = blake2b(payload.encode("utf-8", "surrogatepass"), key=self._key, digest_size=8)

@@ -76,6 +76,11 @@ MEANINGS = {
     ),
     "admin_token": "required for the UI and `/api/*` when set (at least 16 characters)",
     "store_reasoning_summary": "keep providers' reasoning summaries (redacted)",
+    "keep_opaque_reasoning": (
+        "keep the opaque reasoning payloads providers want back (thinking signatures,"
+        " redacted thinking, encrypted reasoning) so cassettes and forks send them;"
+        " never shown nor exported"
+    ),
     "recorder_queue_size": "records waiting for the database before drops",
     "recorder_batch_size": "records per database transaction",
     "recorder_flush_seconds": (

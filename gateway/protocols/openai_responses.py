@@ -5,8 +5,9 @@ Stream events and response bodies are decoded in `openai_responses_events`.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from gateway.errors import BadRequest, GatewayError
 from gateway.items import Item, ItemKind
@@ -25,6 +26,7 @@ from gateway.protocols.base import (
 )
 from gateway.protocols.json_values import as_dict, as_int, as_list, as_str
 from gateway.protocols.openai_responses_events import (
+    ENCRYPTED_CONTENT,
     SUMMARY_SEPARATOR,
     ResponsesEventDecoder,
     arguments_text,
@@ -47,6 +49,7 @@ from gateway.protocols.openai_responses_tools import (
     declared_tools,
     qualified,
 )
+from gateway.protocols.wire_shapes.keys import OPAQUE
 from gateway.routing import Wire
 from gateway.stream.deltas import Delta
 from gateway.stream.sse import SSEEvent
@@ -69,7 +72,7 @@ def _attrs(index: int, **extra: Any) -> dict[str, Any]:
     return {"message_index": index, **{k: v for k, v in extra.items() if v is not None}}
 
 
-def _input_items(value: Any) -> list[Item]:
+def _input_items(value: Any, keep: bool = False) -> list[Item]:
     if value is None:
         return []
     if isinstance(value, str):
@@ -81,13 +84,15 @@ def _input_items(value: Any) -> list[Item]:
     shells: set[str] = set()  # hosted shell calls: their outputs are the provider's
     for index, entry in enumerate(value):
         if isinstance(entry, dict):
-            items += _entry_items(entry, index, shells)
+            items += _entry_items(entry, index, shells, keep)
         else:
             items.append(Item(ItemKind.OTHER, attrs=_attrs(index, shape=shape_of(entry))))
     return items
 
 
-def _entry_items(entry: dict[str, Any], index: int, shells: set[str]) -> list[Item]:
+def _entry_items(
+    entry: dict[str, Any], index: int, shells: set[str], keep: bool = False
+) -> list[Item]:
     raw_kind = entry.get("type")
     if raw_kind == "message" or (raw_kind is None and "role" in entry):
         return message_items(entry, index)
@@ -104,7 +109,7 @@ def _entry_items(entry: dict[str, Any], index: int, shells: set[str]) -> list[It
     if kind in _RESULT_TYPES or kind in BUILTIN_RESULTS:
         return [_result_item(entry, index, kind)]
     if kind == "reasoning":
-        return [_reasoning_item(entry, index)]
+        return [_reasoning_item(entry, index, keep)]
     if kind == REFERENCE_TYPE:
         return [Item(ItemKind.OTHER, attrs=_attrs(index, type=kind, id=as_str(entry.get("id"))))]
     if kind == "additional_tools":
@@ -238,12 +243,15 @@ def _output_text(output: Any) -> str | None:
     return "\n".join(texts)
 
 
-def _reasoning_item(entry: dict[str, Any], index: int) -> Item:
-    """Only the summary may be kept (the proxy decides); content and encrypted_content never."""
+def _reasoning_item(entry: dict[str, Any], index: int, keep: bool = False) -> Item:
+    """Only the summary may be kept (the proxy decides); content never, encrypted_content
+    only as an opaque blob with `keep` (`keep_opaque_reasoning`)."""
     summaries = (as_str(as_dict(part).get("text")) for part in as_list(entry.get("summary")))
     text = SUMMARY_SEPARATOR.join(s for s in summaries if s) or None
-    encrypted = True if entry.get("encrypted_content") else None
-    attrs = _attrs(index, item_id=as_str(entry.get("id")), encrypted=encrypted)
+    payload = entry.get(ENCRYPTED_CONTENT)
+    attrs = _attrs(index, item_id=as_str(entry.get("id")), encrypted=True if payload else None)
+    if keep and isinstance(payload, str) and payload:
+        attrs[OPAQUE] = {ENCRYPTED_CONTENT: payload}
     return Item(ItemKind.REASONING, role="assistant", text=text, attrs=attrs)
 
 
@@ -262,10 +270,17 @@ class OpenAIResponsesAdapter:
     span_attributes: Mapping[str, Mapping[str, str]] = {"openai": {"openai.api.type": "responses"}}
     provider_tool_types: frozenset[str] = TOOL_TYPES
 
-    def keyed(self, digests: Digests) -> OpenAIResponsesAdapter:
+    # `keep_opaque_reasoning`: reasoning items keep their `encrypted_content` (gateway.opaque).
+    keep_opaque: bool = False
+
+    def keyed(self, digests: Digests) -> Self:
         # No payload of this protocol is recorded as a digest: its reasoning items are
-        # recognised by their ids, and `encrypted_content` is left to the provider.
-        return self
+        # recognised by their ids; `encrypted_content` is kept only when payloads are.
+        if not digests.keep:
+            return self
+        keeping = copy.copy(self)
+        keeping.keep_opaque = True
+        return keeping
 
     def is_separate_instruction(self, item: Item) -> bool:
         """`instructions` sits outside the `input` history; system messages in it do not."""
@@ -283,7 +298,7 @@ class OpenAIResponsesAdapter:
             attrs = {"field": "instructions"}
             items.append(Item(ItemKind.INSTRUCTION, role="system", text=instructions, attrs=attrs))
         entries = body.get("input")
-        items += _input_items(entries)
+        items += _input_items(entries, self.keep_opaque)
         conversation = _conversation(body.get("conversation"))
         return ParsedRequest(
             model=as_str(body.get("model")),
@@ -310,13 +325,13 @@ class OpenAIResponsesAdapter:
         return PreparedBody(body={**body, "max_output_tokens": limit}, clamped_max_tokens=limit)
 
     def new_event_decoder(self) -> ResponsesEventDecoder:
-        return ResponsesEventDecoder()
+        return ResponsesEventDecoder(keep_opaque=self.keep_opaque)
 
     def is_injected_usage_event(self, event: SSEEvent) -> bool:
         return False
 
     def decode_body(self, body: Any) -> list[Delta]:
-        return decode_response_body(body)
+        return decode_response_body(body, keep_opaque=self.keep_opaque)
 
     def decode_error(self, body: Any) -> dict[str, Any] | None:
         if not isinstance(body, dict):

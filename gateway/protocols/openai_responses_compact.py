@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gateway.items import Item, StopReason
-from gateway.opaque import Digests
 from gateway.protocols.base import ParsedRequest, PreparedBody, ProtocolAdapter
 from gateway.protocols.json_values import as_dict, as_list, as_str
 from gateway.protocols.openai_responses import OpenAIResponsesAdapter, message_items
@@ -54,9 +53,6 @@ class OpenAIResponsesCompactAdapter(OpenAIResponsesAdapter):
     """The Responses adapter on the compact endpoint: its steps are `responses` steps."""
 
     path: str = "/v1/responses/compact"
-
-    def keyed(self, digests: Digests) -> OpenAIResponsesCompactAdapter:
-        return self
 
     def parse_request(self, body: Any) -> ParsedRequest:
         parsed = super().parse_request(body)

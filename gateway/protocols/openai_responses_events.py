@@ -1,6 +1,6 @@
 """OpenAI Responses API stream events and response bodies → neutral deltas.
 
-Reasoning text and `encrypted_content` never leave this module: only their size and flags do.
+Reasoning text never leaves this module, only its size and flags; `encrypted_content` if kept.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from gateway.protocols.openai_responses_hosted import (
     typed_items,
 )
 from gateway.protocols.openai_responses_tools import BUILTIN_CALLS, qualified
+from gateway.protocols.wire_shapes.keys import OPAQUE
 from gateway.stream.deltas import (
     Delta,
     EndDelta,
@@ -43,6 +44,7 @@ from gateway.stream.sse import SSEEvent
 
 # Summaries arrive in parts (and in several reasoning items); a blank line keeps them apart.
 SUMMARY_SEPARATOR = "\n\n"
+ENCRYPTED_CONTENT = "encrypted_content"  # kept (as a blob) only with keep_opaque_reasoning
 
 # Output items that are tool calls the client runs: JSON `arguments` or free-form `input`.
 CALL_TYPES = frozenset({"function_call", "custom_tool_call", *BUILTIN_CALLS})
@@ -189,7 +191,8 @@ def finish_of(response: dict[str, Any], facts: OutputFacts) -> FinishDelta:
 class ResponsesEventDecoder:
     """Per-response state: which output items have started, streamed content or ended."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep_opaque: bool = False) -> None:
+        self._keep_opaque = keep_opaque  # `keep_opaque_reasoning`: encrypted_content kept
         self._calls_started: set[int] = set()
         self._calls_named: set[int] = set()
         self._calls_ended: set[int] = set()
@@ -350,8 +353,12 @@ class ResponsesEventDecoder:
                 text = as_str(part.get("text")) or ""
                 if text:
                     deltas.append(ReasoningDelta(chars=len(text)))
-        if item.get("encrypted_content"):
-            deltas.append(ReasoningDelta(chars=0, attrs={"encrypted": True}))
+        encrypted = item.get("encrypted_content")
+        if encrypted:
+            attrs: dict[str, Any] = {"encrypted": True}
+            if self._keep_opaque and isinstance(encrypted, str):
+                attrs[OPAQUE] = {ENCRYPTED_CONTENT: encrypted}
+            deltas.append(ReasoningDelta(chars=0, attrs=attrs))
         if index not in self._content_streamed:
             for number, part in enumerate(map(as_dict, as_list(item.get("summary")))):
                 deltas += self._summary((index, number), as_str(part.get("text")) or "")
@@ -382,11 +389,11 @@ class ResponsesEventDecoder:
         return [RefusalDelta(text)]
 
 
-def decode_response_body(body: Any) -> list[Delta]:
+def decode_response_body(body: Any, *, keep_opaque: bool = False) -> list[Delta]:
     """A non-streamed response object: as if a stream had sent only its done items."""
     if not isinstance(body, dict):
         return []
-    decoder = ResponsesEventDecoder()
+    decoder = ResponsesEventDecoder(keep_opaque=keep_opaque)
     deltas: list[Delta] = [meta_of(body)]
     for index, item in enumerate(as_list(body.get("output"))):
         deltas += decoder.item_done(index, as_dict(item))

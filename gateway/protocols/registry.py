@@ -51,10 +51,10 @@ PASSTHROUGH: Wire = openai_wire(
 )
 
 
-def keyed(secret: bytes) -> dict[str, ProtocolAdapter]:
+def keyed(secret: bytes, *, keep_opaque: bool = False) -> dict[str, ProtocolAdapter]:
     """The adapters as an app serves them: payloads a provider wants back are recorded as
-    digests under the app's install secret (`gateway.opaque`)."""
-    digests = Digests(secret)
+    digests under the app's install secret (`gateway.opaque`), and kept with `keep_opaque`."""
+    digests = Digests(secret, keep=keep_opaque)
     return {key: adapter.keyed(digests) for key, adapter in _SERVED.items()}
 
 

@@ -60,7 +60,9 @@ class Deps:
     adapters: Mapping[str, ProtocolAdapter] = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "adapters", keyed(self.secret))
+        object.__setattr__(
+            self, "adapters", keyed(self.secret, keep_opaque=self.settings.keep_opaque_reasoning)
+        )
 
     @property
     def sinks(self) -> Sinks:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from functools import lru_cache
 from types import MappingProxyType
@@ -18,6 +18,7 @@ import orjson
 from gateway import jsoncodec
 from gateway.config import RedactionSettings
 from gateway.items import Item, ItemKind, Violation
+from gateway.protocols.wire_shapes.keys import OPAQUE
 from gateway.redaction.credentials import ParamsRedactor, credential_kind
 from gateway.redaction.memo import Memo
 from gateway.redaction.rules import BUILTIN_RULES, TRIGGER, TextRule, marker
@@ -179,6 +180,14 @@ class Redactor:
             return [self._strings(v) for v in value]
         return value
 
+    def _attrs(self, attrs: Mapping[str, Any]) -> dict[str, Any]:
+        """An item's attrs redacted; opaque payloads (ciphertext a provider checks) kept
+        byte for byte: a rule must not rewrite base64 it happens to match."""
+        redacted = {k: self._strings(v) for k, v in attrs.items() if k != OPAQUE}
+        if OPAQUE in attrs:
+            redacted[OPAQUE] = attrs[OPAQUE]
+        return redacted
+
     # Truncation
 
     def _bounded(self, text: str, as_json: bool) -> tuple[str, int | None, list[int] | None]:
@@ -206,7 +215,7 @@ class Redactor:
     # Items and steps
 
     def redact_item(self, item: Item) -> Item:
-        attrs = self._strings(item.attrs) if self.enabled else dict(item.attrs)
+        attrs = self._attrs(item.attrs) if self.enabled else dict(item.attrs)
         # Ids and tool names are the client's or the provider's strings, stored like text.
         changes: dict[str, Any] = {
             "attrs": attrs,
@@ -312,6 +321,24 @@ class Redactor:
             if f.redact is not None and value is not None:
                 changes[f.name] = how[f.redact](value)
         return replace(record, **changes)
+
+
+def without_opaque(step: StepRecord) -> StepRecord:
+    """The step without the opaque payloads its items hold (`keep_opaque_reasoning`): they
+    go back to providers in cassettes and forks, never to exporters."""
+    if not any(OPAQUE in i.attrs for i in (*step.input_items, *step.output_items)):
+        return step
+    return replace(
+        step,
+        input_items=tuple(map(_opaque_dropped, step.input_items)),
+        output_items=tuple(map(_opaque_dropped, step.output_items)),
+    )
+
+
+def _opaque_dropped(item: Item) -> Item:
+    if OPAQUE not in item.attrs:
+        return item
+    return item.with_changes(attrs={k: v for k, v in item.attrs.items() if k != OPAQUE})
 
 
 def _summary_dropped(item: Item) -> Item:

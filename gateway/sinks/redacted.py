@@ -4,9 +4,10 @@ The exporters that carry text (OTLP, webhooks) sit behind `Redacting`, itself a 
 event loop it only enqueues the record as the bus hands it over; one thread redacts each
 record once, with the gateway's one Redactor and by the rules the recorder stores it by
 (`redact_step`, `redact_refusal`, MCP records' `redact_exported`; reasoning summaries dropped
-unless stored), and hands the same frozen copy to every exporter. An exporter's hooks so run
-in that thread: quick, never raising, and thread-safe. The metrics sink stays in front (its
-numbers are read on the event loop; its model label is a cached label, not a record).
+unless stored, opaque reasoning payloads always), and hands the same frozen copy to every
+exporter. An exporter's hooks so run in that thread: quick, never raising, and thread-safe.
+The metrics sink stays in front (its numbers are read on the event loop; its model label is
+a cached label, not a record).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 from gateway.background import Background
 from gateway.mcp.records import Execution, McpViolation
 from gateway.mcp.redacted import redact_exported
-from gateway.redaction.redactor import Redactor, without_reasoning_summaries
+from gateway.redaction.redactor import Redactor, without_opaque, without_reasoning_summaries
 from gateway.sinks.base import EVENTS, Sinks
 from gateway.step import RefusalRecord, StepRecord
 
@@ -138,7 +139,7 @@ class Redacting:
         if isinstance(record, StepRecord):
             if not self._keep_summaries:
                 record = without_reasoning_summaries(record)
-            return self._redactor.redact_step(record)
+            return self._redactor.redact_step(without_opaque(record))
         if isinstance(record, RefusalRecord):
             return self._redactor.redact_refusal(record)
         return redact_exported(self._redactor, record)

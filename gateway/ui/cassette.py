@@ -22,7 +22,7 @@ FORMAT = "loopwatch-cassette/1"
 
 def cassette_lines(engine: Engine, trace_id: str, version: str) -> list[str] | None:
     """The cassette of a stored trace, a line each (no newline); None: no such trace."""
-    trace = queries.get_trace(engine, trace_id)
+    trace = queries.get_trace(engine, trace_id, opaque=True)  # payloads kept go back
     if trace is None:
         return None
     header = {

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import BadRequest, ForkImpossible
-from gateway.items import RETURNS, Item, ItemKind
+from gateway.items import RETURNS, SIGNED_TEXT, Item, ItemKind
 from gateway.protocols.request_facts import fork_body, reasoning_off
+from gateway.protocols.wire_shapes.keys import OPAQUE
 from gateway.ui.cassette import step_to_fork
 
 
@@ -82,18 +83,44 @@ def _rebuilt(
 
 
 # `attrs["encrypted"]` of a reasoning item the provider sent an encrypted payload with (its
-# adapter says so; the payload is not stored).
+# adapter says so; the payload is stored only with `keep_opaque_reasoning`).
 _ENCRYPTED = "encrypted"
 
 
 def _check_reasoning(seq: int, history: tuple[Item, ...]) -> None:
-    """The provider wants opaque reasoning back that the store does not hold: refused."""
-    wanted = {str(i.attrs[RETURNS]) for i in history if RETURNS in i.attrs}
-    if any(i.kind is ItemKind.REASONING and i.attrs.get(_ENCRYPTED) for i in history):
-        wanted.add("encrypted reasoning")
-    if wanted:
+    """The provider wants reasoning back that the fork cannot send as it came: refused. Its
+    opaque payloads go back where they were kept (`keep_opaque_reasoning`), unless they
+    sign readable text, which is never stored."""
+    not_kept: set[str] = set()
+    text_signed: set[str] = set()
+    for item in history:
+        wanted = _wanted(item)
+        if wanted is None:
+            continue
+        if OPAQUE not in item.attrs:
+            not_kept.add(wanted)
+        elif item.attrs.get(SIGNED_TEXT):
+            text_signed.add(wanted)
+    reasons = []
+    if not_kept:
+        reasons.append(f"{', '.join(sorted(not_kept))}, whose payload was not kept")
+    if text_signed:
+        reasons.append(
+            f"{', '.join(sorted(text_signed))}, whose text its signature checks and the "
+            "gateway never stores"
+        )
+    if reasons:
         raise ForkImpossible(
             f"step {seq} cannot be forked with reasoning on: the provider needs back its "
-            f"reasoning ({', '.join(sorted(wanted))}), whose payload was not kept. "
+            f"reasoning ({'; '.join(reasons)}). "
             "Turn reasoning off in params (set its field to null)."
         )
+
+
+def _wanted(item: Item) -> str | None:
+    """What of the provider's own `item` must go back to it, if anything."""
+    if RETURNS in item.attrs:
+        return str(item.attrs[RETURNS])
+    if item.kind is ItemKind.REASONING and item.attrs.get(_ENCRYPTED):
+        return "encrypted reasoning"
+    return None

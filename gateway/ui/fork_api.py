@@ -31,7 +31,8 @@ _STEP_HEADER = "X-Loopwatch-Step-Id"
 async def fork_trace(request: web.Request, deps: ReadDeps) -> web.Response:
     trace_id = request.match_info["trace_id"]
     asked = fork_asked(await _json_body(request))
-    trace = await asyncio.to_thread(queries.get_trace, deps.engine, trace_id)
+    # With the opaque payloads held (keep_opaque_reasoning): the fork sends them back.
+    trace = await asyncio.to_thread(queries.get_trace, deps.engine, trace_id, opaque=True)
     if trace is None:
         raise NotFound(f"no trace {trace_id}")
     planned = plan(trace, asked)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from gateway.config import RedactionPattern, RedactionSettings
 from gateway.items import Item, ItemKind, Violation, ViolationKind
-from gateway.redaction.redactor import Redactor
+from gateway.protocols.wire_shapes.keys import OPAQUE
+from gateway.redaction.redactor import Redactor, without_opaque
 from tests.factories import assistant_text, bare_step, user_text
 
 REDACTOR = Redactor(RedactionSettings())
@@ -208,6 +210,28 @@ def test_attrs_strings_are_redacted_and_other_values_kept() -> None:
         "nested": ["[REDACTED:phone]"],
     }
     assert item.attrs["summary_by"] == "ops@example.com"  # the input item is not mutated
+
+
+# Ciphertext in base64 that text rules would match: an API key after a "/", a card number.
+CIPHERTEXT = "EqQBCkgIBRAB/sk-ant-api03xQ9v2Lm8Kp4Rz7Tn1Wb6/4111111111111111/Yc3Hd5Jf0Gs="
+
+
+def test_opaque_payloads_are_left_byte_for_byte() -> None:
+    assert REDACTOR.redact_text(CIPHERTEXT) != CIPHERTEXT  # what a rule would do to it
+    kept = {"signature": CIPHERTEXT}
+    item = Item(ItemKind.REASONING, attrs={OPAQUE: kept, "by": "ops@example.com"})
+    assert REDACTOR.redact_item(item).attrs == {OPAQUE: kept, "by": "[REDACTED:email]"}
+
+
+def test_exporters_get_steps_without_opaque_payloads() -> None:
+    kept = Item(ItemKind.REASONING, attrs={OPAQUE: {"signature": CIPHERTEXT}, "chars": 3})
+    step = replace(bare_step(), input_items=(user_text("hi"), kept), output_items=(kept,))
+    exported = without_opaque(step)
+    assert [i.attrs for i in exported.output_items] == [{"chars": 3}]
+    assert exported.input_items[0] is step.input_items[0]
+    assert CIPHERTEXT not in repr(exported)
+    plain = replace(step, input_items=(), output_items=())
+    assert without_opaque(plain) is plain  # nothing to drop: the same record
 
 
 def test_truncation_keeps_the_original_length() -> None:

@@ -13,7 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.items import EXECUTED_BY, PROVIDER, Item, ItemKind
+from gateway.opaque import Digests
 from gateway.protocols.json_values import as_dict, as_int, as_str, compact
+from gateway.protocols.wire_shapes.keys import OPAQUE
 
 _CLIENT_CALL = "tool_use"
 _CLIENT_RESULT = "tool_result"
@@ -136,3 +138,11 @@ def _line(part: Any) -> str:
     if text is not None:
         return text
     return " ".join(s for s in (as_str(part.get("title")), as_str(part.get("url"))) if s)
+
+
+def kept(digests: Digests, field: str, payload: Any) -> dict[str, Any]:
+    """`{OPAQUE: {field: payload}}` for a thinking block's payload when payloads are kept
+    (`keep_opaque_reasoning`), else nothing."""
+    if digests.keep and isinstance(payload, str) and payload:
+        return {OPAQUE: {field: payload}}
+    return {}

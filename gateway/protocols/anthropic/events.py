@@ -3,8 +3,9 @@
 Stop reasons: end_turn/stop_sequence → completed, tool_use → tool_calls, max_tokens and
 model_context_window_exceeded → length, refusal → refusal, pause_turn and compaction → paused,
 others → unknown.
-Thinking text and signatures never leave this module: only their size, flags and the keyed
-digests of the signatures (and of redacted thinking's data) the API wants back in a tool loop.
+Thinking text never leaves this module: only its size, flags and the keyed digests of the
+signatures (and of redacted thinking's data) the API wants back in a tool loop; the payloads
+themselves only as opaque blobs, with `keep_opaque_reasoning` (`gateway.opaque`).
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway import jsoncodec
-from gateway.items import RETURNS, Item, ItemKind, StopReason
+from gateway.items import RETURNS, SIGNED_TEXT, Item, ItemKind, StopReason
 from gateway.opaque import Digests
 from gateway.protocols.anthropic.blocks import (
     caller_attrs,
     is_provider_call,
     is_provider_result,
+    kept,
     provider_call,
     provider_result,
     whole_provider_call,
@@ -60,7 +62,9 @@ ROLE = "assistant"
 # A tool-use turn's thinking and redacted_thinking blocks must come back unchanged, with
 # their signature or data, in the request that answers its tool calls.
 THINKING = "thinking"
-_RETURNS_THINKING = {RETURNS: THINKING}
+_RETURNS_THINKING: dict[str, Any] = {RETURNS: THINKING}
+# A kept signature signs the block's text, which is never stored (`items.SIGNED_TEXT`).
+_SIGNED = {SIGNED_TEXT: True}
 
 
 def _finish(raw: Any, details: Any = None) -> list[Delta]:
@@ -107,10 +111,17 @@ def _block_deltas(
         signed = returned_thinking(block.get("signature"), digests)  # streamed: "" at first
         if not signed:
             return [ReasoningDelta(chars=chars)]
-        return [ReasoningDelta(chars=chars, attrs=_RETURNS_THINKING, digests=signed)]
+        returns = _RETURNS_THINKING
+        if digests.keep:
+            returns = {**returns, **kept(digests, "signature", block.get("signature")), **_SIGNED}
+        return [ReasoningDelta(chars=chars, attrs=returns, digests=signed)]
     if kind == "redacted_thinking":
         data = returned_thinking(block.get("data"), digests)
-        attrs = {"redacted": True, RETURNS: THINKING} if data else {"redacted": True}
+        attrs: dict[str, Any] = (
+            {"redacted": True, RETURNS: THINKING} if data else {"redacted": True}
+        )
+        if digests.keep:
+            attrs.update(kept(digests, "data", block.get("data")))
         return [ReasoningDelta(attrs=attrs, digests=data)]
     if kind == "tool_use":
         call_id, name = as_str(block.get("id")), as_str(block.get("name"))
@@ -178,9 +189,15 @@ class MessagesEventDecoder:
             return [TextDelta(text)] if text else []
         if kind == "thinking_delta":
             return [ReasoningDelta(chars=len(as_str(delta.get("thinking")) or ""))]
-        if kind == "signature_delta":  # whole in one event: only its digest is recorded
-            signed = returned_thinking(delta.get("signature"), self._digests)
-            return [ReasoningDelta(attrs=_RETURNS_THINKING, digests=signed)] if signed else []
+        if kind == "signature_delta":  # whole in one event: its digest (and, kept, itself)
+            signature = delta.get("signature")
+            signed = returned_thinking(signature, self._digests)
+            if not signed:
+                return []
+            attrs = _RETURNS_THINKING
+            if self._digests.keep:
+                attrs = {**attrs, **kept(self._digests, "signature", signature), **_SIGNED}
+            return [ReasoningDelta(attrs=attrs, digests=signed)]
         fragment = as_str(delta.get("partial_json"))
         if kind != "input_json_delta" or index is None or not fragment:
             return []

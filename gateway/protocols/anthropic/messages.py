@@ -13,13 +13,14 @@ import msgspec
 
 from gateway.config import Settings
 from gateway.errors import BadRequest, GatewayError
-from gateway.items import DIGESTS, RETURNS, Item, ItemKind
+from gateway.items import DIGESTS, RETURNS, SIGNED_TEXT, Item, ItemKind
 from gateway.opaque import UNKEYED, Digests
 from gateway.protocols.anthropic.blocks import (
     TOOL_TYPES,
     caller_attrs,
     is_provider_call,
     is_provider_result,
+    kept,
     provider_result,
     whole_provider_call,
 )
@@ -134,14 +135,22 @@ def _block_item(role: str, block: dict[str, Any], message_index: int, digests: D
     if kind == "thinking":
         # The size of the thinking, never its text nor its signature: the signature's digest.
         attrs["chars"] = len(as_str(block.get("thinking")) or "")
-        return _thinking(role, attrs, returned_thinking(block.get("signature"), digests))
+        signature = block.get("signature")
+        if digests.keep and signature:
+            attrs.update(kept(digests, "signature", signature), **_SIGNED)
+        return _thinking(role, attrs, returned_thinking(signature, digests))
     if kind == "redacted_thinking":
         attrs["redacted"] = True
+        if digests.keep:
+            attrs.update(kept(digests, "data", block.get("data")))
         return _thinking(role, attrs, returned_thinking(block.get("data"), digests))
     if kind in ("image", "document"):
         return Item(ItemKind.OTHER, role=role, attrs={**attrs, **_media_attrs(kind, block)})
     # Search results, container uploads, compaction ...: the type only.
     return Item(ItemKind.OTHER, role=role, attrs={**attrs, "type": kind})
+
+
+_SIGNED = {SIGNED_TEXT: True}  # a thinking block's signature signs its text
 
 
 def _thinking(role: str, attrs: dict[str, Any], returned: tuple[str, ...]) -> Item:

@@ -29,6 +29,7 @@ from gateway.store.read.shapes import (
     step_json,
     trace_json,
     violation_json,
+    without_opaque,
 )
 from gateway.store.write import trace_models
 from gateway.store.write.tool_sets import read_tool_sets
@@ -176,10 +177,11 @@ def get_trace(
     *,
     steps_after: int = 0,
     steps_limit: int | None = None,
+    opaque: bool = False,
 ) -> dict[str, Any] | None:
     """The trace with its violations, refusals and steps: those numbered after `steps_after`,
     at most `steps_limit` of them (None: all). `next_steps_after` is the last step number
-    given when more steps follow, else None."""
+    given when more steps follow, else None. `opaque`: with kept payloads (cassettes, forks)."""
     with reading(engine) as conn:
         row = conn.execute(sa.select(TRACES).where(TRACES.c.id == trace_id)).mappings().first()
         if row is None:
@@ -192,7 +194,7 @@ def get_trace(
             .order_by(VIOLATIONS.c.created_at, VIOLATIONS.c.id)
         ).mappings()
         result = trace_json(row, now, idle_seconds) | trees.place_json(conn, row, now, idle_seconds)
-        result["steps"] = steps
+        result["steps"] = steps if opaque else without_opaque(steps)
         result["replays"] = replays.replays_json(conn, trace_id, now, idle_seconds)
         result["next_steps_after"] = steps[-1]["seq"] if more else None
         stored = list(violations)

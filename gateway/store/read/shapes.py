@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy.engine import RowMapping
 
+from gateway.protocols.wire_shapes.keys import OPAQUE
 from gateway.runs.status import DEFAULT_IDLE_SECONDS, StoredStatus, TraceStatus, status_at
 
 USAGE_FIELDS = (
@@ -161,6 +162,18 @@ def step_json(row: RowMapping) -> dict[str, Any]:
 
 def item_json(row: RowMapping) -> dict[str, Any]:
     return {name: row[name] for name in ITEM_FIELDS}
+
+
+def without_opaque(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The steps with no opaque payload on their items (`keep_opaque_reasoning` keeps them
+    for cassettes and forks alone): no view shows one."""
+    for step in steps:
+        for items in (step["input_items"], step["output_items"]):
+            for item in items:
+                attrs = item["attrs"]
+                if attrs and OPAQUE in attrs:
+                    item["attrs"] = {k: v for k, v in attrs.items() if k != OPAQUE}
+    return steps
 
 
 def mcp_violation_json(row: RowMapping) -> dict[str, Any]:
