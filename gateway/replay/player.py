@@ -55,6 +55,16 @@ class Player:
             self.diverged_at = divergence.seq
         return Diverged(divergence, self._live)
 
+    @property
+    def played(self) -> int:
+        """How many recorded steps have answered a request."""
+        return self._next
+
+    @property
+    def unplayed(self) -> list[Step]:
+        """The recorded steps no request has been answered with yet."""
+        return self._steps[self._next :]
+
     def _check(self, adapter: ProtocolAdapter, path: str, items: list[Item]) -> Divergence | None:
         seq = self._steps[self._next].seq if self._next < len(self._steps) else None
         if seq is None:  # the recording ended before the agent did

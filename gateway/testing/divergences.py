@@ -10,6 +10,9 @@ from typing import Any
 
 from aiohttp import web
 
+from gateway.replay.player import Player
+from gateway.replay.server import PLAYER
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 DIVERGED = 409  # the replay server's answer to a request that differs from the recording
 
@@ -17,9 +20,25 @@ DIVERGED = 409  # the replay server's answer to a request that differs from the 
 @dataclass
 class Divergences:
     found: list[str] = field(default_factory=list)  # summary and diff, a text each
+    player: Player | None = None
 
     def watch(self, app: web.Application) -> None:
         app.middlewares.append(self._keeping)
+        self.player = app[PLAYER]
+
+    def failures(self) -> list[str]:
+        """What fails the test: each divergence, or else a recording the agent left unplayed
+        (it stopped sooner than when recorded)."""
+        if self.found or self.player is None or not self.player.unplayed:
+            return self.found
+        left = self.player.unplayed
+        total = len(left) + self.player.played
+        first = left[0]
+        return [
+            f"the agent stopped before the recording did: it made {self.player.played} of "
+            f"the {total} recorded requests; next would have been step {first.seq} "
+            f"(POST {first.path})"
+        ]
 
     @web.middleware
     async def _keeping(self, request: web.Request, handler: Handler) -> web.StreamResponse:

@@ -1,6 +1,7 @@
 """pytest's entry (`pytest11`, name `loopwatch`): the options, the `loopwatch` fixture (a
 gateway on a free port with a temporary SQLite store, on a thread of its own), cassettes
-written after each test or replayed to it, and a divergence turned into the test's failure.
+written after each test or replayed to it, and a divergence (or a recording the agent left
+unplayed) turned into the test's failure.
 
 In replay mode the gateway still runs: its upstream is a replay server built from the test's
 cassettes, so traces and assertions read the same as when the test ran against a provider.
@@ -14,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from gateway.testing.divergences import Divergences
     from gateway.testing.handle import Loopwatch
 
-DIVERGED = pytest.StashKey[list[str]]()
+DIVERGED: pytest.StashKey[Divergences] = pytest.StashKey()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -67,10 +69,11 @@ def loopwatch(
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """A replay that diverged fails the test, even when the agent swallowed the 409."""
     report = yield
-    diverged = item.stash.get(DIVERGED, None)
-    if call.when != "call" or not diverged:
+    replayed = item.stash.get(DIVERGED, None)
+    failures = replayed.failures() if replayed is not None and call.when == "call" else []
+    if not failures:
         return report
-    text = "loopwatch: the replay diverged from the cassette\n" + "\n\n".join(diverged)
+    text = "loopwatch: the replay diverged from the cassette\n" + "\n\n".join(failures)
     if report.passed:
         report.outcome = "failed"
         report.longrepr = text

@@ -27,8 +27,8 @@ def run_for_test(
     upstream: str | None,
     record: str | None,
     replay: str | None,
-) -> Iterator[tuple[Loopwatch, list[str]]]:
-    """The handle the test gets and the divergences its replay met (filled as it runs)."""
+) -> Iterator[tuple[Loopwatch, Divergences]]:
+    """The handle the test gets and what its replay met (filled as it runs)."""
     settings = _settings(scratch, upstream)
     divergences = Divergences()
     thread = LoopThread()
@@ -48,7 +48,7 @@ def run_for_test(
             )
         gateway = _start(thread, Served(create_app(settings), gateway=True), started)
         handle = Loopwatch(thread, gateway)
-        yield handle, divergences.found
+        yield handle, divergences
         if record is not None:
             ids = [trace["id"] for trace in handle.traces()]
             cassettes.save(gateway.app[DEPS].engine, ids, cassettes.folder(record, nodeid))

@@ -1,6 +1,7 @@
 """The agent tests a plugin user writes, copied as `test_agent.py` into the runs of
 test_plugin.py: a tool loop with the official openai SDK through the `loopwatch` fixture.
-The tool's answer comes from WEATHER, so a replay can see it change."""
+The tool's answer comes from WEATHER, so a replay can see it change; AGENT_STEPS caps its
+loop, so a replay can see it stop sooner than when recorded."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def get_weather(city: str) -> str:
 
 def run_agent(client: openai.OpenAI, question: str) -> str | None:
     messages: list[Any] = [{"role": "user", "content": question}]
-    for _ in range(5):
+    for _ in range(int(os.environ.get("AGENT_STEPS", "5"))):
         reply = client.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=TOOLS)
         message = reply.choices[0].message
         messages.append(message.model_dump(exclude_none=True))

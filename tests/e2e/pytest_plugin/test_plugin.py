@@ -111,6 +111,32 @@ def test_replay_fails_a_test_whose_agent_swallows_the_error(
     )
 
 
+def test_replay_fails_a_test_whose_agent_stops_before_the_recording(
+    agent_tests: pytest.Pytester,
+    provider_thread: ProviderThread,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    provider_thread.queue_weather()
+    recorded = agent_tests.runpytest_subprocess(
+        "-k", "test_swallowing", f"--loopwatch-upstream={provider_thread.url}",
+        f"--loopwatch-record={tmp_path}", timeout=TIMEOUT)  # fmt: skip
+    recorded.assert_outcomes(passed=1)
+    monkeypatch.setenv("AGENT_STEPS", "1")  # the agent gives up after its first request
+
+    result = agent_tests.runpytest_subprocess(
+        "-k", "test_swallowing", f"--loopwatch-replay={tmp_path}", timeout=TIMEOUT
+    )
+
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*the agent stopped before the recording did: it made 1 of the 2 recorded "
+            "requests; next would have been step 2 (POST /v1/chat/completions)*",
+        ]
+    )
+
+
 def test_replay_without_cassettes_says_to_record(
     agent_tests: pytest.Pytester, tmp_path: Path
 ) -> None:
