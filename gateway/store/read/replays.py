@@ -1,4 +1,4 @@
-"""What a trace's detail says of the runs made from its record: its replays."""
+"""What a trace's detail says of the runs made from its record: its replays and forks."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 
 from gateway.runs.status import DEFAULT_IDLE_SECONDS
 from gateway.store.models import TRACES
-from gateway.store.read.shapes import iso, trace_status
+from gateway.store.read.shapes import iso, trace_json, trace_status
 
-MAX_REPLAYS = 100  # the newest; a trace replayed more often lists no more
+MAX_REPLAYS = 100  # the newest; a trace replayed (or forked) more often lists no more
 
 
 def replays_json(
@@ -41,3 +41,54 @@ def replays_json(
         }
         for row in reversed(rows)
     ]
+
+
+def forks_json(
+    conn: Connection,
+    trace_id: str,
+    now: datetime | None = None,
+    idle_seconds: float = DEFAULT_IDLE_SECONDS,
+) -> list[dict[str, Any]]:
+    """The trace's forks, oldest first, each with the step it forks and the model it asked.
+    Read by the fork_of index."""
+    t = TRACES.c
+    newest = (
+        sa.select(TRACES)
+        .where(t.fork_of == trace_id)
+        .order_by(t.started_at.desc(), t.id.desc())
+        .limit(MAX_REPLAYS)
+    )
+    rows = list(conn.execute(newest).mappings())
+    return [
+        {
+            "id": row["id"],
+            "status": trace_status(row, now, idle_seconds).value,
+            "started_at": iso(row["started_at"]),
+            "fork_at": row["fork_at"],
+            "models": list(row["models"] or []),
+        }
+        for row in reversed(rows)
+    ]
+
+
+def made_from(conn: Connection, trace_id: str) -> int:
+    """How many replays and forks the trace has (by the two links' indexes)."""
+    t = TRACES.c
+    count = sa.func.count()
+    replayed = conn.execute(sa.select(count).where(t.replay_of == trace_id)).scalar_one()
+    forked = conn.execute(sa.select(count).where(t.fork_of == trace_id)).scalar_one()
+    return int(replayed) + int(forked)
+
+
+def page_key(
+    engine: Engine,
+    trace_id: str,
+    now: datetime | None = None,
+    idle_seconds: float = DEFAULT_IDLE_SECONDS,
+) -> dict[str, Any] | None:
+    """The trace as listed, and how many runs were made from it: what its page is cached
+    under, since a replay or a fork changes its page but not its row."""
+    with engine.connect() as conn:
+        row = conn.execute(sa.select(TRACES).where(TRACES.c.id == trace_id)).mappings().first()
+        made = made_from(conn, trace_id) if row is not None else 0
+    return None if row is None else trace_json(row, now, idle_seconds) | {"made_from": made}

@@ -77,10 +77,21 @@ class Replay(ApiModel):
     )
 
 
+class Fork(ApiModel):
+    """A run `POST /api/traces/{trace_id}/fork` made from one of this trace's steps."""
+
+    id: str
+    status: TraceStatus
+    started_at: str
+    fork_at: int | None = Field(description="The step it forks.")
+    models: list[str] = Field(description="The models the fork asked.")
+
+
 class TraceDetail(Trace):
     parent: Parent | None
     children: list[Child]
     replays: list[Replay] = Field(description="The newest 100 replays, oldest first.")
+    forks: list[Fork] = Field(description="The newest 100 forks of its steps, oldest first.")
     root_trace_id: str
     depth: int
     tree: TreeTotals

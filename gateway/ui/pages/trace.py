@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.store.read import queries, trees
+from gateway.store.read import queries, replays, trees
 from gateway.ui import mcp_api
 from gateway.ui.deps import ReadDeps
 from gateway.ui.pages.lists import idle_seconds
@@ -66,6 +66,7 @@ def _key(trace: dict[str, Any]) -> CacheKey:
         trace.get("step_count"),
         trace.get("violation_count"),
         trace.get("status"),
+        trace.get("made_from"),
     )
 
 
@@ -75,7 +76,7 @@ async def _view(request: web.Request, deps: ReadDeps, *, cached: bool) -> TraceV
     trace_id = request.match_info["trace_id"]
     cache = request.app[VIEWS]
     if cached:
-        summary = await read(queries.get_trace_summary, deps, trace_id, **_at(deps))
+        summary = await read(replays.page_key, deps, trace_id, **_at(deps))
         if summary is None:
             return None
         view = cache.get(_key(summary))
@@ -91,6 +92,7 @@ async def _view(request: web.Request, deps: ReadDeps, *, cached: bool) -> TraceV
     view = await asyncio.to_thread(
         trace_view, trace, now=at["now"], idle_seconds=at["idle_seconds"]
     )
+    trace["made_from"] = len(trace.get("replays", ())) + len(trace.get("forks", ()))
     cache.put(_key(trace), view)
     return view
 

@@ -287,6 +287,14 @@ async def test_the_fork_page_shows_the_original_step_beside_the_fork(guarded: Ga
     assert "tool_calls" in compare and "completed" in compare
     assert "Original" in compare and "Fork" in compare and "gpt-4o" in compare
     assert "<b>odd</b>" not in html and "&lt;b&gt;odd&lt;/b&gt;" in compare  # escaped
+    # The original lists its fork: in the read API and on its page, linked.
+    [listed] = (await trace(guarded, original))["forks"]
+    assert (listed["id"], listed["fork_at"]) == (made["trace_id"], 2)
+    assert listed["models"] == ["<b>odd</b>"]  # the model the fork asked
+    original_page = await page(guarded, f"/traces/{original}")
+    assert f'href="/traces/{made["trace_id"]}" class="fork-run"' in original_page
+    assert "step 2 with" in original_page and "&lt;b&gt;odd&lt;/b&gt;" in original_page
+    assert "<b>odd</b>" not in original_page
 
 
 async def test_encrypted_responses_reasoning_not_kept_is_a_409(guarded: Gateway) -> None:
