@@ -300,12 +300,17 @@ def list_violations(
     limit: int = DEFAULT_LIMIT,
     cursor: str | None = None,
     kind: str | None = None,
+    trace_id: str | None = None,
 ) -> dict[str, Any]:
-    """Both sides' violations, newest first: the model's and the MCP side's (`source`)."""
+    """Both sides' violations, newest first: the model's and the MCP side's (`source`);
+    of one kind, of one run (`trace_id`), or both."""
     v, m = VIOLATIONS.c, MCP_VIOLATIONS.c
     query, mcp_query = sa.select(VIOLATIONS), sa.select(MCP_VIOLATIONS)
     if kind:
         query, mcp_query = query.where(v.kind == kind), mcp_query.where(m.kind == kind)
+    if trace_id:  # both tables index trace_id; a run's violations are few to sort
+        query = query.where(v.trace_id == trace_id)
+        mcp_query = mcp_query.where(m.trace_id == trace_id)
     with reading(engine) as conn:
         rows, more = page(conn, query, (v.created_at, v.id), limit, cursor)
         mcp_rows, mcp_more = page(conn, mcp_query, (m.created_at, m.id), limit, cursor)
