@@ -168,6 +168,7 @@ async def list_violations(request: web.Request, deps: ReadDeps) -> web.Response:
         limit=_limit(request),
         cursor=request.query.get("cursor") or None,
         kind=_violation_kind(request),
+        trace_id=request.query.get("trace_id") or None,
     )
     return await json_answer(ViolationList, result)
 

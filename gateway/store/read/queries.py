@@ -301,12 +301,13 @@ def list_violations(
     limit: int = DEFAULT_LIMIT,
     cursor: str | None = None,
     kind: str | None = None,
+    trace_id: str | None = None,
 ) -> dict[str, Any]:
-    """Both sides' violations, newest first: the model's and the MCP side's (`source`)."""
+    """Both sides' violations (`source`), newest first; of one kind, of one run, or both."""
     v, m = VIOLATIONS.c, MCP_VIOLATIONS.c
-    query, mcp_query = sa.select(VIOLATIONS), sa.select(MCP_VIOLATIONS)
-    if kind:
-        query, mcp_query = query.where(v.kind == kind), mcp_query.where(m.kind == kind)
+    given = {c: x for c, x in {"kind": kind, "trace_id": trace_id}.items() if x}  # both indexed
+    query = sa.select(VIOLATIONS).where(*(v[c] == x for c, x in given.items()))
+    mcp_query = sa.select(MCP_VIOLATIONS).where(*(m[c] == x for c, x in given.items()))
     with reading(engine) as conn:
         rows, more = page(conn, query, (v.created_at, v.id), limit, cursor)
         mcp_rows, mcp_more = page(conn, mcp_query, (m.created_at, m.id), limit, cursor)

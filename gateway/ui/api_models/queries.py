@@ -58,6 +58,7 @@ class TraceQuery(Query):
 class ViolationQuery(Page):
     violation: Kind | None = Field(None, description="Violations of this kind.")
     kind: Kind | None = Field(None, description="As `violation`, when it is not given.")
+    trace_id: str | None = Field(None, description="Violations of this run alone (`tr_...`).")
 
 
 class ExecutionQuery(Page):

@@ -138,7 +138,9 @@ def _violation(violation: dict[str, Any]) -> dict[str, Any]:
 
 
 def list_violations(reader: Reader, args: dict[str, Any]) -> Answer:
-    page = queries.list_violations(reader.engine, limit=args["limit"], kind=args.get("kind"))
+    page = queries.list_violations(
+        reader.engine, limit=args["limit"], kind=args.get("kind"), trace_id=args.get("trace_id")
+    )
     found = [_violation(v) | {"trace_id": v["trace_id"]} for v in page["violations"]]
     lines = [f"{v['trace_id']}: {condensed.violation_text(v)}" for v in found]
     return "\n".join(lines) or "No violations recorded.", {"violations": found}

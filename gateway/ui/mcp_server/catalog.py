@@ -86,9 +86,13 @@ TOOLS: list[dict[str, Any]] = [
         "name": "list_violations",
         "description": "Rule violations the gateway found in agent loops, newest first "
         "(unanswered tool calls, orphan results, loops, bad tool arguments, MCP rules...): "
-        "kind, run, step, call id and detail.",
+        "kind, run, step, call id and detail. With trace_id: only that run's.",
         "inputSchema": _schema(
-            {"kind": {"type": "string", "enum": VIOLATION_KINDS}, "limit": _LIMIT}
+            {
+                "kind": {"type": "string", "enum": VIOLATION_KINDS},
+                "trace_id": _TRACE_ID,
+                "limit": _LIMIT,
+            }
         ),
     },
     {

@@ -56,15 +56,23 @@ async def test_the_violations_list_pages_across_both_sides(
     for run in ("run-a", "run-b"):
         await _undeclared_call(gateway, run)
     await flush(gateway)
-    seen: list[str] = []
+    seen = await _all_pages(gateway, "limit=3")
+    assert len({v["id"] for v in seen}) == len(seen) == 4
+    one_run = await _all_pages(gateway, "limit=1&trace_id=run-a")  # one a page: keyset paging
+    assert len({v["id"] for v in one_run}) == len(one_run) == 2
+    assert {(v["trace_id"], v["source"]) for v in one_run} == {("run-a", "mcp")}
+    assert await _all_pages(gateway, "trace_id=run-none") == []
+
+
+async def _all_pages(gateway: Gateway, query: str) -> list[dict[str, Any]]:
+    seen: list[dict[str, Any]] = []
     cursor = ""
     while True:
-        page = await gateway.get(f"/api/violations?limit=3{cursor}")
-        seen += [v["id"] for v in page["violations"]]
+        page = await gateway.get(f"/api/violations?{query}{cursor}")
+        seen += page["violations"]
         if page["next_cursor"] is None:
-            break
+            return seen
         cursor = f"&cursor={page['next_cursor']}"
-    assert len(seen) == len(set(seen)) == 4
 
 
 async def test_a_run_with_only_mcp_activity_is_visible(

@@ -76,6 +76,12 @@ async def test_search_and_violations_find_the_runs(make_gateway: GatewayFactory)
         text, found = await text_of(client, "list_violations", {"kind": "orphan_tool_result"})
         assert [v["trace_id"] for v in found["violations"]] == [seeded.orphan]
         assert "call_nobody" in text
+        text, found = await text_of(client, "list_violations", {"trace_id": seeded.failed})
+        assert [(v["trace_id"], v["kind"]) for v in found["violations"]] == [
+            (seeded.failed, "undeclared_tool")
+        ]
+        text, found = await text_of(client, "list_violations", {"trace_id": seeded.completed})
+        assert text == "No violations recorded." and found["violations"] == []
         arguments = {"trace_id": seeded.failed, "from_step": 2}
         text, read = await text_of(client, "get_trace", arguments)
         assert [step["step"] for step in read["steps"]] == [2] and read["violations"] == []

@@ -185,3 +185,28 @@ async def test_a_bad_step_page_is_named(seeded: Gateway, param: str, value: str)
     status, body = await _get(seeded, "/api/traces/live", **{param: value})
     assert status == 400
     assert body["error"].get("param") == param or param in body["error"]["message"]
+
+
+async def test_violations_of_one_run(
+    database: Database, make_gateway: GatewayFactory, open_engine: OpenEngine
+) -> None:
+    engine = open_engine(database.url)
+    create_schema(engine)
+    dup = Violation(ViolationKind.DUPLICATE_CALL_ID, "twice", call_id="c")
+    orphan = Violation(ViolationKind.ORPHAN_TOOL_RESULT, "nobody asked", call_id="o")
+    steps = [build_step("one", violations=[dup, orphan]), build_step("two", violations=[dup])]
+    StoreWriter(engine).write_batch(steps)
+    engine.dispose()
+    gw = await make_gateway()
+    status, body = await _get(gw, "/api/violations", trace_id="one", limit="1")
+    assert status == 200 and [v["trace_id"] for v in body["violations"]] == ["one"]
+    _, rest = await _get(gw, "/api/violations", trace_id="one", cursor=body["next_cursor"])
+    assert rest["next_cursor"] is None
+    kinds = {v["kind"] for v in body["violations"] + rest["violations"]}
+    assert kinds == {"duplicate_call_id", "orphan_tool_result"}
+    _, both = await _get(gw, "/api/violations", trace_id="two", kind="duplicate_call_id")
+    found = [(v["trace_id"], v["kind"]) for v in both["violations"]]
+    assert found == [("two", "duplicate_call_id")]
+    _, none = await _get(gw, "/api/violations", trace_id="two", kind="orphan_tool_result")
+    _, unknown = await _get(gw, "/api/violations", trace_id="tr_nobody")
+    assert none["violations"] == unknown["violations"] == []
