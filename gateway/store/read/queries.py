@@ -195,8 +195,7 @@ def get_trace(
         ).mappings()
         result = trace_json(row, now, idle_seconds) | trees.place_json(conn, row, now, idle_seconds)
         result["steps"] = steps if opaque else without_opaque(steps)
-        result["replays"] = replays.replays_json(conn, trace_id, now, idle_seconds)
-        result["forks"] = replays.forks_json(conn, trace_id, now, idle_seconds)
+        result |= replays.made_from_json(conn, trace_id, now, idle_seconds)
         result["next_steps_after"] = steps[-1]["seq"] if more else None
         stored = list(violations)
         result["violations"] = [violation_json(v) for v in stored]

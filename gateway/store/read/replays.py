@@ -15,6 +15,19 @@ from gateway.store.read.shapes import iso, trace_json, trace_status
 MAX_REPLAYS = 100  # the newest; a trace replayed (or forked) more often lists no more
 
 
+def made_from_json(
+    conn: Connection,
+    trace_id: str,
+    now: datetime | None = None,
+    idle_seconds: float = DEFAULT_IDLE_SECONDS,
+) -> dict[str, list[dict[str, Any]]]:
+    """A trace detail's `replays` and `forks`."""
+    return {
+        "replays": replays_json(conn, trace_id, now, idle_seconds),
+        "forks": forks_json(conn, trace_id, now, idle_seconds),
+    }
+
+
 def replays_json(
     conn: Connection,
     trace_id: str,
