@@ -191,6 +191,9 @@ class RefusalRecord:
     items: tuple[Item, ...] = ()
     session_id: str | None = None
     lineage: Lineage | None = None  # the run's place in its tree, as admission knew it
+    # The trace and step a fork API request forks (its step's attrs FORK_OF, FORK_AT): a
+    # refused fork's trace is still its fork.
+    fork: tuple[str, int] | None = None
 
     def __post_init__(self) -> None:
         _freeze(self, ("violations", "items"))
@@ -347,4 +350,5 @@ REFUSAL_FIELDS: tuple[Persisted, ...] = (
     Persisted("items", _rows(item_row), _rows(item_of), redact="items"),
     Persisted("session_id", redact="text"),
     Persisted("lineage", lambda v: None if v is None else v.to_json(), lineage_of),
+    Persisted("fork", from_json=tuple),  # stored on the trace row
 )

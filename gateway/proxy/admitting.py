@@ -98,12 +98,14 @@ async def check(
     own = {TRACE_HEADER: placement.trace_id}
     session = sessions.session_id(headers, body, adapter.session_fields)
     client = parents.client_of(deps, headers)
+    # Read before any check: a refused fork's trace is a fork too.
+    fork = ids.read_fork_mark(deps.secret, headers.get(ids.FORK_HEADER), placement.trace_id)
     try:  # first: every refusal of the run is recorded in its tree
         lineage = await parents.lineage_of(deps, headers, placement, client)
     except GatewayError as exc:  # a parent header that names no run
-        _refused(deps, placement, session, [request_violation(exc)], "request")
+        _refused(deps, placement, session, [request_violation(exc)], "request", fork=fork)
         return Refused(exc, own)
-    refused = partial(_refused, deps, placement, session, lineage=lineage)
+    refused = partial(_refused, deps, placement, session, lineage=lineage, fork=fork)
     key = budgets.key_settings(deps.settings, deps.secret, headers)
     violations = history_violations(adapter, parsed, placement, deps.settings.terminal_tools)
     broken = _rules_refusal(deps, adapter, (violations, placement.trace_id), key, refused)
@@ -129,7 +131,6 @@ async def check(
     own.update(admission.headers)
     found = (placement, violations, admission, own, session, lineage, client)
     sent = {name: headers[name] for name in adapter.recorded_headers if name in headers}
-    fork = ids.read_fork_mark(deps.secret, headers.get(ids.FORK_HEADER), placement.trace_id)
     return Admitted(request.raw, body, parsed, target, *found, protocol_headers=sent, fork=fork)
 
 
@@ -271,6 +272,7 @@ def _refused(
     kind: str,
     limits: budgets.Limits | None = None,
     lineage: Lineage | None = None,
+    fork: tuple[str, int] | None = None,
 ) -> None:
     """Record a refused request: its violations and the new items it carried."""
     record = RefusalRecord(
@@ -284,5 +286,6 @@ def _refused(
         items=tuple(placement.new_items),
         session_id=session,
         lineage=lineage,
+        fork=fork,
     )
     deps.bus.refused(record)

@@ -12,6 +12,7 @@ import aiohttp
 from aiohttp import web
 
 from gateway import ids, jsoncodec
+from gateway.checks.budgets import COST_HEADER, DURATION_HEADER, STEPS_HEADER, TOKENS_HEADER
 from gateway.errors import BadRequest, NotFound
 from gateway.protocols.registry import ADAPTERS
 from gateway.protocols.request_facts import provider_key
@@ -26,6 +27,8 @@ STORED_WAIT_S = 10.0
 _POLL_S = 0.05
 _TRACE_HEADER = "X-Loopwatch-Trace-Id"
 _STEP_HEADER = "X-Loopwatch-Step-Id"
+# A budget the fork call sets bounds the fork's run, as on any request.
+_BUDGET_HEADERS = (STEPS_HEADER, TOKENS_HEADER, COST_HEADER, DURATION_HEADER)
 
 
 async def fork_trace(request: web.Request, deps: ReadDeps) -> web.Response:
@@ -42,6 +45,7 @@ async def fork_trace(request: web.Request, deps: ReadDeps) -> web.Response:
         "Content-Type": "application/json",
         _TRACE_HEADER: fork_id,
         ids.FORK_HEADER: ids.fork_mark(deps.secret, trace_id, asked.at_step, fork_id),
+        **{name: request.headers[name] for name in _BUDGET_HEADERS if name in request.headers},
     }
     key = provider_key(request.headers)
     if key is not None:  # else the gateway's route for the model gives its own key

@@ -24,7 +24,7 @@ from gateway.recording.spool import (
     segments,
     write_checkpoint,
 )
-from tests.factories import build_step
+from tests.factories import build_step, refusal
 
 
 def test_lines_come_back_in_order_across_segments(tmp_path: Path) -> None:
@@ -77,6 +77,8 @@ def test_checkpoint_resumes_and_releases_stored_segments(tmp_path: Path) -> None
 def test_records_round_trip() -> None:
     step = build_step(error={"message": "m", "type": None, "code": None})
     assert records.decode(records.encode(step)) == step
+    forked = refusal(fork=("tr_original", 2))  # a fork API request refused
+    assert records.decode(records.encode(forked)) == forked
 
 
 def test_two_gateways_on_one_spool_root_each_own_a_directory(tmp_path: Path) -> None:

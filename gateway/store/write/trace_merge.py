@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 from sqlalchemy.engine import Connection, Dialect
 
 from gateway import jsoncodec
-from gateway.step import FORK_AT, FORK_OF, Lineage, Replay, StepRecord
+from gateway.step import FORK_AT, FORK_OF, Lineage, RefusalRecord, Replay, StepRecord
 from gateway.store.models import TRACES
 from gateway.store.write import session_summary
 from gateway.store.write.rows import converter, placeholder
@@ -180,11 +180,17 @@ def mark_diverged(conn: Connection, replays: Sequence[tuple[str, Replay]]) -> No
     conn.exec_driver_sql(sql, [(n, trace_id, n) for trace_id, n in found])
 
 
-def fork_columns(steps: Sequence[StepRecord]) -> dict[str, Any]:
-    """A new trace's `fork_of` and `fork_at`: from its first step made by the fork API."""
+def fork_columns(
+    steps: Sequence[StepRecord], refusals: Sequence[RefusalRecord] = ()
+) -> dict[str, Any]:
+    """A new trace's `fork_of` and `fork_at`: from its first step made by the fork API, else
+    from a fork API request refused before the provider."""
     for step in steps:
         if step.attrs and FORK_OF in step.attrs:
             return {"fork_of": step.attrs[FORK_OF], "fork_at": step.attrs[FORK_AT]}
+    for refusal in refusals:
+        if refusal.fork is not None:
+            return {"fork_of": refusal.fork[0], "fork_at": refusal.fork[1]}
     return {"fork_of": None, "fork_at": None}
 
 

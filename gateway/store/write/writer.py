@@ -245,7 +245,7 @@ def _trace_row(delta: TraceDelta) -> dict[str, Any]:
         **trace_merge.lineage_columns(delta.trace_id, delta.lineage),
         "client": delta.client,
         **trace_merge.replay_columns(delta.replay),
-        **trace_merge.fork_columns(delta.steps),
+        **trace_merge.fork_columns(delta.steps, delta.refusals),
     }
 
 

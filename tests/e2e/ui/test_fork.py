@@ -209,8 +209,38 @@ async def test_a_fork_the_checks_refuse_is_answered_as_the_gateway_refuses(
     assert answer["status"] == 400 and answer["error"]["code"] == "orphan_tool_result"
     assert answer["fork_of"] == original and answer["trace_id"] != original
     assert len(guarded.provider.received) == 3
+    await guarded.flush()
     refused = await trace(guarded, answer["trace_id"])
     assert refused["status"] == "refused"
+    assert (refused["fork_of"], refused["fork_at"]) == (original, 1)
+
+
+async def test_a_cost_budget_on_the_fork_call_bounds_the_fork(guarded: Gateway) -> None:
+    await chat_loop(guarded, stream=False)
+    original = await only_trace(guarded)
+    guarded.provider.queue(chat_answer())
+    budget = {"x-api-key": PROVIDER_KEY, "X-Loopwatch-Max-Cost-Usd": "0.00002"}
+    status, made = await fork(guarded, original, {"at_step": 2, "model": "gpt-4o"}, budget)
+    assert status == 201, made
+    # $0.00002 buys 2 output tokens of gpt-4o ($10 per million): the limit sent is clamped.
+    assert guarded.provider.received[-1].json()["max_completion_tokens"] == 2
+    assert "X-Loopwatch-Max-Cost-Usd" not in guarded.provider.received[-1].headers
+
+
+async def test_a_step_budget_on_the_fork_call_is_the_fork_trace_budget(
+    guarded: Gateway,
+) -> None:
+    await chat_loop(guarded, stream=False)
+    original = await only_trace(guarded)
+    guarded.provider.queue(chat_answer())
+    budget = {"x-api-key": PROVIDER_KEY, "X-Loopwatch-Max-Steps": "4"}
+    status, made = await fork(guarded, original, {"at_step": 3}, budget)
+    assert status == 201, made
+    assert made["status"] == 200
+    forked = await trace(guarded, made["trace_id"])
+    assert forked["budget"]["max_steps"] == 4
+    assert (forked["fork_of"], forked["fork_at"]) == (original, 3)
+    assert (await trace(guarded, original))["budget"]["max_steps"] is None
 
 
 async def thinking_loop(gw: Gateway) -> str:
