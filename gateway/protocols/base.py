@@ -177,6 +177,11 @@ class CassetteEncoder(Protocol):
 
     def request_body(self, step: Recorded) -> dict[str, Any]: ...
 
+    def canonical(self, items: list[Item]) -> list[Any]:
+        """History elements spelled the usual way for a run of items without wire shapes:
+        what a shape is recorded against (an element spelled so needs none)."""
+        ...
+
     def response_body(self, step: Recorded) -> dict[str, Any]: ...
 
     def response_events(self, step: Recorded) -> list[dict[str, Any]]:

@@ -24,6 +24,9 @@ _INCOMPLETE = frozenset({"max_output_tokens", "content_filter"})
 
 
 class ResponsesEncoder:
+    def canonical(self, items: list[Item]) -> list[Any]:
+        return _canonical(items)
+
     def request_body(self, step: Recorded) -> dict[str, Any]:
         held = step.params.get("previous_response_id") or step.params.get("conversation")
         items = step.new_items if held else step.items

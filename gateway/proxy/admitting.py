@@ -22,10 +22,11 @@ from gateway.errors import GatewayError
 from gateway.exchange.calls import CallRules
 from gateway.exchange.closing import Budget, StepFacts, Threading
 from gateway.exchange.machine import Exchange
-from gateway.items import Violation, ViolationKind
+from gateway.items import Item, Violation, ViolationKind
 from gateway.protocols import request_facts
 from gateway.protocols.base import ParsedRequest, ProtocolAdapter
 from gateway.protocols.frames import FrameDecoder
+from gateway.protocols.registry import ENCODERS
 from gateway.protocols.wire_shapes.record import shaped
 from gateway.proxy import parents
 from gateway.proxy.admission import Admission, admit
@@ -205,7 +206,7 @@ def _model_start(
         started_at=deps.clock(),
         model=admitted.parsed.model,
         stream=admitted.parsed.stream,
-        input_items=shaped(adapter, admitted.body, admitted.placement.new_items),
+        input_items=_shaped(adapter, admitted),
         violations=tuple(admitted.violations),
         budget_max_steps=admitted.admission.limits.max_steps,
         budget_max_tokens=admitted.admission.limits.max_tokens,
@@ -289,3 +290,11 @@ def _refused(
         fork=fork,
     )
     deps.bus.refused(record)
+
+
+def _shaped(adapter: ProtocolAdapter, admitted: Admitted) -> tuple[Item, ...]:
+    """The step's new items with the wire shapes a cassette spells them back from (none
+    where they are spelled the protocol's usual way)."""
+    encoder = ENCODERS.get(adapter.name)
+    usual = encoder.canonical if encoder is not None else None
+    return shaped(adapter, admitted.body, admitted.placement.new_items, usual)

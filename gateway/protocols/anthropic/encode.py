@@ -23,6 +23,9 @@ _INDEX = "message_index"
 
 
 class MessagesEncoder:
+    def canonical(self, items: list[Item]) -> list[Any]:
+        return messages(items)
+
     def request_body(self, step: Recorded) -> dict[str, Any]:
         system = [i for i in step.items if i.kind is ItemKind.INSTRUCTION and _INDEX not in i.attrs]
         turns = [

@@ -22,6 +22,9 @@ _USAGE = ("prompt_tokens", "completion_tokens", "total_tokens")
 
 
 class ChatEncoder:
+    def canonical(self, items: list[Item]) -> list[Any]:
+        return messages(items)
+
     def request_body(self, step: Recorded) -> dict[str, Any]:
         body: dict[str, Any] = {**step.params, "messages": spell.history(step.items, messages)}
         if step.tools:

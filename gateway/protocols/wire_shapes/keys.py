@@ -8,6 +8,9 @@ from typing import Any
 # `attrs[WIRE]` of the first item a shape covers: {"n": how many items it covers, in order
 # from this one, "els": the shapes of the history elements they came from}.
 WIRE = "wire"
+# A cover of one element spelled the usual way but for a few fields more (`refusal: null`,
+# `annotations: []` an SDK echoes back): {"n": …, EXTRA: {field: value}} instead of "els".
+EXTRA = "x"
 # `attrs[ECHO]` of a step's first new item: the shapes of the previous answer's elements as
 # this request echoed them back (a list of WIRE values, in order, covering its items).
 ECHO = "wire_echo"

@@ -14,7 +14,7 @@ import msgspec
 from gateway.errors import BadRequest
 from gateway.items import ASSISTANT_KINDS, Item, ItemKind
 from gateway.protocols.base import ProtocolAdapter
-from gateway.protocols.wire_shapes.keys import ECHO, REF, RESPELT, WIRE, kinds_of
+from gateway.protocols.wire_shapes.keys import ECHO, EXTRA, REF, RESPELT, WIRE, kinds_of
 
 # The body field holding each protocol's history, and the one holding its separate
 # instruction (kept outside the history), by protocol name.
@@ -43,20 +43,30 @@ _MAX_ECHO = 64
 _RESPELT = 2
 
 Parse = Callable[[Any], Sequence[Item]]  # one history element → its items
+Canonical = Callable[[list[Item]], list[Any]]  # items → elements spelled the usual way
 
 
-def shaped(adapter: ProtocolAdapter, body: Any, new_items: Sequence[Item]) -> tuple[Item, ...]:
+def shaped(
+    adapter: ProtocolAdapter,
+    body: Any,
+    new_items: Sequence[Item],
+    canonical: Canonical | None = None,
+) -> tuple[Item, ...]:
     """`new_items` with the shapes of the elements they came from in their attrs; as they
-    are when the elements cannot be told apart (then a cassette spells them canonically)."""
+    are when the elements cannot be told apart (then a cassette spells them canonically).
+    `canonical`: the protocol's usual spelling; elements spelled so need no shape, so an
+    SDK's requests (spelled the usual way) store none."""
     try:
-        return _shaped(adapter, body, new_items)
+        return _shaped(adapter, body, new_items, canonical)
     except (BadRequest, ValueError, TypeError, KeyError, RecursionError):
         # A body the gateway forwards as sent is never refused for its shape: the step is
         # recorded without one.
         return tuple(new_items)
 
 
-def _shaped(adapter: ProtocolAdapter, body: Any, new_items: Sequence[Item]) -> tuple[Item, ...]:
+def _shaped(
+    adapter: ProtocolAdapter, body: Any, new_items: Sequence[Item], canonical: Canonical | None
+) -> tuple[Item, ...]:
     protocol = adapter.name
 
     def separate(item: Item) -> bool:  # from the instruction field, not the history
@@ -86,12 +96,18 @@ def _shaped(adapter: ProtocolAdapter, body: Any, new_items: Sequence[Item]) -> t
     new, echo, before = found
     at = 0
     marks: list[bool] = []
-    for cover in _covers(new, marks=marks, tools=tools):
+    covers = (
+        [] if _usual(new, canonical) else _covers(new, marks=marks, tools=tools, usual=canonical)
+    )
+    for cover in covers:
         items[rest[at]] = _carrying(items[rest[at]], {WIRE: cover})
         at += cover["n"]
-    respelt = {ECHO: _covers(echo, noted=True, tools=tools)}
+    echoed: list[dict[str, Any]] = []
+    if not _usual(echo, canonical):
+        echoed = _covers(echo, noted=True, tools=tools, usual=canonical)
+    respelt = {ECHO: echoed}
     if any(marks):  # a client that marks cache points moves them: its latest turns change
-        respelt[RESPELT] = _covers(before, noted=True, tools=tools)
+        respelt[RESPELT] = _covers(before(), noted=True, tools=tools)
     items[rest[0]] = _carrying(items[rest[0]], {k: v for k, v in respelt.items() if v})
     return tuple(items)
 
@@ -99,7 +115,19 @@ def _shaped(adapter: ProtocolAdapter, body: Any, new_items: Sequence[Item]) -> t
 Pairs = list[tuple[Any, list[Item]]]  # history elements and the items of each
 
 
-def _tail(elements: list[Any], count: int, parse: Parse) -> tuple[Pairs, Pairs, Pairs] | None:
+def _usual(pairs: Pairs, canonical: Canonical | None) -> bool:
+    """The elements are what the usual spelling of their items gives: no shape needed."""
+    if canonical is None or not pairs:
+        return False
+    if any(not typed for _, typed in pairs):
+        return False  # an element with no items of its own is only known by its shape
+    items = [item for _, typed in pairs for item in typed]
+    return canonical(items) == [_decoded(element) for element, _ in pairs]
+
+
+def _tail(
+    elements: list[Any], count: int, parse: Parse
+) -> tuple[Pairs, Pairs, Callable[[], Pairs]] | None:
     """The last elements holding `count` items, the answer echoed just before them, and a
     few elements before that (clients re-spell their latest turns: cache marks move)."""
     at = len(elements)
@@ -119,10 +147,14 @@ def _tail(elements: list[Any], count: int, parse: Parse) -> tuple[Pairs, Pairs, 
             break
         at -= 1
         echo.insert(0, (elements[at], typed))
-    before = [(elements[n], list(parse(elements[n]))) for n in range(max(0, at - _RESPELT), at)]
-    # Not from an earlier answer's turn: its items as stored may be typed otherwise.
-    while before and all(i.kind in ASSISTANT_KINDS for i in before[0][1]):
-        before.pop(0)
+
+    def before() -> Pairs:  # read only for a client that marks cache points
+        found = [(elements[n], list(parse(elements[n]))) for n in range(max(0, at - _RESPELT), at)]
+        # Not from an earlier answer's turn: its items as stored may be typed otherwise.
+        while found and all(i.kind in ASSISTANT_KINDS for i in found[0][1]):
+            found.pop(0)
+        return found
+
     return new, echo, before
 
 
@@ -132,6 +164,7 @@ def _covers(
     noted: bool = False,
     marks: list[bool] | None = None,
     tools: list[Any] | None = None,
+    usual: Canonical | None = None,
 ) -> list[dict[str, Any]]:
     """A shape for each element with items; one without is shaped with the next. `noted`:
     each notes the kinds it covers (it will be laid over items stored before); `marks`
@@ -142,13 +175,31 @@ def _covers(
         if not typed:
             pending.append(element)
             continue
-        out.append(_cover([*pending, element], typed, marks, tools))
+        extra = None if pending or usual is None else _extra(element, typed, usual)
+        if extra is not None:  # the usual spelling and a few fields more: those alone
+            out.append({"n": len(typed), EXTRA: extra})
+            if marks is not None:
+                marks.append(False)
+        else:
+            out.append(_cover([*pending, element], typed, marks, tools))
         if noted:
             out[-1]["k"] = kinds_of(typed)
         pending = []
     if pending and out:
         out[-1]["els"] += _Shaper([], tools).shapes(pending)
     return out
+
+
+def _extra(element: Any, typed: list[Item], usual: Canonical) -> dict[str, Any] | None:
+    """The fields `element` has beyond the usual spelling of its items (`{}`: none), when
+    it is that spelling otherwise; None when it differs in more (it needs a whole shape)."""
+    decoded = _decoded(element)
+    spelled = usual(list(typed))
+    if not isinstance(decoded, dict) or len(spelled) != 1 or not isinstance(spelled[0], dict):
+        return None
+    extra = {key: value for key, value in decoded.items() if key not in spelled[0]}
+    rest = {key: value for key, value in decoded.items() if key not in extra}
+    return extra if rest == spelled[0] else None
 
 
 def _decoded(element: Any) -> Any:

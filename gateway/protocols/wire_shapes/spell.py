@@ -12,6 +12,7 @@ from typing import Any
 from gateway.items import Item
 from gateway.protocols.wire_shapes.keys import (
     ECHO,
+    EXTRA,
     OPAQUE,
     REASONING_PLACEHOLDER,
     REF,
@@ -35,7 +36,15 @@ def history(
     at = 0
     while at < len(items):
         cover = covered(items[at])
-        if cover is not None and at + cover[0] <= len(items):
+        extra = _extra_cover(items[at])
+        if extra is not None and at + extra[0] <= len(items):
+            out += canonical(run) if run else []
+            run = []
+            count, fields = extra
+            made = canonical(list(items[at : at + count]))
+            out += [{**made[0], **fields}] if len(made) == 1 and isinstance(made[0], dict) else made
+            at += count
+        elif cover is not None and at + cover[0] <= len(items):
             out += canonical(run) if run else []
             run = []
             count, elements = cover
@@ -45,6 +54,15 @@ def history(
             run.append(items[at])
             at += 1
     return out + (canonical(run) if run else [])
+
+
+def _extra_cover(item: Item) -> tuple[int, dict[str, Any]] | None:
+    """How many items a cover of the usual spelling plus fields covers, and the fields."""
+    wire = item.attrs.get(WIRE)
+    if not isinstance(wire, dict) or not isinstance(wire.get(EXTRA), dict):
+        return None
+    count = wire.get("n")
+    return (count, wire[EXTRA]) if isinstance(count, int) and count >= 1 else None
 
 
 def covered(item: Item) -> tuple[int, list[Any]] | None:
