@@ -297,4 +297,5 @@ def _shaped(adapter: ProtocolAdapter, admitted: Admitted) -> tuple[Item, ...]:
     where they are spelled the protocol's usual way)."""
     encoder = ENCODERS.get(adapter.name)
     usual = encoder.canonical if encoder is not None else None
-    return shaped(adapter, admitted.body, admitted.placement.new_items, usual)
+    placed = admitted.placement.new_items
+    return shaped(adapter, admitted.body, placed, usual, admitted.parsed.items)

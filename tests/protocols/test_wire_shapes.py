@@ -221,3 +221,39 @@ def test_tools_declared_elsewhere_too_stay_inline_in_the_element() -> None:
         rebuilt, stored = _rebuilt(body)
         assert "apply_patch" in repr([dict(i.attrs) for i in stored])
         assert rebuilt == body
+
+
+def _chat_loop(echo_fields: dict[str, Any]) -> dict[str, Any]:
+    """A Chat request going on from a tool call: the answer echoed with `echo_fields`."""
+    call = {"id": "c1", "type": "function", "function": {"name": "sh", "arguments": '{"a": 1}'}}
+    echoed = {"role": "assistant", "content": None, "tool_calls": [call], **echo_fields}
+    return {
+        "model": "gpt-4o",
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Run it."},
+            echoed,
+            {"role": "tool", "tool_call_id": "c1", "content": "done"},
+        ],
+    }
+
+
+def test_elements_spelled_the_usual_way_store_no_shape_and_extra_fields_alone() -> None:
+    usual = chat_encode.ChatEncoder().canonical
+    for fields in ({}, {"refusal": None, "annotations": []}):
+        body = _chat_loop(fields)
+        items = CHAT.parse_request(body).items
+        new = shaped(CHAT, body, items[-1:], usual, items)  # the tool result is the new item
+        attrs = new[0].attrs
+        assert WIRE not in attrs
+        if not fields:
+            assert "wire_echo" not in attrs  # the echo was spelled the usual way too
+            continue
+        (cover,) = attrs["wire_echo"]
+        assert cover == {"n": 1, "k": "c", "x": fields}  # the extra fields alone
+        # Spelled back: the echoed answer (stored as the earlier step's output) with them.
+        history = list(items[:-1])
+        spell.respelt(history, new, 1)
+        assert spell.history([*history, *new], usual) == body["messages"]
+        # The whole look, without the request's items, decides the same.
+        assert shaped(CHAT, body, items[-1:], usual)[0].attrs == attrs

@@ -9,12 +9,12 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import msgspec
-
 from gateway.errors import BadRequest
 from gateway.items import ASSISTANT_KINDS, Item, ItemKind
 from gateway.protocols.base import ProtocolAdapter
+from gateway.protocols.wire_shapes import usual as spelling
 from gateway.protocols.wire_shapes.keys import ECHO, EXTRA, REF, RESPELT, WIRE, kinds_of
+from gateway.protocols.wire_shapes.usual import MAX_ECHO, Canonical, Pairs
 
 # The body field holding each protocol's history, and the one holding its separate
 # instruction (kept outside the history), by protocol name.
@@ -37,13 +37,10 @@ _INDEX = "message_index"  # the history element an item came from, where adapter
 _CACHE_MARK = "cache_control"
 _ARGUMENT_KEYS = frozenset({"input", "arguments"})
 _TEXT_SEPARATORS = ("\n", "")
-# An echo longer than this is not an answer's echo: it is not shaped.
-_MAX_ECHO = 64
 # How many elements before the echo are shaped again (`keys.RESPELT`).
 _RESPELT = 2
 
 Parse = Callable[[Any], Sequence[Item]]  # one history element → its items
-Canonical = Callable[[list[Item]], list[Any]]  # items → elements spelled the usual way
 
 
 def shaped(
@@ -51,13 +48,15 @@ def shaped(
     body: Any,
     new_items: Sequence[Item],
     canonical: Canonical | None = None,
+    history: Sequence[Item] | None = None,
 ) -> tuple[Item, ...]:
     """`new_items` with the shapes of the elements they came from in their attrs; as they
     are when the elements cannot be told apart (then a cassette spells them canonically).
     `canonical`: the protocol's usual spelling; elements spelled so need no shape, so an
-    SDK's requests (spelled the usual way) store none."""
+    SDK's requests (spelled the usual way) store none. `history`: all the request's items,
+    whose tail `new_items` is, for the common case's quick look."""
     try:
-        return _shaped(adapter, body, new_items, canonical)
+        return _shaped(adapter, body, new_items, canonical, history)
     except (BadRequest, ValueError, TypeError, KeyError, RecursionError):
         # A body the gateway forwards as sent is never refused for its shape: the step is
         # recorded without one.
@@ -65,7 +64,11 @@ def shaped(
 
 
 def _shaped(
-    adapter: ProtocolAdapter, body: Any, new_items: Sequence[Item], canonical: Canonical | None
+    adapter: ProtocolAdapter,
+    body: Any,
+    new_items: Sequence[Item],
+    canonical: Canonical | None,
+    history: Sequence[Item] | None,
 ) -> tuple[Item, ...]:
     protocol = adapter.name
 
@@ -85,44 +88,45 @@ def _shaped(
     if len(apart) == 1 and isinstance(body.get(INSTRUCTION_FIELDS.get(protocol, "")), str | list):
         at = apart[0]
         value = body[INSTRUCTION_FIELDS[protocol]]
-        items[at] = _carrying(items[at], {WIRE: _cover([value], [items[at]])})
+        items[at] = spelling.carrying(items[at], {WIRE: _cover([value], [items[at]])})
     elements = body.get(field)
     rest = [n for n, item in enumerate(items) if not separate(item)]
     if not rest or not isinstance(elements, list):
         return tuple(items)
+    quick = spelling.quick(elements, items, history, canonical) if len(rest) == len(items) else None
+    return quick or _looked(elements, items, rest, parse, (tools, canonical))
+
+
+def _looked(
+    elements: list[Any],
+    items: list[Item],
+    rest: list[int],
+    parse: Parse,
+    how: tuple[list[Any] | None, Canonical | None],
+) -> tuple[Item, ...]:
+    """`items` shaped from a look at each element the new items (`rest` of them) came from,
+    the answer echoed before them and, for a client marking cache points, the turns before."""
+    tools, canonical = how
     found = _tail(elements, len(rest), parse)
     if found is None:
         return tuple(items)
     new, echo, before = found
     at = 0
     marks: list[bool] = []
-    covers = (
-        [] if _usual(new, canonical) else _covers(new, marks=marks, tools=tools, usual=canonical)
-    )
+    covers: list[dict[str, Any]] = []
+    if not spelling.usual_pairs(new, canonical):
+        covers = _covers(new, marks=marks, tools=tools, usual=canonical)
     for cover in covers:
-        items[rest[at]] = _carrying(items[rest[at]], {WIRE: cover})
+        items[rest[at]] = spelling.carrying(items[rest[at]], {WIRE: cover})
         at += cover["n"]
     echoed: list[dict[str, Any]] = []
-    if not _usual(echo, canonical):
+    if not spelling.usual_pairs(echo, canonical):
         echoed = _covers(echo, noted=True, tools=tools, usual=canonical)
     respelt = {ECHO: echoed}
     if any(marks):  # a client that marks cache points moves them: its latest turns change
         respelt[RESPELT] = _covers(before(), noted=True, tools=tools)
-    items[rest[0]] = _carrying(items[rest[0]], {k: v for k, v in respelt.items() if v})
+    items[rest[0]] = spelling.carrying(items[rest[0]], {k: v for k, v in respelt.items() if v})
     return tuple(items)
-
-
-Pairs = list[tuple[Any, list[Item]]]  # history elements and the items of each
-
-
-def _usual(pairs: Pairs, canonical: Canonical | None) -> bool:
-    """The elements are what the usual spelling of their items gives: no shape needed."""
-    if canonical is None or not pairs:
-        return False
-    if any(not typed for _, typed in pairs):
-        return False  # an element with no items of its own is only known by its shape
-    items = [item for _, typed in pairs for item in typed]
-    return canonical(items) == [_decoded(element) for element, _ in pairs]
 
 
 def _tail(
@@ -141,7 +145,7 @@ def _tail(
     if held != count:
         return None
     echo: Pairs = []
-    while at > 0 and len(echo) < _MAX_ECHO:
+    while at > 0 and len(echo) < MAX_ECHO:
         typed = list(parse(elements[at - 1]))
         if not typed or any(i.kind not in ASSISTANT_KINDS for i in typed):
             break
@@ -175,7 +179,7 @@ def _covers(
         if not typed:
             pending.append(element)
             continue
-        extra = None if pending or usual is None else _extra(element, typed, usual)
+        extra = None if pending or usual is None else spelling.extra(element, typed, usual)
         if extra is not None:  # the usual spelling and a few fields more: those alone
             out.append({"n": len(typed), EXTRA: extra})
             if marks is not None:
@@ -188,26 +192,6 @@ def _covers(
     if pending and out:
         out[-1]["els"] += _Shaper([], tools).shapes(pending)
     return out
-
-
-def _extra(element: Any, typed: list[Item], usual: Canonical) -> dict[str, Any] | None:
-    """The fields `element` has beyond the usual spelling of its items (`{}`: none), when
-    it is that spelling otherwise; None when it differs in more (it needs a whole shape)."""
-    decoded = _decoded(element)
-    spelled = usual(list(typed))
-    if not isinstance(decoded, dict) or len(spelled) != 1 or not isinstance(spelled[0], dict):
-        return None
-    extra = {key: value for key, value in decoded.items() if key not in spelled[0]}
-    rest = {key: value for key, value in decoded.items() if key not in extra}
-    return extra if rest == spelled[0] else None
-
-
-def _decoded(element: Any) -> Any:
-    return msgspec.json.decode(element) if isinstance(element, msgspec.Raw) else element
-
-
-def _carrying(item: Item, carried: dict[str, Any]) -> Item:
-    return item.with_changes(attrs={**item.attrs, **carried})
 
 
 def _cover(
@@ -235,7 +219,7 @@ class _Shaper:
         self.marked = False  # a cache point was marked (`cache_control`)
 
     def shapes(self, elements: list[Any]) -> list[Any]:
-        out = [self._walk(_decoded(e), None) for e in elements]
+        out = [self._walk(spelling.decoded(e), None) for e in elements]
         self._join_pieces()
         return out
 
