@@ -155,6 +155,7 @@ async def _relay(
                 # Spooled before the client holds the answer: a gateway killed after writing
                 # it would otherwise lose an answered call (an append, no wait on a disk).
                 runtime.messages(tracked, found, session)
+                await runtime.spooled()
             await response.write(chunk)
         if reader is not None:
             runtime.messages(tracked, reader.end(), session)

@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 MAX_RESUMABLE_SESSIONS = 10_000  # sessions with requests parked, oldest given up first
 
 
+SPOOL_WAIT_S = 1.0  # the longest an MCP answer waits for its record to be spooled
+
+
 class McpRuntime:
     def __init__(
         self,
@@ -101,6 +104,13 @@ class McpRuntime:
             self._observing -= 1
             if self._observing == 0:
                 self._settled.set()
+
+    async def spooled(self) -> None:
+        """Wait until the records submitted so far are in the spool (a batch written now, not
+        after the batching delay), at most SPOOL_WAIT_S: an answer the client is about to
+        hold must survive the gateway being killed."""
+        with contextlib.suppress(TimeoutError):
+            await self._recorder.flush(timeout=SPOOL_WAIT_S)
 
     async def flush(self, timeout: float = 10.0) -> bool:
         """Everything observed so far is stored: the POSTs being proxied are finished, their
