@@ -36,14 +36,7 @@ def replays_json(
 ) -> list[dict[str, Any]]:
     """The trace's replays, oldest first, each with where it left the recording (null: it
     did not). Read by the replay_of index."""
-    t = TRACES.c
-    newest = (
-        sa.select(TRACES)
-        .where(t.replay_of == trace_id)
-        .order_by(t.started_at.desc(), t.id.desc())
-        .limit(MAX_REPLAYS)
-    )
-    rows = list(conn.execute(newest).mappings())
+    rows = _newest(conn, TRACES.c.replay_of, trace_id)
     return [
         {
             "id": row["id"],
@@ -64,14 +57,7 @@ def forks_json(
 ) -> list[dict[str, Any]]:
     """The trace's forks, oldest first, each with the step it forks and the model it asked.
     Read by the fork_of index."""
-    t = TRACES.c
-    newest = (
-        sa.select(TRACES)
-        .where(t.fork_of == trace_id)
-        .order_by(t.started_at.desc(), t.id.desc())
-        .limit(MAX_REPLAYS)
-    )
-    rows = list(conn.execute(newest).mappings())
+    rows = _newest(conn, TRACES.c.fork_of, trace_id)
     return [
         {
             "id": row["id"],
@@ -105,3 +91,15 @@ def page_key(
         row = conn.execute(sa.select(TRACES).where(TRACES.c.id == trace_id)).mappings().first()
         made = made_from(conn, trace_id) if row is not None else 0
     return None if row is None else trace_json(row, now, idle_seconds) | {"made_from": made}
+
+
+def _newest(conn: Connection, link: Any, trace_id: str) -> list[Any]:
+    """The newest MAX_REPLAYS traces whose `link` names the trace (by its index)."""
+    t = TRACES.c
+    query = (
+        sa.select(TRACES)
+        .where(link == trace_id)
+        .order_by(t.started_at.desc(), t.id.desc())
+        .limit(MAX_REPLAYS)
+    )
+    return list(conn.execute(query).mappings())
