@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+from gateway.items import Item
 from gateway.opaque import Digests
 from gateway.protocols import (
     openai_responses,
@@ -84,3 +88,10 @@ def follow_up(method: str, path: str) -> tuple[ProtocolAdapter, str] | None:
         if found is not None:
             return adapter, found
     return None
+
+
+def usual_spelling(adapter: ProtocolAdapter) -> Callable[[list[Item]], list[Any]] | None:
+    """How a cassette spells the adapter's history elements when no wire shape says
+    otherwise (None: its steps are not rebuilt): what a shape is recorded against."""
+    encoder = ENCODERS.get(adapter.name)
+    return encoder.canonical if encoder is not None else None

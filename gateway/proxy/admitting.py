@@ -26,7 +26,7 @@ from gateway.items import Item, Violation, ViolationKind
 from gateway.protocols import request_facts
 from gateway.protocols.base import ParsedRequest, ProtocolAdapter
 from gateway.protocols.frames import FrameDecoder
-from gateway.protocols.registry import ENCODERS
+from gateway.protocols.registry import usual_spelling
 from gateway.protocols.wire_shapes.record import shaped
 from gateway.proxy import parents
 from gateway.proxy.admission import Admission, admit
@@ -295,7 +295,5 @@ def _refused(
 def _shaped(adapter: ProtocolAdapter, admitted: Admitted) -> tuple[Item, ...]:
     """The step's new items with the wire shapes a cassette spells them back from (none
     where they are spelled the protocol's usual way)."""
-    encoder = ENCODERS.get(adapter.name)
-    usual = encoder.canonical if encoder is not None else None
     placed = admitted.placement.new_items
-    return shaped(adapter, admitted.body, placed, usual, admitted.parsed.items)
+    return shaped(adapter, admitted.body, placed, usual_spelling(adapter), admitted.parsed.items)

@@ -27,10 +27,12 @@ def agent_tests(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> p
     return pytester
 
 
-def record(pytester: pytest.Pytester, provider: ProviderThread, cassettes: Path) -> None:
+def record(
+    pytester: pytest.Pytester, provider: ProviderThread, cassettes: Path, test: str = "test_weather"
+) -> None:
     provider.queue_weather()
     result = pytester.runpytest_subprocess(
-        "-k", "test_weather", f"--loopwatch-upstream={provider.url}",
+        "-k", test, f"--loopwatch-upstream={provider.url}",
         f"--loopwatch-record={cassettes}", timeout=TIMEOUT)  # fmt: skip
     result.assert_outcomes(passed=1)
 
@@ -91,11 +93,7 @@ def test_replay_fails_a_test_whose_agent_swallows_the_error(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    provider_thread.queue_weather()
-    recorded = agent_tests.runpytest_subprocess(
-        "-k", "test_swallowing", f"--loopwatch-upstream={provider_thread.url}",
-        f"--loopwatch-record={tmp_path}", timeout=TIMEOUT)  # fmt: skip
-    recorded.assert_outcomes(passed=1)
+    record(agent_tests, provider_thread, tmp_path, "test_swallowing")
     monkeypatch.setenv("WEATHER", "rainy")
 
     result = agent_tests.runpytest_subprocess(
@@ -117,11 +115,7 @@ def test_replay_fails_a_test_whose_agent_stops_before_the_recording(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    provider_thread.queue_weather()
-    recorded = agent_tests.runpytest_subprocess(
-        "-k", "test_swallowing", f"--loopwatch-upstream={provider_thread.url}",
-        f"--loopwatch-record={tmp_path}", timeout=TIMEOUT)  # fmt: skip
-    recorded.assert_outcomes(passed=1)
+    record(agent_tests, provider_thread, tmp_path, "test_swallowing")
     monkeypatch.setenv("AGENT_STEPS", "1")  # the agent gives up after its first request
 
     result = agent_tests.runpytest_subprocess(
